@@ -1,0 +1,110 @@
+//! Specialisation and constant folding. Binding symbolic dims (batch=1, seq=128) makes
+//! `Shape` and `Size` results known; every deterministic node whose inputs are then all
+//! constants is evaluated by the interpreter and replaced by its result, which collapses
+//! the shape sub-graphs exporters emit (Shape→Gather→Concat→Reshape...).
+
+use crate::dim::{concrete, Bindings};
+use crate::error::Result;
+use crate::graph::Graph;
+use crate::infer::infer_types;
+use crate::ops::{EvalCx, Op, ShapeOp};
+use crate::tensor::Tensor;
+
+/// Largest result (in elements) folding materialises; bigger ones stay computed at run
+/// time so folding never inflates the weights.
+pub const FOLD_MAX_ELEMENTS: usize = 1 << 22;
+
+/// What folding did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct FoldStats {
+    /// Nodes replaced by constants.
+    pub folded: usize,
+}
+
+/// Replaces bound symbols in every value type of the graph.
+pub fn bind_dims(graph: &mut Graph, b: &Bindings) {
+    for v in &mut graph.values {
+        if let Some(ty) = &mut v.ty {
+            for d in &mut ty.shape {
+                *d = d.bind(b);
+            }
+        }
+    }
+}
+
+/// Infers types, then folds every foldable node to a constant, to a fixpoint, and prunes
+/// what became dead.
+pub fn fold_constants(graph: &mut Graph) -> Result<FoldStats> {
+    let mut stats = FoldStats::default();
+    infer_types(graph)?;
+    let order = graph.topo_order()?;
+    let mut remove = vec![false; graph.nodes.len()];
+    let no_scope = |_: &str| None;
+    let cx = EvalCx { lookup: &no_scope };
+    for nid in order {
+        let node = &graph.nodes[nid.index()];
+        if !node.op.is_deterministic() || node.attrs.graphs().next().is_some() {
+            continue;
+        }
+        let outs: Option<Vec<Tensor>> = match node.op {
+            Op::Shape(ShapeOp::Shape) | Op::Shape(ShapeOp::Size) => {
+                let Some(x) = node.inputs.first().copied().flatten() else {
+                    continue;
+                };
+                let Some(dims) = graph.value(x).ty.as_ref().and_then(|t| concrete(&t.shape)) else {
+                    continue;
+                };
+                Some(vec![crate::ops::shape::shape_of_dims(node, &dims)?])
+            }
+            _ => {
+                let ins: Option<Vec<Option<&Tensor>>> = node
+                    .inputs
+                    .iter()
+                    .map(|i| match i {
+                        None => Some(None),
+                        Some(v) => graph.constant(*v).map(Some),
+                    })
+                    .collect();
+                let Some(ins) = ins else { continue };
+                let too_big = node.outputs.iter().any(|o| {
+                    graph
+                        .value(*o)
+                        .ty
+                        .as_ref()
+                        .and_then(|t| concrete(&t.shape))
+                        .map(|s| s.iter().product::<usize>())
+                        .is_none_or(|n| n > FOLD_MAX_ELEMENTS)
+                });
+                if too_big {
+                    continue;
+                }
+                match node.op.eval(&cx, node, &ins) {
+                    Ok(v) => Some(v),
+                    // A node that fails on constants fails at run time too; leave it there
+                    // so the error is reported with run-time context.
+                    Err(_) => None,
+                }
+            }
+        };
+        let Some(outs) = outs else { continue };
+        let node_outs = graph.nodes[nid.index()].outputs.clone();
+        for (v, t) in node_outs.into_iter().zip(outs) {
+            graph.values[v.index()].ty = Some(crate::graph::TensorType::new(
+                t.dtype(),
+                crate::dim::shape_of(t.shape()),
+            ));
+            graph.constants.insert(v, t);
+        }
+        remove[nid.index()] = true;
+        stats.folded += 1;
+    }
+    let nodes = std::mem::take(&mut graph.nodes);
+    graph.nodes = nodes
+        .into_iter()
+        .zip(remove)
+        .filter_map(|(n, r)| (!r).then_some(n))
+        .collect();
+    graph.prune();
+    infer_types(graph)?;
+    Ok(stats)
+}

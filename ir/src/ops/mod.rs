@@ -1,0 +1,207 @@
+//! The operation set. Ops are grouped into families, one enum and one module each, so
+//! that every `match` over ops is exhaustive (adding an op makes the compiler list every
+//! place to update) and each family's semantics, shape inference and reference
+//! implementation live together. Op names are ONNX's; semantics are those of the latest
+//! ONNX opset (importers upgrade older forms).
+
+use crate::attr::Attrs;
+use crate::dim::Dim;
+use crate::error::Result;
+use crate::graph::{Graph, Node, TensorType};
+use crate::tensor::Tensor;
+use std::fmt;
+
+pub mod attention;
+pub mod control;
+pub mod elementwise;
+pub mod image;
+pub mod nn;
+pub mod reduce;
+pub mod shape;
+pub mod util;
+
+pub use attention::AttentionOp;
+pub use control::ControlOp;
+pub use elementwise::ElementwiseOp;
+pub use image::ImageOp;
+pub use nn::NnOp;
+pub use reduce::ReduceOp;
+pub use shape::ShapeOp;
+
+/// Declares an op family: a fieldless enum whose variant names are the op names, with
+/// `ALL`, `name()` and `from_name()`.
+#[macro_export]
+macro_rules! op_family {
+    ($(#[$m:meta])* $name:ident { $($v:ident),* $(,)? }) => {
+        $(#[$m])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum $name {
+            $(#[doc = concat!("ONNX `", stringify!($v), "`.")] $v),*
+        }
+        impl $name {
+            /// Every op of the family.
+            pub const ALL: &'static [$name] = &[$($name::$v),*];
+            /// The op's name.
+            pub fn name(self) -> &'static str {
+                match self { $($name::$v => stringify!($v)),* }
+            }
+            /// The op with this name, if it belongs to the family.
+            pub fn from_name(s: &str) -> Option<Self> {
+                match s { $(stringify!($v) => Some($name::$v),)* _ => None }
+            }
+        }
+    };
+}
+
+/// An operation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Op {
+    /// Element-wise math, comparisons, logic, casts.
+    Elementwise(ElementwiseOp),
+    /// Reductions, softmax, normalizations, scans, losses.
+    Reduce(ReduceOp),
+    /// Shape computations and data movement.
+    Shape(ShapeOp),
+    /// Linear algebra, convolution, pooling, quantization.
+    Nn(NnOp),
+    /// Resampling, image and signal processing.
+    Image(ImageOp),
+    /// Control flow and recurrent networks.
+    Control(ControlOp),
+    /// Attention and related sequence-model blocks.
+    Attention(AttentionOp),
+}
+
+impl Op {
+    /// The op's name (ONNX's).
+    pub fn name(self) -> &'static str {
+        match self {
+            Op::Elementwise(o) => o.name(),
+            Op::Reduce(o) => o.name(),
+            Op::Shape(o) => o.name(),
+            Op::Nn(o) => o.name(),
+            Op::Image(o) => o.name(),
+            Op::Control(o) => o.name(),
+            Op::Attention(o) => o.name(),
+        }
+    }
+
+    /// The op with this name in any family.
+    pub fn from_name(s: &str) -> Option<Op> {
+        ElementwiseOp::from_name(s)
+            .map(Op::Elementwise)
+            .or_else(|| ReduceOp::from_name(s).map(Op::Reduce))
+            .or_else(|| ShapeOp::from_name(s).map(Op::Shape))
+            .or_else(|| NnOp::from_name(s).map(Op::Nn))
+            .or_else(|| ImageOp::from_name(s).map(Op::Image))
+            .or_else(|| ControlOp::from_name(s).map(Op::Control))
+            .or_else(|| AttentionOp::from_name(s).map(Op::Attention))
+    }
+
+    /// Every op, family by family.
+    pub fn all() -> Vec<Op> {
+        let mut v: Vec<Op> = Vec::new();
+        v.extend(ElementwiseOp::ALL.iter().map(|&o| Op::Elementwise(o)));
+        v.extend(ReduceOp::ALL.iter().map(|&o| Op::Reduce(o)));
+        v.extend(ShapeOp::ALL.iter().map(|&o| Op::Shape(o)));
+        v.extend(NnOp::ALL.iter().map(|&o| Op::Nn(o)));
+        v.extend(ImageOp::ALL.iter().map(|&o| Op::Image(o)));
+        v.extend(ControlOp::ALL.iter().map(|&o| Op::Control(o)));
+        v.extend(AttentionOp::ALL.iter().map(|&o| Op::Attention(o)));
+        v
+    }
+
+    /// Runs the op on concrete inputs (the reference semantics).
+    pub fn eval(self, cx: &EvalCx, node: &Node, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        match self {
+            Op::Elementwise(o) => o.eval(cx, node, inputs),
+            Op::Reduce(o) => o.eval(cx, node, inputs),
+            Op::Shape(o) => o.eval(cx, node, inputs),
+            Op::Nn(o) => o.eval(cx, node, inputs),
+            Op::Image(o) => o.eval(cx, node, inputs),
+            Op::Control(o) => o.eval(cx, node, inputs),
+            Op::Attention(o) => o.eval(cx, node, inputs),
+        }
+    }
+
+    /// Computes output types from input types (and input values where they are constant).
+    pub fn infer(
+        self,
+        cx: &mut InferCx,
+        node: &Node,
+        inputs: &[Option<InferInput>],
+    ) -> Result<Vec<TensorType>> {
+        match self {
+            Op::Elementwise(o) => o.infer(cx, node, inputs),
+            Op::Reduce(o) => o.infer(cx, node, inputs),
+            Op::Shape(o) => o.infer(cx, node, inputs),
+            Op::Nn(o) => o.infer(cx, node, inputs),
+            Op::Image(o) => o.infer(cx, node, inputs),
+            Op::Control(o) => o.infer(cx, node, inputs),
+            Op::Attention(o) => o.infer(cx, node, inputs),
+        }
+    }
+
+    /// False for ops whose result is not a function of their inputs (random ops), which
+    /// constant folding must leave alone.
+    pub fn is_deterministic(self) -> bool {
+        match self {
+            Op::Elementwise(o) => o.is_deterministic(),
+            Op::Reduce(_)
+            | Op::Shape(_)
+            | Op::Nn(_)
+            | Op::Image(_)
+            | Op::Control(_)
+            | Op::Attention(_) => true,
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// What shape inference knows about one input: its type and, when it is a constant (or
+/// was folded to one), its value.
+#[derive(Clone, Copy, Debug)]
+pub struct InferInput<'a> {
+    /// Dtype and symbolic shape.
+    pub ty: &'a TensorType,
+    /// The value when known at compile time.
+    pub value: Option<&'a Tensor>,
+}
+
+/// State shared by the inference of one graph: fresh symbols for data-dependent dims.
+#[derive(Debug, Default)]
+pub struct InferCx {
+    fresh: u32,
+}
+
+impl InferCx {
+    /// A new symbol for a dim only known at run time (NonZero's count, Unique's size...).
+    pub fn fresh_dim(&mut self, hint: &str) -> Dim {
+        self.fresh += 1;
+        Dim::sym(&format!("{hint}_{}", self.fresh))
+    }
+}
+
+/// Evaluation context: gives control-flow ops a way to run their sub-graphs, with the
+/// sub-graphs' captured values resolved in the enclosing scopes.
+pub struct EvalCx<'a> {
+    /// Resolves an outer-scope value by name.
+    pub lookup: &'a dyn Fn(&str) -> Option<Tensor>,
+}
+
+impl EvalCx<'_> {
+    /// Runs a sub-graph on `inputs`, its captures read from the enclosing scopes.
+    pub fn run_subgraph(&self, g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        crate::interp::run_scoped(g, inputs, self.lookup)
+    }
+}
+
+/// Reads an attribute set: shorthand used by the families.
+pub fn attrs(node: &Node) -> &Attrs {
+    &node.attrs
+}

@@ -1,0 +1,38 @@
+//! Reductions, softmax, normalizations, cumulative ops and losses.
+
+use crate::error::{unsupported, Result};
+use crate::graph::{Node, TensorType};
+use crate::op_family;
+use crate::ops::{EvalCx, InferCx, InferInput};
+use crate::tensor::Tensor;
+
+op_family! {
+    /// Reductions, softmax, normalizations, cumulative ops and losses.
+    ReduceOp { ReduceSum }
+}
+
+impl ReduceOp {
+    /// Reference semantics.
+    pub fn eval(
+        self,
+        _cx: &EvalCx,
+        _node: &Node,
+        _inputs: &[Option<&Tensor>],
+    ) -> Result<Vec<Tensor>> {
+        match self {
+            ReduceOp::ReduceSum => unsupported("ReduceSum is not implemented yet"),
+        }
+    }
+
+    /// Output types.
+    pub fn infer(
+        self,
+        _cx: &mut InferCx,
+        _node: &Node,
+        _inputs: &[Option<InferInput>],
+    ) -> Result<Vec<TensorType>> {
+        match self {
+            ReduceOp::ReduceSum => unsupported("ReduceSum is not implemented yet"),
+        }
+    }
+}

@@ -1,0 +1,3 @@
+//! The `gopt` command line.
+
+fn main() {}
