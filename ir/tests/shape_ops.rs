@@ -75,6 +75,8 @@ fn slice_negative_steps_and_clamping() {
     check(&s(-100, 3, 1), &[3], &[0, 1, 2]);
     check(&s(i64::MIN, i64::MAX, 4), &[3], &[0, 4, 8]);
     check(&s(3, 3, 1), &[0], &[]);
+    check(&s(0, 10, i64::MAX), &[1], &[0]);
+    check(&s(9, i64::MIN, i64::MIN), &[1], &[9]);
     check(&s(2, 5, -1), &[0], &[]);
     assert!(run_n(
         ShapeOp::Slice,
@@ -124,7 +126,7 @@ fn split_uneven_and_explicit() {
     let outs = run_n(
         ShapeOp::Split,
         &[("num_outputs", Attr::Int(3))],
-        &[x.clone()],
+        std::slice::from_ref(&x),
         3,
     )
     .unwrap();
@@ -186,9 +188,32 @@ fn pad_modes() {
     let t = run(
         ShapeOp::Pad,
         &[],
-        &[x.clone(), v1(&[1, -1, -1, 0]), Some(i64s(&[], &[9])), v1(&[-1, 0])],
+        &[
+            x.clone(),
+            v1(&[1, -1, -1, 0]),
+            Some(i64s(&[], &[9])),
+            v1(&[-1, 0]),
+        ],
     );
     check(&t, &[1, 3], &[9, 3, 4]);
+}
+
+#[test]
+fn absurd_sizes_are_errors_not_aborts() {
+    let x = Some(arange(&[2, 3]));
+    let huge = v1(&[i64::MAX, 0, i64::MAX, 0]);
+    assert!(run_n(ShapeOp::Pad, &[], &[x.clone(), huge], 1).is_err());
+    let wrap = [("mode", Attr::Str("wrap".into()))];
+    // Extreme pads that cancel out must not overflow.
+    let _ = run_n(
+        ShapeOp::Pad,
+        &wrap,
+        &[x.clone(), v1(&[i64::MIN, 0, i64::MAX, 0])],
+        1,
+    );
+    assert!(run_n(ShapeOp::Expand, &[], &[x.clone(), v1(&[1 << 40, 2, 3])], 1).is_err());
+    assert!(run_n(ShapeOp::ConstantOfShape, &[], &[v1(&[1 << 20, 1 << 20])], 1).is_err());
+    assert!(run_n(ShapeOp::Tile, &[], &[x, v1(&[1 << 40, 1])], 1).is_err());
 }
 
 #[test]
@@ -309,11 +334,19 @@ fn symbolic_inference() {
     let out = infer(ShapeOp::Reshape, &[], &[x.clone(), dyn_shape]);
     assert_eq!(out[0].matches(',').count(), 2);
     assert_eq!(
-        infer(ShapeOp::Flatten, &[("axis", Attr::Int(2))], &[x.clone()]),
+        infer(
+            ShapeOp::Flatten,
+            &[("axis", Attr::Int(2))],
+            std::slice::from_ref(&x)
+        ),
         ["[(batch*seq),96]"]
     );
     assert_eq!(
-        infer(ShapeOp::Flatten, &[("axis", Attr::Int(0))], &[x.clone()]),
+        infer(
+            ShapeOp::Flatten,
+            &[("axis", Attr::Int(0))],
+            std::slice::from_ref(&x)
+        ),
         ["[1,((batch*seq)*96)]"]
     );
     let y = (sym_ty(&["batch", "1", "96"]), None);
@@ -344,9 +377,12 @@ fn symbolic_inference() {
         infer(ShapeOp::Unsqueeze, &[], &[y.clone(), const_in(&[0, -1])]),
         ["[1,batch,1,96,1]"]
     );
-    assert_eq!(infer(ShapeOp::Squeeze, &[], &[y.clone()]), ["[batch,96]"]);
     assert_eq!(
-        infer(ShapeOp::Transpose, &[], &[x.clone()]),
+        infer(ShapeOp::Squeeze, &[], std::slice::from_ref(&y)),
+        ["[batch,96]"]
+    );
+    assert_eq!(
+        infer(ShapeOp::Transpose, &[], std::slice::from_ref(&x)),
         ["[96,seq,batch]"]
     );
     let sl = infer(

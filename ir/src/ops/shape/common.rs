@@ -58,6 +58,21 @@ pub fn to_sizes(v: &[i64], what: &str) -> Result<Vec<usize>> {
         .collect()
 }
 
+/// Most elements an op of this family materialises; a model asking for more (a huge
+/// Pad, Expand or ConstantOfShape) gets an error instead of an allocation failure.
+pub const MAX_ELEMENTS: usize = 1 << 32;
+
+/// Checks that a result of `shape` can be allocated.
+pub fn check_size(shape: &[usize], op: &str) -> Result<()> {
+    let n = shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+    match n {
+        Some(n) if n <= MAX_ELEMENTS => Ok(()),
+        _ => Err(IrError::Shape(format!(
+            "{op}: result of shape {shape:?} exceeds {MAX_ELEMENTS} elements"
+        ))),
+    }
+}
+
 /// Normalises a list of possibly negative axes against `rank`, rejecting repeats.
 pub fn norm_axes(axes: &[i64], rank: usize) -> Result<Vec<usize>> {
     let mut out = Vec::with_capacity(axes.len());

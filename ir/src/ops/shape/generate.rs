@@ -1,7 +1,9 @@
 //! Ops that build tensors from a shape or a few scalars (ConstantOfShape, Range,
 //! EyeLike, OneHot) and the triangle mask Trilu.
 
-use super::common::{const_ints, fresh_dims, ints_of, opt_scalar, scalar_i64, to_sizes};
+use super::common::{
+    check_size, const_ints, fresh_dims, ints_of, opt_scalar, scalar_i64, to_sizes,
+};
 use crate::attr::Attr;
 use crate::dim::Dim;
 use crate::dtype::DType;
@@ -31,6 +33,7 @@ pub fn constant_of_shape(node: &Node, inputs: &[Option<&Tensor>]) -> Result<Tens
         &ints_of(input(inputs, 0)?, "ConstantOfShape input")?,
         "ConstantOfShape input",
     )?;
+    check_size(&shape, "ConstantOfShape")?;
     let v = fill_value(node)?;
     Ok(map_tensor!(&v, a => ArrayD::from_elem(
         IxDyn(&shape),
@@ -97,6 +100,7 @@ pub fn range(node: &Node, inputs: &[Option<&Tensor>]) -> Result<Tensor> {
         }
         .max(0);
         let n = usize::try_from(n).map_err(|_| IrError::Shape("Range too long".into()))?;
+        check_size(&[n], "Range")?;
         let v: Vec<i64> = (0..n as i128).map(|i| (s + i * d) as i64).collect();
         return Ok(Tensor::I64(array_from(&[n], v)?).cast(dtype));
     }
@@ -123,6 +127,7 @@ pub fn range(node: &Node, inputs: &[Option<&Tensor>]) -> Result<Tensor> {
         )));
     }
     let n = n.max(0.0) as usize;
+    check_size(&[n], "Range")?;
     let v: Vec<f64> = (0..n)
         .map(|i| {
             if stash_f32 {
@@ -177,6 +182,7 @@ fn one_hot_arr<T: Elem>(
     let inner: usize = shape[axis..].iter().product();
     let mut out_shape = shape.to_vec();
     out_shape.insert(axis, depth);
+    check_size(&out_shape, "OneHot")?;
     let out = ArrayD::from_shape_fn(IxDyn(&out_shape), |ix| {
         let outer: usize = (0..axis).fold(0, |acc, a| acc * shape[a] + ix[a]);
         let inn: usize = (axis..shape.len()).fold(0, |acc, a| acc * shape[a] + ix[a + 1]);

@@ -3,7 +3,7 @@
 //! where the symbolic arithmetic of exporters' shape sub-graphs lands, so the target
 //! shape is computed on `Dim`s and the concrete path reuses it.
 
-use super::common::{const_ints, div_dims, fresh_dims, ints_of, norm_axes, to_sizes};
+use super::common::{check_size, const_ints, div_dims, fresh_dims, ints_of, norm_axes, to_sizes};
 use crate::dim::{concrete, shape_of, Dim};
 use crate::error::{IrError, Result};
 use crate::graph::{Node, TensorType};
@@ -245,6 +245,7 @@ pub fn expand(inputs: &[Option<&Tensor>]) -> Result<Tensor> {
     let x = input(inputs, 0)?;
     let target = to_sizes(&ints_of(input(inputs, 1)?, "Expand shape")?, "Expand shape")?;
     let out = broadcast_shape(x.shape(), &target)?;
+    check_size(&out, "Expand")?;
     Ok(map_tensor!(x, a => a
         .broadcast(IxDyn(&out))
         .expect("broadcast shape computed")
@@ -305,6 +306,13 @@ pub fn tile(inputs: &[Option<&Tensor>]) -> Result<Tensor> {
             x.rank()
         )));
     }
+    let out: Vec<usize> = x
+        .shape()
+        .iter()
+        .zip(&reps)
+        .map(|(d, r)| d.saturating_mul(*r))
+        .collect();
+    check_size(&out, "Tile")?;
     Ok(map_tensor!(x, a => tile_arr(a, &reps)))
 }
 

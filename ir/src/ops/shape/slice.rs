@@ -2,7 +2,9 @@
 //! spec's clamping, negative steps included), Pad (constant/reflect/edge/wrap, negative
 //! pads crop), CenterCropPad and ReverseSequence.
 
-use super::common::{const_ints, fresh_dims, ints_of, norm_axes, to_sizes};
+use super::common::{
+    check_size, const_ints, fresh_dims, ints_of, norm_axes, to_sizes, MAX_ELEMENTS,
+};
 use crate::dim::Dim;
 use crate::error::{IrError, Result};
 use crate::graph::{Node, TensorType};
@@ -31,18 +33,19 @@ impl AxisSlice {
         if step == 0 {
             return Err(IrError::Shape("Slice step 0".into()));
         }
-        let d = dim as i64;
-        let wrap = |v: i64| if v < 0 { v.saturating_add(d) } else { v };
+        // i128 keeps `end - start + step` exact for any i64 bounds and steps.
+        let (d, k) = (dim as i128, step as i128);
+        let wrap = |v: i64| if v < 0 { v as i128 + d } else { v as i128 };
         let (s, e) = (wrap(start), wrap(end));
-        let (s, len) = if step > 0 {
+        let (s, len) = if k > 0 {
             let (s, e) = (s.clamp(0, d), e.clamp(0, d));
-            (s, if e > s { (e - s + step - 1) / step } else { 0 })
+            (s, if e > s { (e - s + k - 1) / k } else { 0 })
         } else {
             let (s, e) = (s.max(0).min(d - 1), e.max(-1).min(d - 1));
-            (s, if s > e { (s - e - step - 1) / -step } else { 0 })
+            (s, if s > e { (s - e - k - 1) / -k } else { 0 })
         };
         Ok(AxisSlice {
-            start: s,
+            start: s as i64,
             step,
             len: len as usize,
         })
@@ -52,9 +55,13 @@ impl AxisSlice {
     /// backwards from its end).
     fn to_ndarray(self) -> Slice {
         let n = self.len as isize;
-        let (s, k) = (self.start as isize, self.step as isize);
+        let s = self.start as isize;
+        // A step longer than the axis takes one element; clamping it keeps the
+        // arithmetic in range.
+        let k = self.step.clamp(-(isize::MAX as i64), isize::MAX as i64) as isize;
         match n {
             0 => Slice::new(0, Some(0), 1),
+            1 => Slice::new(s, Some(s + 1), 1),
             _ if k > 0 => Slice::new(s, Some(s + (n - 1) * k + 1), k),
             _ => Slice::new(s + (n - 1) * k, Some(s + 1), k),
         }
@@ -189,8 +196,8 @@ fn pad_arr<T: Elem>(
 ) -> Result<ArrayD<T>> {
     let mut out_shape = Vec::with_capacity(a.ndim());
     for (ax, &d) in a.shape().iter().enumerate() {
-        let n = d as i64 + begin[ax] + end[ax];
-        if n < 0 || (mode != PadMode::Constant && d == 0 && n > 0) {
+        let n = d as i128 + begin[ax] as i128 + end[ax] as i128;
+        if n < 0 || n > MAX_ELEMENTS as i128 || (mode != PadMode::Constant && d == 0 && n > 0) {
             return Err(IrError::Shape(format!(
                 "Pad of {:?} by {begin:?}/{end:?} in {mode:?} mode",
                 a.shape()
@@ -198,13 +205,15 @@ fn pad_arr<T: Elem>(
         }
         out_shape.push(n as usize);
     }
+    check_size(&out_shape, "Pad")?;
     if mode == PadMode::Constant {
         let mut out = ArrayD::from_elem(IxDyn(&out_shape), cv);
         let mut src = Vec::with_capacity(a.ndim());
         let mut dst = Vec::with_capacity(a.ndim());
         for (ax, &d) in a.shape().iter().enumerate() {
-            let (o, i) = (begin[ax].max(0), (-begin[ax]).max(0));
-            let n = (d as i64 - i).min(out_shape[ax] as i64 - o).max(0);
+            let (o, i) = (begin[ax].max(0), begin[ax].saturating_neg().max(0));
+            let n = (d as i64).saturating_sub(i).min(out_shape[ax] as i64 - o);
+            let (o, i, n) = if n > 0 { (o, i, n) } else { (0, 0, 0) };
             src.push(Slice::from(i as usize..(i + n) as usize));
             dst.push(Slice::from(o as usize..(o + n) as usize));
         }
@@ -218,7 +227,9 @@ fn pad_arr<T: Elem>(
             continue;
         }
         let idx: Vec<usize> = (0..out_shape[ax] as i64)
-            .map(|o| pad_source(o - begin[ax], d as i64, mode).expect("non-constant mode"))
+            .map(|o| {
+                pad_source(o.saturating_sub(begin[ax]), d as i64, mode).expect("non-constant mode")
+            })
             .collect();
         out = out.select(Axis(ax), &idx);
     }
@@ -276,9 +287,11 @@ pub fn infer_pad(cx: &mut InferCx, inputs: &[Option<InferInput>]) -> Result<Tens
     match (axes, pads) {
         (Some(axes), Some(pads)) if pads.len() == 2 * axes.len() => {
             for (i, &a) in axes.iter().enumerate() {
-                let p = pads[i] + pads[axes.len() + i];
+                let p = pads[i].saturating_add(pads[axes.len() + i]);
                 shape[a] = match &x.shape[a] {
-                    Dim::Known(d) if *d as i64 + p >= 0 => Dim::from((*d as i64 + p) as u64),
+                    Dim::Known(d) if (*d as i64).saturating_add(p) >= 0 => {
+                        Dim::from((*d as i64 + p) as u64)
+                    }
                     d if p >= 0 => d.add(&Dim::from(p as u64)),
                     _ => cx.fresh_dim("pad"),
                 };
