@@ -32,7 +32,7 @@ fn lower(
     );
     let r = onnx::import(&bytes(&m), None);
     if !has_ops(needs) {
-        let e = r.err().expect("import must fail while an op is missing");
+        let e = r.expect_err("import must fail while an op is missing");
         assert!(e.is_unsupported(), "{e}");
         assert!(e.to_string().contains(&format!("`{name}`")), "{e}");
         return None;
