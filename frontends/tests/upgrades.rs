@@ -463,3 +463,21 @@ fn old_scan_is_unsupported() {
         "{e}"
     );
 }
+
+#[test]
+fn old_dropout_mask_keeps_the_input_dtype() {
+    let n = node("Dropout", &["x"], &["y", "mask"], "drop");
+    if let Some(g) = lower(
+        n,
+        9,
+        vec![vf("x", &[4])],
+        &["y", "mask"],
+        vec![],
+        &["Dropout", "CastLike"],
+    ) {
+        assert_eq!(ops(&g), ["Dropout", "CastLike"]);
+        let mask = g.find_value("mask").unwrap();
+        assert_eq!(g.nodes[1].outputs, vec![mask]);
+        assert_eq!(g.nodes[1].inputs[0], Some(g.nodes[0].outputs[1]));
+    }
+}
