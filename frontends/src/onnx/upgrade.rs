@@ -86,6 +86,9 @@ pub(crate) fn needed_ops<'a>(
         "Softmax" | "LogSoftmax" | "Hardmax" if opset < 13 => {
             vec![op, "Shape", "Flatten", "Reshape"]
         }
+        "Dropout" if opset < 10 && node.output.iter().skip(1).any(|o| !o.is_empty()) => {
+            vec![op, "CastLike"]
+        }
         "GroupNormalization" if opset < 21 => {
             vec![op, "Shape", "Div", "Concat", "Reshape", "Expand"]
         }
@@ -158,6 +161,9 @@ pub(crate) fn lower(b: &mut Builder, mut n: OnnxNode) -> Result<()> {
                     set_slot(&mut n, 1, c)?;
                 }
                 n.attrs.0.remove("is_test");
+                if v < 10 && n.outputs.len() > 1 {
+                    return dropout_mask_like_input(b, n);
+                }
             }
             "BatchNormalization" => {
                 n.attrs.0.remove("spatial");
@@ -329,6 +335,25 @@ fn softmax_2d(b: &mut Builder, mut n: OnnxNode) -> Result<()> {
         ra,
         vec![Some(out2d), Some(shape)],
         vec![y],
+    )
+}
+
+/// Dropout before opset 10 gives its mask the input's dtype; since 10 it is bool, so
+/// the mask is cast back with `CastLike`.
+fn dropout_mask_like_input(b: &mut Builder, mut n: OnnxNode) -> Result<()> {
+    let x = slot(&n, 0)
+        .ok_or_else(|| ImportError::invalid(&n.desc, "input 0 is required but missing"))?;
+    let mask = n.outputs[1];
+    let bool_mask = b.new_value(&format!("{}__mask", n.name));
+    n.outputs[1] = bool_mask;
+    b.push(n.name.clone(), n.op_type, n.attrs, n.inputs, n.outputs)?;
+    let cast = b.fresh_node_name(&format!("{}__mask_cast", n.name));
+    b.push(
+        cast,
+        "CastLike",
+        Attrs::default(),
+        vec![Some(bool_mask), Some(x)],
+        vec![mask],
     )
 }
 
