@@ -91,8 +91,12 @@ pub(crate) fn im2col<R: MatElem>(x: &[R], channels: usize, g: &Geometry, col: &m
         let src = &x[ci * pin..(ci + 1) * pin];
         for_each_line(g, &tap_idx[t], |l| {
             let d = &mut dst[l.out..l.out + l.len];
-            for (j, v) in d.iter_mut().enumerate() {
-                *v = src[l.inp + j * l.step];
+            if l.step == 1 {
+                d.copy_from_slice(&src[l.inp..l.inp + l.len]);
+            } else {
+                for (v, &e) in d.iter_mut().zip(src[l.inp..].iter().step_by(l.step)) {
+                    *v = e;
+                }
             }
         });
     };
@@ -129,8 +133,14 @@ pub(crate) fn conv_core<R: MatElem>(
                 let wv = w[oc * taps + t];
                 for_each_line(g, tap, |l| {
                     let d = &mut o[l.out..l.out + l.len];
-                    for (j, v) in d.iter_mut().enumerate() {
-                        *v = R::madd(*v, wv, src[l.inp + j * l.step]);
+                    if l.step == 1 {
+                        for (v, &e) in d.iter_mut().zip(&src[l.inp..l.inp + l.len]) {
+                            *v = R::madd(*v, wv, e);
+                        }
+                    } else {
+                        for (v, &e) in d.iter_mut().zip(src[l.inp..].iter().step_by(l.step)) {
+                            *v = R::madd(*v, wv, e);
+                        }
                     }
                 });
             }

@@ -21,6 +21,12 @@ const MIN_ROWS_PER_TASK: usize = 16;
 /// Smallest column block worth a thread of its own.
 const MIN_COLS_PER_TASK: usize = 64;
 
+/// Products with at most this many rows stream `B` once per column block instead of
+/// packing it (matrix-vector products: decoding steps, classifier heads).
+const SMALL_M: usize = 4;
+/// Columns of one block of the small-`m` path (its accumulators stay in L1).
+const SMALL_M_BLOCK: usize = 512;
+
 /// A read-only strided matrix: element `(i, j)` is `data[i * rs + j * cs]`.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Mat<'a, T> {
@@ -228,6 +234,10 @@ pub(crate) fn gemm<T: MatElem>(
         }
         return;
     }
+    if m <= SMALL_M && (b.cs == 1 || b.rs == 1) {
+        small_m(m, k, n, alpha, a, b, beta, c);
+        return;
+    }
     let threads = rayon::current_num_threads();
     let work = m.saturating_mul(n).saturating_mul(k);
     if threads > 1 && work >= PAR_MIN_WORK && m >= 2 * MIN_ROWS_PER_TASK {
@@ -354,4 +364,87 @@ pub(crate) fn by_precision<T>(
             "{op} on {d} (float types only)"
         ))),
     }
+}
+
+/// `C = alpha * A * B + beta * C` for few rows of `A`: each column block of `C` is
+/// accumulated from rows of `B` (when `B`'s rows are contiguous) or from dot products
+/// (when its columns are), blocks in parallel.
+#[allow(clippy::too_many_arguments)]
+fn small_m<T: MatElem>(
+    m: usize,
+    k: usize,
+    n: usize,
+    alpha: T,
+    a: Mat<T>,
+    b: Mat<T>,
+    beta: T,
+    c: &mut [T],
+) {
+    let blocks: Vec<usize> = (0..n).step_by(SMALL_M_BLOCK).collect();
+    let work = m * n * k;
+    let block = |&j0: &usize| -> Vec<T> {
+        let nb = SMALL_M_BLOCK.min(n - j0);
+        let mut acc = vec![T::ZERO; m * nb];
+        for (i, row) in acc.chunks_mut(nb).enumerate() {
+            if b.cs == 1 {
+                for p in 0..k {
+                    let x = a.data[i * a.rs + p * a.cs];
+                    let src = &b.data[p * b.rs + j0..][..nb];
+                    for (o, &y) in row.iter_mut().zip(src) {
+                        *o = T::madd(*o, x, y);
+                    }
+                }
+            } else {
+                for (j, o) in row.iter_mut().enumerate() {
+                    let col = &b.data[(j0 + j) * b.cs..][..(k - 1) * b.rs + 1];
+                    *o = dot(&a, i, col, b.rs, k);
+                }
+            }
+        }
+        acc
+    };
+    let parts: Vec<Vec<T>> = if work >= PAR_MIN_WORK {
+        blocks.par_iter().map(block).collect()
+    } else {
+        blocks.iter().map(block).collect()
+    };
+    for (&j0, part) in blocks.iter().zip(&parts) {
+        let nb = part.len() / m;
+        for i in 0..m {
+            for (j, &v) in part[i * nb..][..nb].iter().enumerate() {
+                let cij = &mut c[i * n + j0 + j];
+                let old = if beta == T::ZERO {
+                    T::ZERO
+                } else {
+                    T::madd(T::ZERO, *cij, beta)
+                };
+                *cij = T::madd(old, alpha, v);
+            }
+        }
+    }
+}
+
+/// Row `i` of `a` dotted with the `k` values `col[0], col[step], ...`, with eight
+/// partial sums so that floats vectorize.
+fn dot<T: MatElem>(a: &Mat<T>, i: usize, col: &[T], step: usize, k: usize) -> T {
+    let mut part = [T::ZERO; 8];
+    if a.cs == 1 && step == 1 {
+        let x = &a.data[i * a.rs..][..k];
+        let y = &col[..k];
+        let (xc, yc) = (x.chunks_exact(8), y.chunks_exact(8));
+        let (xr, yr) = (xc.remainder(), yc.remainder());
+        for (xs, ys) in xc.zip(yc) {
+            for l in 0..8 {
+                part[l] = T::madd(part[l], xs[l], ys[l]);
+            }
+        }
+        for (&u, &v) in xr.iter().zip(yr) {
+            part[0] = T::madd(part[0], u, v);
+        }
+    } else {
+        for p in 0..k {
+            part[p % 8] = T::madd(part[p % 8], a.data[i * a.rs + p * a.cs], col[p * step]);
+        }
+    }
+    part.iter().fold(T::ZERO, |s, &v| T::wadd(s, v))
 }

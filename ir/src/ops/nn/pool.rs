@@ -57,6 +57,39 @@ fn for_each_window(
     mut f: impl FnMut(usize, &[usize], usize),
 ) {
     let d = g.input.len();
+    if d <= 3 {
+        // Pad to three dims with unit dims in front: a fixed loop nest.
+        let unit = [(vec![0usize], 1usize)];
+        let lead = 3 - d;
+        let w: Vec<&[(Vec<usize>, usize)]> = (0..3)
+            .map(|i| {
+                if i < lead {
+                    &unit[..]
+                } else {
+                    &wins[i - lead][..]
+                }
+            })
+            .collect();
+        let size = |i: usize| if i < lead { 1 } else { g.input[i - lead] };
+        let (in1, in2) = (size(1), size(2));
+        let mut flat = 0;
+        for (v0, p0) in w[0] {
+            for (v1, p1) in w[1] {
+                for (v2, p2) in w[2] {
+                    buf.clear();
+                    for &c0 in v0 {
+                        for &c1 in v1 {
+                            let base = (c0 * in1 + c1) * in2;
+                            buf.extend(v2.iter().map(|&c2| base + c2));
+                        }
+                    }
+                    f(flat, buf, p0 * p1 * p2);
+                    flat += 1;
+                }
+            }
+        }
+        return;
+    }
     let total = g.out_size();
     let mut o = vec![0usize; d];
     for flat in 0..total {
