@@ -120,7 +120,7 @@ pub(crate) fn conv_core<R: MatElem>(
     let (pin, pout, taps) = (g.in_size(), g.out_size(), g.taps());
     let (cg, mg) = (cs.c / cs.group, cs.m / cs.group);
     let mut out = vec![R::ZERO; cs.n * cs.m * pout];
-    if pout == 0 {
+    if out.is_empty() {
         return out;
     }
     if cg == 1 && cs.group > 1 {

@@ -148,7 +148,7 @@ fn conv_transpose_core<R: MatElem>(x: &[R], w: &[R], bias: Option<&[R]>, p: &Pla
     let (cg, mg) = (p.c / p.group, p.m / p.group);
     let tap_idx: Vec<Vec<usize>> = (0..taps).map(|t| g.tap(t)).collect();
     let mut out = vec![R::ZERO; p.n * p.m * pout];
-    if pout == 0 {
+    if out.is_empty() {
         return out;
     }
     let rows = mg * taps;

@@ -114,7 +114,10 @@ impl Equation {
                 out
             }
         };
-        for l in &output {
+        for (i, l) in output.iter().enumerate() {
+            if output[..i].contains(l) {
+                return shape_err(format!("Einsum `{eq}`: output repeats a label"));
+            }
             if !inputs.iter().flatten().any(|x| x == l) {
                 return shape_err(format!("Einsum `{eq}`: output label not in any input"));
             }

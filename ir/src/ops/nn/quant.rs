@@ -133,6 +133,23 @@ impl ParamMap {
     }
 }
 
+/// The zero point's map and values (a lone 0 when absent); values are exact in f64.
+fn zero_point(
+    x: &[usize],
+    zp: Option<&Tensor>,
+    axis: i64,
+    block: i64,
+    op: &str,
+) -> Result<(ParamMap, Vec<f64>)> {
+    match zp {
+        Some(z) => Ok((
+            ParamMap::new(x, z.shape(), axis, block, &format!("{op} zero point"))?,
+            z.to_f64_vec(),
+        )),
+        None => Ok((ParamMap::new(x, &[], axis, 0, op)?, vec![0.0])),
+    }
+}
+
 /// Reads `axis` and `block_size`.
 fn axis_block(node: &Node) -> Result<(i64, i64)> {
     Ok((
@@ -176,19 +193,7 @@ pub(crate) fn eval_quantize(node: &Node, inputs: &[Option<&Tensor>]) -> Result<T
     }
     let (axis, block) = axis_block(node)?;
     let map = ParamMap::new(x.shape(), s.shape(), axis, block, "QuantizeLinear")?;
-    let zv = match zp {
-        Some(z) => {
-            ParamMap::new(
-                x.shape(),
-                z.shape(),
-                axis,
-                block,
-                "QuantizeLinear zero point",
-            )?;
-            z.to_f64_vec()
-        }
-        None => vec![0.0],
-    };
+    let (zmap, zv) = zero_point(x.shape(), zp, axis, block, "QuantizeLinear")?;
     let prec = match node.attrs.dtype("precision")? {
         Some(p) => p,
         None => promote(x.dtype(), s.dtype()),
@@ -199,9 +204,8 @@ pub(crate) fn eval_quantize(node: &Node, inputs: &[Option<&Tensor>]) -> Result<T
         .iter()
         .enumerate()
         .map(|(i, &v)| {
-            let pi = map.index(i);
-            let sc = round_to(sv[pi], prec);
-            let z = if zv.len() == 1 { zv[0] } else { zv[pi] };
+            let sc = round_to(sv[map.index(i)], prec);
+            let z = zv[zmap.index(i)];
             saturate_i64(
                 round_half_even(round_to(round_to(v, prec) / sc, prec)) + z,
                 out_dt,
@@ -234,19 +238,7 @@ pub(crate) fn eval_dequantize(node: &Node, inputs: &[Option<&Tensor>]) -> Result
     let out_dt = node.attrs.dtype("output_dtype")?.unwrap_or(s.dtype());
     let (axis, block) = axis_block(node)?;
     let map = ParamMap::new(x.shape(), s.shape(), axis, block, "DequantizeLinear")?;
-    let zv: Vec<i64> = match zp {
-        Some(z) => {
-            ParamMap::new(
-                x.shape(),
-                z.shape(),
-                axis,
-                block,
-                "DequantizeLinear zero point",
-            )?;
-            z.to_i64_vec()
-        }
-        None => vec![0],
-    };
+    let (zmap, zv) = zero_point(x.shape(), zp, axis, block, "DequantizeLinear")?;
     // numpy computes in f32 unless the scale (or the i32 data) asks for f64.
     let prec = if s.dtype() == DType::F64 || x.dtype() == DType::I32 {
         DType::F64
@@ -259,9 +251,8 @@ pub(crate) fn eval_dequantize(node: &Node, inputs: &[Option<&Tensor>]) -> Result
         .iter()
         .enumerate()
         .map(|(i, &v)| {
-            let pi = map.index(i);
-            let z = if zv.len() == 1 { zv[0] } else { zv[pi] };
-            round_to((v - z) as f64 * sv[pi], prec)
+            let z = zv[zmap.index(i)];
+            round_to((v as f64 - z) * sv[map.index(i)], prec)
         })
         .collect();
     Ok(Tensor::F64(array_from(x.shape(), y)?).cast(out_dt))

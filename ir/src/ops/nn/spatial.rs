@@ -76,6 +76,9 @@ impl Window {
         if n == 0 {
             return shape_err("sliding-window ops need at least one spatial dim");
         }
+        if kernel.contains(&0) {
+            return shape_err(format!("kernel {kernel:?} has an empty dim"));
+        }
         Ok(Window {
             strides: dims_attr(node, "strides", n, 1, 1)?,
             dilations: dims_attr(node, "dilations", n, 1, 1)?,
