@@ -777,4 +777,61 @@ mod tests {
         let y = eval(&n, &[Some(&x), None, None, Some(&z)]).unwrap();
         assert_eq!(y[0].to_f64_vec(), vec![0.0, 21.0, 128.0, 234.0, 255.0]);
     }
+
+    #[test]
+    fn infer_keeps_symbols_on_unscaled_axes_and_computes_the_rest() {
+        use crate::dim::Dim;
+        use crate::dtype::DType;
+        let n = node(&[]);
+        let x = TensorType::new(
+            DType::F32,
+            vec![
+                Dim::sym("batch"),
+                Dim::Known(3),
+                Dim::Known(5),
+                Dim::Known(7),
+            ],
+        );
+        let scales =
+            Tensor::F32(ArrayD::from_shape_vec(IxDyn(&[4]), vec![1.0, 1.0, 0.5, 2.5]).unwrap());
+        let sty = TensorType::new(DType::F32, vec![Dim::Known(4)]);
+        let ins = [
+            Some(InferInput {
+                ty: &x,
+                value: None,
+            }),
+            None,
+            Some(InferInput {
+                ty: &sty,
+                value: Some(&scales),
+            }),
+        ];
+        let mut cx = InferCx::default();
+        let out = infer(&mut cx, &n, &ins).unwrap();
+        assert_eq!(
+            out[0].shape,
+            vec![
+                Dim::sym("batch"),
+                Dim::Known(3),
+                Dim::Known(2),
+                Dim::Known(17)
+            ]
+        );
+        // Unknown sizes: fresh symbols on every resized axis.
+        let zty = TensorType::new(DType::I64, vec![Dim::Known(4)]);
+        let ins = [
+            Some(InferInput {
+                ty: &x,
+                value: None,
+            }),
+            None,
+            None,
+            Some(InferInput {
+                ty: &zty,
+                value: None,
+            }),
+        ];
+        let out = infer(&mut cx, &n, &ins).unwrap();
+        assert!(out[0].shape.iter().all(|d| d.known().is_none()));
+    }
 }
