@@ -214,10 +214,11 @@ impl Graph {
     /// already in topological order keeps its order (printing relies on this).
     pub fn topo_order(&self) -> Result<Vec<NodeId>> {
         let prod = self.producers();
+        let captured = self.capture_uses();
         let mut indegree = vec![0usize; self.nodes.len()];
         let mut users: Vec<Vec<usize>> = vec![Vec::new(); self.nodes.len()];
         for (i, n) in self.nodes.iter().enumerate() {
-            for v in n.inputs.iter().flatten() {
+            for v in n.inputs.iter().flatten().chain(&captured[i]) {
                 if let Some((p, _)) = prod.get(v) {
                     indegree[i] += 1;
                     users[p.index()].push(i);
@@ -243,7 +244,7 @@ impl Graph {
         let mut g = DiGraph::<NodeId, ()>::with_capacity(self.nodes.len(), self.nodes.len());
         let idx: Vec<_> = (0..self.nodes.len()).map(|i| g.add_node(NodeId(i as u32))).collect();
         for (i, n) in self.nodes.iter().enumerate() {
-            for v in n.inputs.iter().flatten() {
+            for v in n.inputs.iter().flatten().chain(&captured[i]) {
                 if let Some((p, _)) = prod.get(v) {
                     g.add_edge(idx[p.index()], idx[i], ());
                 }
@@ -255,6 +256,32 @@ impl Graph {
         };
         let n = &self.nodes[culprit];
         Err(IrError::Invalid(format!("cycle through node `{}` ({})", n.name, n.op)))
+    }
+
+    /// Per node, the values of this graph its sub-graphs read by capture (matched by
+    /// name): uses that `Node::inputs` does not list, which ordering and liveness must
+    /// count.
+    pub fn capture_uses(&self) -> Vec<Vec<ValueId>> {
+        let mut uses = vec![Vec::new(); self.nodes.len()];
+        if self.nodes.iter().all(|n| n.attrs.graphs().next().is_none()) {
+            return uses;
+        }
+        let by_name: HashMap<&str, ValueId> = self
+            .values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| (v.name.as_str(), ValueId(i as u32)))
+            .collect();
+        for (n, u) in self.nodes.iter().zip(&mut uses) {
+            for (_, sub) in n.attrs.graphs() {
+                u.extend(
+                    sub.captures
+                        .iter()
+                        .filter_map(|&c| by_name.get(sub.value(c).name.as_str()).copied()),
+                );
+            }
+        }
+        uses
     }
 
     /// Reorders the node arena topologically (handles of nodes change, values do not).
@@ -293,6 +320,7 @@ impl Graph {
             live[c.index()] = true;
         }
         let mut keep = vec![false; self.nodes.len()];
+        let captured = self.capture_uses();
         // Nodes are in topological order after verification; walk backwards to a fixpoint.
         loop {
             let mut changed = false;
@@ -300,7 +328,7 @@ impl Graph {
                 if !keep[i] && n.outputs.iter().any(|o| live[o.index()]) {
                     keep[i] = true;
                     changed = true;
-                    for v in n.inputs.iter().flatten() {
+                    for v in n.inputs.iter().flatten().chain(&captured[i]) {
                         live[v.index()] = true;
                     }
                 }
