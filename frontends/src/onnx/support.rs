@@ -167,8 +167,9 @@ pub(crate) fn node_names(gp: &proto::GraphProto) -> Vec<String> {
         .collect()
 }
 
-/// Every unsupported construct of the model: a default-domain opset out of range, and
-/// each node (in sub-graphs too) gopt cannot import, with the reason.
+/// Every unsupported construct of a model (its functions already inlined): a
+/// default-domain opset out of range, and each node (in sub-graphs too) gopt cannot
+/// import, with the reason.
 pub(crate) fn scan_model(m: &proto::ModelProto) -> Vec<UnsupportedItem> {
     let opsets = Opsets::from_model(m);
     let mut items = Vec::new();
@@ -183,39 +184,18 @@ pub(crate) fn scan_model(m: &proto::ModelProto) -> Vec<UnsupportedItem> {
             });
         }
     }
-    let functions: HashSet<(String, String)> = m
-        .functions
-        .iter()
-        .map(|f| {
-            (
-                super::canonical_domain(f.domain.as_deref().unwrap_or("")).to_string(),
-                f.name.clone().unwrap_or_default(),
-            )
-        })
-        .collect();
     if let Some(g) = &m.graph {
-        scan_graph(g, &opsets, &functions, &mut items);
+        scan_graph(g, &opsets, &mut items);
     }
     items
 }
 
-fn scan_graph(
-    gp: &proto::GraphProto,
-    opsets: &Opsets,
-    functions: &HashSet<(String, String)>,
-    items: &mut Vec<UnsupportedItem>,
-) {
+fn scan_graph(gp: &proto::GraphProto, opsets: &Opsets, items: &mut Vec<UnsupportedItem>) {
     for (node, name) in gp.node.iter().zip(node_names(gp)) {
         let op = node.op_type.as_deref().unwrap_or("");
         let domain = super::canonical_domain(node.domain.as_deref().unwrap_or(""));
         let opset = opsets.get(domain).unwrap_or(0);
-        let reason = if functions.contains(&(domain.to_string(), op.to_string())) {
-            Some(format!(
-                "calls the model-local function `{op}`, which gopt does not inline"
-            ))
-        } else {
-            node_reason(node, domain, opsets)
-        };
+        let reason = node_reason(node, domain, opsets);
         if let Some(reason) = reason {
             items.push(UnsupportedItem {
                 node: name,
@@ -227,7 +207,7 @@ fn scan_graph(
         }
         for a in &node.attribute {
             if let Some(g) = &a.g {
-                scan_graph(g, opsets, functions, items);
+                scan_graph(g, opsets, items);
             }
         }
     }
