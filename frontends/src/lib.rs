@@ -2,3 +2,5 @@
 //! source format's versioned semantics so later stages see one form per op.
 
 pub mod onnx;
+
+pub use onnx::*;

@@ -18,6 +18,7 @@ pub mod infer;
 pub mod interp;
 pub mod ops;
 pub mod tensor;
+pub mod text;
 pub mod verify;
 
 pub use attr::{Attr, Attrs};

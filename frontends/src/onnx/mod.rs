@@ -1,3 +1,135 @@
 //! ONNX import: protobuf decoding (prost, no protoc), tensors, and graph conversion.
+//!
+//! `load`/`import` turn a model into a `gopt_ir::Model` whose ops have the latest ONNX
+//! semantics (older opset forms are upgraded on the way in), check its structure, and
+//! report every unsupported construct at once. `inspect` summarises a model without
+//! converting it, so it works on models gopt cannot import.
 
+mod attrs;
+mod convert;
+pub mod error;
+mod inspect;
 pub mod proto;
+mod support;
+pub mod tensor;
+mod upgrade;
+
+pub use error::{ImportError, Result, UnsupportedItem};
+pub use inspect::{inspect, inspect_bytes, Inspection, IoInfo};
+pub use tensor::{
+    dtype_from_onnx, dtype_to_onnx, read_tensor_file, tensor_from_proto, tensor_to_proto,
+    write_tensor_file,
+};
+
+use prost::Message;
+use std::path::Path;
+
+/// An imported model with the facts about its source that the IR does not keep.
+#[derive(Clone, Debug)]
+pub struct Imported {
+    /// The converted model (structure checked, types not yet inferred).
+    pub model: gopt_ir::Model,
+    /// Opsets the model imports, as (domain, version); the default domain is `ai.onnx`.
+    pub opsets: Vec<(String, i64)>,
+    /// The model's IR version.
+    pub ir_version: i64,
+    /// Producer name and version (`pytorch 2.5`).
+    pub producer: String,
+}
+
+/// Reads and imports a model file; external data is resolved relative to its directory.
+/// Errors name the file.
+pub fn load(path: &Path) -> Result<Imported> {
+    let bytes = std::fs::read(path).map_err(|source| ImportError::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let base = path.parent().map(|p| {
+        if p.as_os_str().is_empty() {
+            Path::new(".")
+        } else {
+            p
+        }
+    });
+    import_named(&bytes, base, &file_label(path)).map_err(|e| e.in_file(path))
+}
+
+/// Imports a model from bytes; `base_dir` is where external data files are looked up.
+pub fn import(bytes: &[u8], base_dir: Option<&Path>) -> Result<Imported> {
+    import_named(bytes, base_dir, "model")
+}
+
+fn import_named(bytes: &[u8], base_dir: Option<&Path>, what: &str) -> Result<Imported> {
+    let m = decode_model(bytes, what)?;
+    let opsets = opset_list(&m);
+    let model = convert::convert_model(&m, base_dir)?;
+    gopt_ir::verify::check_structure(&model.graph, &[])?;
+    Ok(Imported {
+        model,
+        opsets,
+        ir_version: m.ir_version.unwrap_or(0),
+        producer: producer(&m),
+    })
+}
+
+fn file_label(path: &Path) -> String {
+    path.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| path.display().to_string())
+}
+
+/// Decodes a `ModelProto` and checks it is a model: it has a graph, an IR version and
+/// at least one opset import.
+pub(crate) fn decode_model(bytes: &[u8], what: &str) -> Result<proto::ModelProto> {
+    let m = proto::ModelProto::decode(bytes).map_err(|e| ImportError::Decode {
+        what: what.to_string(),
+        msg: e.to_string(),
+    })?;
+    let not = |msg: &str| ImportError::NotAModel {
+        what: what.to_string(),
+        msg: msg.to_string(),
+    };
+    if m.graph.is_none() {
+        return Err(not("no graph"));
+    }
+    if m.ir_version.unwrap_or(0) <= 0 {
+        return Err(not("no IR version"));
+    }
+    if m.opset_import.is_empty() {
+        return Err(not("no opset import"));
+    }
+    Ok(m)
+}
+
+/// The default domain's canonical name.
+pub(crate) fn canonical_domain(d: &str) -> &str {
+    if d.is_empty() {
+        "ai.onnx"
+    } else {
+        d
+    }
+}
+
+/// The model's opset imports with the default domain spelled `ai.onnx`.
+pub(crate) fn opset_list(m: &proto::ModelProto) -> Vec<(String, i64)> {
+    m.opset_import
+        .iter()
+        .map(|o| {
+            (
+                canonical_domain(o.domain.as_deref().unwrap_or("")).to_string(),
+                o.version.unwrap_or(0),
+            )
+        })
+        .collect()
+}
+
+/// "name version", trimmed.
+pub(crate) fn producer(m: &proto::ModelProto) -> String {
+    format!(
+        "{} {}",
+        m.producer_name.as_deref().unwrap_or(""),
+        m.producer_version.as_deref().unwrap_or("")
+    )
+    .trim()
+    .to_string()
+}

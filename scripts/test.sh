@@ -1,0 +1,32 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it:
+#   1. the Python venv with the pinned onnx (scripts/python-env.sh),
+#   2. the ONNX backend conformance cases in tests/data/conformance (generated once,
+#      skipped while up to date),
+#   3. every crate's tests in the optimized test profile, snapshots never auto-accepted,
+#   4. a check that no snapshot is left pending review (*.snap.new).
+# Extra arguments go to `cargo test` (e.g. `scripts/test.sh -p gopt-ir`).
+set -euo pipefail
+
+REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$REPO"
+
+step() { echo "==> $*" >&2; }
+
+step "python environment"
+bash scripts/python-env.sh >/dev/null
+
+step "conformance data"
+.venv/bin/python scripts/gen-conformance.py tests/data/conformance
+
+step "cargo test --workspace --profile test-opt"
+INSTA_UPDATE=no cargo test --workspace --profile test-opt "$@"
+
+step "pending snapshots"
+pending="$(find . -name '*.snap.new' -not -path './target/*' -not -path './.venv/*')"
+if [[ -n "$pending" ]]; then
+    echo "snapshots changed and are pending review (run \`cargo insta review\`):" >&2
+    echo "$pending" >&2
+    exit 1
+fi
+step "all tests passed"
