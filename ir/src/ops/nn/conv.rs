@@ -3,15 +3,13 @@
 //! task: im2col into a `[C/g * taps, out]` buffer then one GEMM with the group's
 //! weights (pointwise convolutions skip im2col; convolutions with one input channel
 //! per group, e.g. depthwise, run a direct shifted-accumulate loop instead).
-//! Integer convolutions run exactly in f64.
+//! Integer convolutions (see `qlinear`) reuse the same core in f64.
 
 use super::gemm::{by_precision, gemm, Mat, MatElem, Real};
-use super::matmul::centered;
-use super::quant::{round_half_even, round_to, saturate_i64};
 use super::spatial::{for_each_line, Geometry, Window};
 use crate::dim::Dim;
 use crate::dtype::DType;
-use crate::error::{shape_err, unsupported, Result};
+use crate::error::{shape_err, Result};
 use crate::graph::{Node, TensorType};
 use crate::ops::util::{in_ty, input, opt_input};
 use crate::ops::{InferCx, InferInput};
@@ -231,96 +229,6 @@ pub(crate) fn eval_conv(node: &Node, inputs: &[Option<&Tensor>]) -> Result<Tenso
         || run::<f32>(node, x, w, b),
         || run::<f64>(node, x, w, b),
     )
-}
-
-/// The integer convolution shared by ConvInteger and QLinearConv: `(x - x_zp) * (w -
-/// w_zp)` (w_zp scalar or per output channel), exact in f64, as `[N, M, *out]`.
-fn int_conv(
-    node: &Node,
-    x: &Tensor,
-    xzp: Option<&Tensor>,
-    w: &Tensor,
-    wzp: Option<&Tensor>,
-    op: &str,
-) -> Result<(ConvShape, Vec<f64>)> {
-    let cs = ConvShape::new(node, x.shape(), w.shape())?;
-    if xzp.is_some_and(|z| z.len() != 1) {
-        return unsupported(format!("{op} with a per-channel x zero point"));
-    }
-    let xc = centered(x, xzp, 1, op)?;
-    let wc = centered(w, wzp, 0, op)?;
-    let out = conv_core(
-        xc.as_slice().expect("fresh array"),
-        wc.as_slice().expect("fresh array"),
-        None,
-        &cs,
-    );
-    Ok((cs, out))
-}
-
-/// Evaluates ConvInteger: the integer convolution as i32.
-pub(crate) fn eval_conv_integer(node: &Node, inputs: &[Option<&Tensor>]) -> Result<Tensor> {
-    let (x, w) = (input(inputs, 0)?, input(inputs, 1)?);
-    let (cs, out) = int_conv(
-        node,
-        x,
-        opt_input(inputs, 2),
-        w,
-        opt_input(inputs, 3),
-        "ConvInteger",
-    )?;
-    let out: Vec<i32> = out.into_iter().map(|v| v as i64 as i32).collect();
-    Ok(Tensor::I32(array_from(&cs.out_shape(), out)?))
-}
-
-/// Evaluates QLinearConv: the integer convolution plus the i32 bias, requantized with
-/// `x_scale * w_scale / y_scale` (w_scale per output channel or scalar) and `y_zp`.
-pub(crate) fn eval_qlinear_conv(node: &Node, inputs: &[Option<&Tensor>]) -> Result<Tensor> {
-    let x = input(inputs, 0)?;
-    let w = input(inputs, 3)?;
-    let (sx, sw, sy) = (input(inputs, 1)?, input(inputs, 4)?, input(inputs, 6)?);
-    let yzp = opt_input(inputs, 7);
-    let (cs, mut out) = int_conv(
-        node,
-        x,
-        opt_input(inputs, 2),
-        w,
-        opt_input(inputs, 5),
-        "QLinearConv",
-    )?;
-    if let Some(b) = opt_input(inputs, 8) {
-        check_bias(b, cs.m, "QLinearConv")?;
-        let bv = b.to_f64_vec();
-        add_bias(&mut out, &bv, cs.geo.out_size());
-    }
-    let (sxv, swv, syv) = (sx.to_f64_vec(), sw.to_f64_vec(), sy.to_f64_vec());
-    if sxv.len() != 1 || syv.len() != 1 || (swv.len() != 1 && swv.len() != cs.m) {
-        return shape_err(format!(
-            "QLinearConv scales: x {:?}, w {:?}, y {:?} (w may hold one per output channel)",
-            sx.shape(),
-            sw.shape(),
-            sy.shape()
-        ));
-    }
-    let sdt = sx.dtype();
-    let mult: Vec<f64> = (0..cs.m)
-        .map(|oc| {
-            let s = swv[if swv.len() == 1 { 0 } else { oc }];
-            round_to(round_to(sxv[0] * s, sdt) / syv[0], sdt)
-        })
-        .collect();
-    let out_dt = yzp.map_or(x.dtype(), Tensor::dtype);
-    let zy = yzp.map_or(0.0, |z| z.to_f64_vec().first().copied().unwrap_or(0.0));
-    let plane = cs.geo.out_size().max(1);
-    let q: Vec<i64> = out
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| {
-            let oc = (i / plane) % cs.m;
-            saturate_i64(round_half_even(v * mult[oc] + zy), out_dt)
-        })
-        .collect();
-    Ok(Tensor::I64(array_from(&cs.out_shape(), q)?).cast(out_dt))
 }
 
 /// Output shape `[N, M, *out]` of a convolution of `x` by weights `w` (symbolic).

@@ -43,6 +43,12 @@ fn tail_ints(node: &Node, name: &str, d: usize) -> Result<Option<Vec<i64>>> {
 /// sizes and `output_padding`/`output_shape`.
 fn out_and_pads(node: &Node, win: &Window, input: &[usize]) -> Result<(Vec<usize>, Vec<usize>)> {
     let d = input.len();
+    if win.kernel.len() != d {
+        return shape_err(format!(
+            "ConvTranspose kernel {:?} does not fit {d} spatial dims",
+            win.kernel
+        ));
+    }
     let adj = tail_ints(node, "output_padding", d)?.unwrap_or(vec![0; d]);
     let out_shape = tail_ints(node, "output_shape", d)?;
     let explicit_pads = node.attrs.has("pads");

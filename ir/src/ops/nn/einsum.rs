@@ -169,13 +169,14 @@ fn prepare<T: MatElem>(
             .iter()
             .map(|l| uniq.iter().position(|u| u == l).unwrap_or(0))
             .collect();
-        let mut dims = vec![0usize; uniq.len()];
+        let mut dims: Vec<Option<usize>> = vec![None; uniq.len()];
         for (i, &p) in pos.iter().enumerate() {
-            if dims[p] != 0 && dims[p] != a.shape()[i] {
+            if dims[p].is_some_and(|d| d != a.shape()[i]) {
                 return shape_err("Einsum diagonal over dims of different sizes");
             }
-            dims[p] = a.shape()[i];
+            dims[p] = Some(a.shape()[i]);
         }
+        let dims: Vec<usize> = dims.into_iter().map(|d| d.unwrap_or(1)).collect();
         ArrayD::from_shape_fn(IxDyn(&dims), |ix| {
             let full: Vec<usize> = pos.iter().map(|&p| ix[p]).collect();
             a[IxDyn(&full)]

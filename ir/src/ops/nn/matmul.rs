@@ -1,17 +1,15 @@
-//! Matrix products: MatMul (numpy `matmul`: 1-D promotion, broadcast batch dims), Gemm
-//! (transposes, alpha/beta, bias broadcast), and the quantized MatMulInteger and
-//! QLinearMatMul. Products run on the [`gemm`](super::gemm) kernel; integer products of
-//! 8-bit data run exactly in f64.
+//! Matrix products: MatMul (numpy `matmul`: 1-D promotion, broadcast batch dims) and
+//! Gemm (transposes, alpha/beta, bias broadcast), on the [`gemm`](super::gemm) kernel.
+//! The quantized products in `qlinear` and Einsum reuse [`matmul`].
 
 use super::gemm::{by_precision, gemm, Mat, MatElem, Real};
-use super::quant::{round_half_even, saturate_i64, scale_mul};
 use crate::dim::Dim;
 use crate::dtype::DType;
 use crate::error::{shape_err, unsupported, IrError, Result};
 use crate::graph::{Node, TensorType};
 use crate::ops::util::{broadcast_dims, broadcast_shape, in_ty, input, opt_input};
 use crate::ops::InferInput;
-use crate::tensor::{array_from, Elem, Tensor};
+use crate::tensor::{array_from, Tensor};
 use ndarray::{ArrayD, ArrayViewD, IxDyn};
 use rayon::prelude::*;
 
@@ -113,6 +111,9 @@ pub(crate) fn matmul<T: MatElem>(a: ArrayViewD<T>, b: ArrayViewD<T>) -> Result<A
     );
     let (m, k, n) = (d.m, d.k, d.n);
     let mut out = vec![T::ZERO; d.out_shape.iter().product()];
+    if out.is_empty() {
+        return array_from(&d.out_shape, out);
+    }
     let nb = d.offsets.len();
     let b_shared = d.offsets.iter().all(|&(_, ob)| ob == 0);
     let a_packed = d
@@ -300,130 +301,6 @@ fn broadcast_bias<T: Clone>(c: &ArrayViewD<T>, m: usize, n: usize) -> Result<Arr
                 c.shape()
             ))
         })
-}
-
-/// The data of an 8/16-bit integer tensor minus its zero point, as exact f64 values.
-/// `zp` is a scalar, or a 1-D tensor of `dims[axis]` values (per-row or per-column).
-pub(crate) fn centered(
-    x: &Tensor,
-    zp: Option<&Tensor>,
-    axis: usize,
-    op: &str,
-) -> Result<ArrayD<f64>> {
-    if !matches!(x.dtype(), DType::U8 | DType::I8 | DType::U16 | DType::I16) {
-        return unsupported(format!("{op} on {} (u8/i8 quantized data only)", x.dtype()));
-    }
-    let mut a: ArrayD<f64> = crate::with_tensor!(x, v => v.mapv(|e| e.to_f64()));
-    if let Some(zp) = zp {
-        if zp.dtype() != x.dtype() {
-            return Err(IrError::DType {
-                context: format!("{op} zero point"),
-                expected: x.dtype().name().into(),
-                found: zp.dtype(),
-            });
-        }
-        let z = zp.to_f64_vec();
-        if z.len() == 1 {
-            a.mapv_inplace(|v| v - z[0]);
-        } else if zp.rank() == 1 && axis < a.ndim() && z.len() == a.shape()[axis] {
-            for (i, mut lane) in a.axis_iter_mut(ndarray::Axis(axis)).enumerate() {
-                lane.mapv_inplace(|v| v - z[i]);
-            }
-        } else {
-            return shape_err(format!(
-                "{op} zero point of shape {:?} fits neither a scalar nor dim {axis} of {:?}",
-                zp.shape(),
-                x.shape()
-            ));
-        }
-    }
-    Ok(a)
-}
-
-/// Evaluates MatMulInteger: `(A - a_zero_point) @ (B - b_zero_point)` in i32.
-pub(crate) fn eval_matmul_integer(inputs: &[Option<&Tensor>]) -> Result<Tensor> {
-    let (a, b) = (input(inputs, 0)?, input(inputs, 1)?);
-    let ra = a.rank().max(2);
-    let a = centered(a, opt_input(inputs, 2), ra - 2, "MatMulInteger")?;
-    let b = centered(
-        b,
-        opt_input(inputs, 3),
-        b.rank().saturating_sub(1),
-        "MatMulInteger",
-    )?;
-    let p = matmul(a.view(), b.view())?;
-    Ok(Tensor::I32(p.mapv(|v| v as i64 as i32)))
-}
-
-/// Evaluates QLinearMatMul: the integer product requantized with
-/// `a_scale * b_scale / y_scale` and `y_zero_point`.
-pub(crate) fn eval_qlinear_matmul(inputs: &[Option<&Tensor>]) -> Result<Tensor> {
-    let a = input(inputs, 0)?;
-    let b = input(inputs, 3)?;
-    let (sa, sb, sy) = (input(inputs, 1)?, input(inputs, 4)?, input(inputs, 6)?);
-    let yzp = opt_input(inputs, 7);
-    let ra = a.rank().max(2);
-    let ac = centered(a, opt_input(inputs, 2), ra - 2, "QLinearMatMul")?;
-    let bc = centered(
-        b,
-        opt_input(inputs, 5),
-        b.rank().saturating_sub(1),
-        "QLinearMatMul",
-    )?;
-    let p = matmul(ac.view(), bc.view())?;
-    let out_dt = yzp.map_or(a.dtype(), Tensor::dtype);
-    let (sav, sbv, syv) = (sa.to_f64_vec(), sb.to_f64_vec(), sy.to_f64_vec());
-    let zy = yzp.map_or(0.0, |z| z.to_f64_vec().first().copied().unwrap_or(0.0));
-    if syv.len() != 1 {
-        return unsupported("QLinearMatMul with a per-axis y_scale");
-    }
-    let (m, n) = (
-        if a.rank() > 1 {
-            a.shape()[a.rank() - 2]
-        } else {
-            1
-        },
-        if b.rank() > 1 {
-            b.shape()[b.rank() - 1]
-        } else {
-            1
-        },
-    );
-    let pick = |v: &[f64], i: usize, len: usize, what: &str| -> Result<f64> {
-        match v.len() {
-            1 => Ok(v[0]),
-            l if l == len => Ok(v[i]),
-            l => shape_err(format!(
-                "QLinearMatMul {what} has {l} values, expected 1 or {len}"
-            )),
-        }
-    };
-    // Multipliers per (row, column), computed in the scales' precision like the spec's
-    // reference does.
-    let sdt = sa.dtype();
-    let mut mult = Vec::with_capacity(m * n);
-    for i in 0..m {
-        for j in 0..n {
-            let ab = scale_mul(
-                pick(&sav, i, m, "a_scale")?,
-                pick(&sbv, j, n, "b_scale")?,
-                sdt,
-            );
-            mult.push(super::quant::round_to(ab / syv[0], sdt));
-        }
-    }
-    let out_shape = p.shape().to_vec();
-    let vals: Vec<i64> = p
-        .iter()
-        .enumerate()
-        .map(|(idx, &c)| {
-            let (i, j) = ((idx / n) % m, idx % n);
-            let q = round_half_even(c * mult[i * n + j] + zy);
-            saturate_i64(q, out_dt)
-        })
-        .collect();
-    let t = Tensor::I64(array_from(&out_shape, vals)?);
-    Ok(t.cast(out_dt))
 }
 
 /// Output shape of `a @ b` for symbolic shapes.

@@ -11,6 +11,7 @@ mod einsum;
 mod gemm;
 mod matmul;
 mod pool;
+mod qlinear;
 mod quant;
 mod spatial;
 
@@ -50,12 +51,12 @@ impl NnOp {
         match self {
             NnOp::MatMul => one(matmul::eval_matmul(inputs)),
             NnOp::Gemm => one(matmul::eval_gemm(node, inputs)),
-            NnOp::MatMulInteger => one(matmul::eval_matmul_integer(inputs)),
-            NnOp::QLinearMatMul => one(matmul::eval_qlinear_matmul(inputs)),
+            NnOp::MatMulInteger => one(qlinear::eval_matmul_integer(inputs)),
+            NnOp::QLinearMatMul => one(qlinear::eval_qlinear_matmul(inputs)),
             NnOp::Conv => one(conv::eval_conv(node, inputs)),
             NnOp::ConvTranspose => one(conv_transpose::eval_conv_transpose(node, inputs)),
-            NnOp::ConvInteger => one(conv::eval_conv_integer(node, inputs)),
-            NnOp::QLinearConv => one(conv::eval_qlinear_conv(node, inputs)),
+            NnOp::ConvInteger => one(qlinear::eval_conv_integer(node, inputs)),
+            NnOp::QLinearConv => one(qlinear::eval_qlinear_conv(node, inputs)),
             NnOp::DeformConv => one(deform::eval_deform_conv(node, inputs)),
             NnOp::QuantizeLinear => one(quant::eval_quantize(node, inputs)),
             NnOp::DequantizeLinear => one(quant::eval_dequantize(node, inputs)),
