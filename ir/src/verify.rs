@@ -43,8 +43,14 @@ pub fn verify(mut graph: Graph) -> Result<Verified> {
 }
 
 /// Structural checks only (no types), recursing into sub-graphs. `outer` holds the names
-/// visible from enclosing scopes, which sub-graph captures must resolve to.
+/// visible from enclosing scopes, which sub-graph captures must resolve to; it is empty
+/// for a top-level graph, whose inputs must be typed (a sub-graph's inputs may be
+/// untyped: ONNX bodies often leave loop-carried values to the enclosing node).
 pub fn check_structure(g: &Graph, outer: &[&str]) -> Result<()> {
+    check_graph(g, outer, outer.is_empty())
+}
+
+fn check_graph(g: &Graph, outer: &[&str], top_level: bool) -> Result<()> {
     let n = g.values.len();
     let in_range = |v: ValueId, what: &str| -> Result<()> {
         if v.index() < n {
@@ -69,7 +75,7 @@ pub fn check_structure(g: &Graph, outer: &[&str]) -> Result<()> {
     };
     for &v in &g.inputs {
         define(v, "graph input")?;
-        if g.value(v).ty.is_none() {
+        if top_level && g.value(v).ty.is_none() {
             return Err(IrError::Invalid(format!(
                 "graph input `{}` has no type",
                 g.value(v).name
@@ -121,7 +127,7 @@ pub fn check_structure(g: &Graph, outer: &[&str]) -> Result<()> {
     visible.extend(g.values.iter().map(|v| v.name.as_str()));
     for node in &g.nodes {
         for (_, sub) in node.attrs.graphs() {
-            check_structure(sub, &visible).map_err(|e| IrError::Node {
+            check_graph(sub, &visible, false).map_err(|e| IrError::Node {
                 node: node.name.clone(),
                 op: node.op.name().to_string(),
                 source: Box::new(e),
