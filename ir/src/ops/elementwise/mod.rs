@@ -7,7 +7,7 @@
 //! The family is split by kind: `kernel` (broadcasting maps and the `Num`/`Int`
 //! element traits), `math` (unary math), `activation`, `arith` (numeric binary and
 //! variadic ops, Clip), `logic` (comparisons, boolean and bitwise ops, Where), `cast`
-//! (Cast, CastLike, BitCast, Dropout) and `random`.
+//! (Cast, CastLike, BitCast, Dropout), `random`, and `infer` (output types).
 
 /// Matches a float tensor, binding `$a` to its array; other dtypes go to `$o`.
 macro_rules! float_match {
