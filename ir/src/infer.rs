@@ -3,16 +3,19 @@
 //! topological order. Declared output types from the model are merged in, never trusted
 //! over what inference proves.
 
+use crate::attr::Attr;
 use crate::dim::Dim;
 use crate::error::{IrError, Result};
-use crate::graph::{Graph, TensorType};
+use crate::graph::{Graph, NodeId, TensorType};
 use crate::ops::{InferCx, InferInput};
+use std::collections::HashMap;
 
 /// Infers the type of every node output. Input and constant types must be present.
 pub fn infer_types(graph: &mut Graph) -> Result<()> {
     let order = graph.topo_order()?;
     let mut cx = InferCx::default();
     for nid in order {
+        type_captures(graph, nid);
         let node = graph.node(nid);
         let ins: Vec<Option<InferInput>> = node
             .inputs
@@ -52,8 +55,37 @@ pub fn infer_types(graph: &mut Graph) -> Result<()> {
     Ok(())
 }
 
+/// Gives the captures of node `nid`'s sub-graphs the current types of the outer values
+/// they name, so that control-flow ops can infer their bodies on their own.
+fn type_captures(graph: &mut Graph, nid: NodeId) {
+    let node = graph.node(nid);
+    if node.attrs.graphs().next().is_none() {
+        return;
+    }
+    let by_name: HashMap<&str, &TensorType> = graph
+        .values
+        .iter()
+        .filter_map(|v| v.ty.as_ref().map(|t| (v.name.as_str(), t)))
+        .collect();
+    let mut updates: Vec<(String, usize, TensorType)> = Vec::new();
+    for (attr, sub) in node.attrs.graphs() {
+        for &c in &sub.captures {
+            if let Some(t) = by_name.get(sub.value(c).name.as_str()) {
+                updates.push((attr.to_string(), c.index(), (*t).clone()));
+            }
+        }
+    }
+    let node = &mut graph.nodes[nid.index()];
+    for (attr, c, t) in updates {
+        if let Some(Attr::Graph(sub)) = node.attrs.0.get_mut(&attr) {
+            sub.values[c].ty = Some(t);
+        }
+    }
+}
+
 /// Combines a declared type with an inferred one: dtypes must agree; a known dim wins
-/// over a symbolic one; two different known dims are an error.
+/// over a symbolic one; two different known dims are an error; between two symbolic
+/// dims the declared one wins (it names what inference could only number).
 fn merge(declared: &TensorType, inferred: TensorType) -> Result<TensorType> {
     if declared.dtype != inferred.dtype {
         return Err(IrError::Invalid(format!(
@@ -73,7 +105,8 @@ fn merge(declared: &TensorType, inferred: TensorType) -> Result<TensorType> {
                 )));
             }
             (Dim::Known(a), _) => Dim::Known(*a),
-            (_, i) => i,
+            (_, Dim::Known(b)) => Dim::Known(b),
+            (d, _) => d.clone(),
         });
     }
     Ok(TensorType::new(inferred.dtype, shape))

@@ -297,3 +297,37 @@ fn gru_sequence_lens_zero_the_tail_and_keep_the_last_valid_state() {
         }
     }
 }
+
+/// An `If` listed before the node producing the value its branch captures: ordering,
+/// inference and pruning must all see the capture as a use.
+#[test]
+fn captured_values_order_type_and_stay_live() {
+    let t2 = ty(DType::F32, &[2]);
+    let branch = |name: &str| {
+        let mut b = Graph::new(name);
+        let c = b.add_value("h", None);
+        b.captures.push(c);
+        b.add_node("i", op("Identity"), Attrs::default(), vec![Some(c)], &["o"]);
+        b.outputs = vec![b.find_value("o").unwrap()];
+        b
+    };
+    let mut g = Graph::new("main");
+    let cond = g.add_input("cond", ty(DType::Bool, &[]));
+    let x = g.add_input("x", t2.clone());
+    let a = attrs(vec![
+        ("then_branch", Attr::Graph(Box::new(branch("then")))),
+        ("else_branch", Attr::Graph(Box::new(branch("else")))),
+    ]);
+    g.add_node("if", op("If"), a, vec![Some(cond)], &["y"]);
+    g.add_node("relu", op("Relu"), Attrs::default(), vec![Some(x)], &["h"]);
+    g.outputs = vec![g.find_value("y").unwrap()];
+    g.prune();
+    assert_eq!(g.nodes.len(), 2, "the captured producer is live");
+    g.sort_nodes().unwrap();
+    assert_eq!(g.nodes[0].name, "relu");
+    infer_types(&mut g).unwrap();
+    assert_eq!(g.value(g.outputs[0]).ty.as_ref(), Some(&t2));
+    let c = Tensor::Bool(ndarray::arr0(true).into_dyn());
+    let out = interp::run(&g, &[c, f32s(&[2], &[-1., 2.])]).unwrap();
+    assert_eq!(out[0].to_f64_vec(), vec![0., 2.]);
+}
