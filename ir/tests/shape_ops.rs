@@ -508,3 +508,36 @@ fn symbolic_shape_values_flow_through_graphs() {
     assert_eq!(ty(mask), "[batch,seq]");
     assert_eq!(ty(cut), "[batch,seq,6]");
 }
+
+/// Arithmetic on tracked shape values (here another family's `Sub`) is evaluated during
+/// inference, so the shape LayerNormalization's expansion builds for its mean is known.
+#[test]
+fn known_values_are_evaluated_across_families() {
+    use gopt_ir::{infer_types, Graph};
+    let mut g = Graph::new("rank_arith");
+    let x = g.add_input("x", sym_ty(&["batch", "3", "4", "5"]));
+    let one = Some(g.add_const("one", Tensor::from_i64s(&[1])));
+    let zero = Some(g.add_const("zero", Tensor::from_i64s(&[0])));
+    let op = |name: &str| Op::from_name(name).unwrap();
+    let add = |g: &mut Graph, o: &str, attrs: Attrs, ins: Vec<Option<ValueId>>, out: &str| {
+        let n = g.add_node(out, op(o), attrs, ins, &[out]);
+        Some(g.node(n).outputs[0])
+    };
+    let none = Attrs::default;
+    let shp = add(&mut g, "Shape", none(), vec![Some(x)], "shp");
+    let rank = add(&mut g, "Size", none(), vec![shp], "rank");
+    let n = add(&mut g, "Sub", none(), vec![rank, one], "n");
+    let mut int_one = Attrs::default();
+    int_one.set("value", Attr::Tensor(Tensor::from_i64s(&[1])));
+    let ones = add(&mut g, "ConstantOfShape", int_one, vec![n], "ones");
+    let prefix = add(&mut g, "Slice", none(), vec![shp, zero, one], "prefix");
+    let mut axis0 = Attrs::default();
+    axis0.set("axis", Attr::Int(0));
+    let target = add(&mut g, "Concat", axis0, vec![prefix, ones], "target");
+    let y = add(&mut g, "Reshape", none(), vec![Some(x), target], "y");
+    g.outputs = vec![y.unwrap()];
+    infer_types(&mut g).unwrap();
+    let ty = |v: Option<ValueId>| fmt_shape(&g.ty(v.unwrap()).unwrap().shape);
+    assert_eq!(ty(ones), "[3]");
+    assert_eq!(ty(y), "[batch,1,1,1]");
+}

@@ -16,6 +16,7 @@ pub mod attention;
 pub mod control;
 pub mod elementwise;
 pub mod image;
+pub mod known;
 pub mod nn;
 pub mod reduce;
 pub mod shape;
@@ -132,7 +133,20 @@ impl Op {
         node: &Node,
         inputs: &[Option<InferInput>],
     ) -> Result<Vec<TensorType>> {
-        match self {
+        // Inputs whose contents inference tracked read as values (see `known`).
+        let tracked = known::materialize(cx, node, inputs);
+        let inputs: Vec<Option<InferInput>> = inputs
+            .iter()
+            .zip(&tracked)
+            .map(|(i, t)| {
+                i.map(|i| InferInput {
+                    ty: i.ty,
+                    value: i.value.or(t.as_ref()),
+                })
+            })
+            .collect();
+        let inputs = inputs.as_slice();
+        let tys = match self {
             Op::Elementwise(o) => o.infer(cx, node, inputs),
             Op::Reduce(o) => o.infer(cx, node, inputs),
             Op::Shape(o) => o.infer(cx, node, inputs),
@@ -140,7 +154,9 @@ impl Op {
             Op::Image(o) => o.infer(cx, node, inputs),
             Op::Control(o) => o.infer(cx, node, inputs),
             Op::Attention(o) => o.infer(cx, node, inputs),
-        }
+        }?;
+        known::evaluate(self, cx, node, inputs);
+        Ok(tys)
     }
 
     /// False for ops whose result is not a function of their inputs (random ops), which
