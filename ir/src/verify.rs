@@ -69,7 +69,9 @@ pub fn check_structure(g: &Graph, outer: &[&str]) -> Result<()> {
     };
     for &v in &g.inputs {
         define(v, "graph input")?;
-        if g.value(v).ty.is_none() {
+        // Only the main graph (no enclosing scope) must type its inputs; a sub-graph's
+        // inputs are typed by its op (Loop, Scan) from the op's own inputs.
+        if outer.is_empty() && g.value(v).ty.is_none() {
             return Err(IrError::Invalid(format!(
                 "graph input `{}` has no type",
                 g.value(v).name
