@@ -1,6 +1,147 @@
 //! gopt: an ahead-of-time graph compiler for neural-network inference.
 //!
-//! This facade re-exports the pipeline's crates; the `gopt` binary is a thin layer over it.
+//! This facade re-exports the pipeline's crates and offers the few calls the `gopt`
+//! binary (a thin layer over this library) and the integration tests share:
+//!
+//! - [`load_model`] imports a model file;
+//! - [`prepare`] specializes a model to concrete dims (binds symbols, folds the shape
+//!   sub-graphs to constants) and verifies it;
+//! - [`run_cpu`] runs a model on the CPU reference interpreter;
+//! - [`testing`] runs ONNX-layout test cases against reference outputs;
+//! - [`report`] describes what specialization left in a graph.
+//!
+//! ```no_run
+//! use std::path::Path;
+//! let model = gopt::load_model(Path::new("tests/data/models/bert_small/model.onnx"))?;
+//! let (_, ids) = gopt::tensor_io::read_tensor(Path::new("ids.npy"))?;
+//! let (_, mask) = gopt::tensor_io::read_tensor(Path::new("mask.npy"))?;
+//! let outputs = gopt::run_cpu(&model, &[ids, mask])?;
+//! # Ok::<(), gopt::GoptError>(())
+//! ```
+#![warn(missing_docs)]
 
+pub mod error;
+pub mod report;
+pub mod tensor_io;
+pub mod testing;
+
+pub use error::{GoptError, Result};
 pub use gopt_frontends as frontends;
+pub use gopt_frontends::{ImportError, Imported, Inspection};
 pub use gopt_ir as ir;
+pub use gopt_ir::{Bindings, DType, Graph, IrError, Model, Tensor, Verified};
+
+use gopt_ir::{bind_dims, fold_constants, interp, verify};
+use std::path::Path;
+
+/// Imports a model file (ONNX; external data files are read relative to its folder).
+pub fn load_model(path: &Path) -> Result<Imported> {
+    Ok(gopt_frontends::load(path)?)
+}
+
+/// Specializes a copy of `model`'s graph: checks its structure, replaces the symbols in
+/// `bindings` by their sizes, folds every node whose inputs became constant (the shape
+/// sub-graphs exporters emit), and verifies the result. Symbols left unbound stay
+/// symbolic; with empty bindings this only folds what is already constant.
+pub fn prepare(model: &Model, bindings: &Bindings) -> Result<Verified> {
+    let mut graph = model.graph.clone();
+    gopt_ir::verify::check_structure(&graph, &[])?;
+    if !bindings.is_empty() {
+        bind_dims(&mut graph, bindings);
+    }
+    fold_constants(&mut graph)?;
+    Ok(verify(graph)?)
+}
+
+/// Runs `model` on the CPU reference interpreter. `inputs` are the graph inputs in order
+/// (constants are not inputs); their dtypes and shapes are checked against the declared
+/// ones, their sizes bind the symbolic dims, and the specialized graph is interpreted.
+pub fn run_cpu(model: &Imported, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+    let bindings = interp::check_inputs(&model.model.graph, inputs)?;
+    let graph = prepare(&model.model, &bindings)?;
+    Ok(interp::run(&graph, inputs)?)
+}
+
+/// Names of the graph's inputs, in order.
+pub fn input_names(graph: &Graph) -> Vec<String> {
+    graph
+        .inputs
+        .iter()
+        .map(|&v| graph.value(v).name.clone())
+        .collect()
+}
+
+/// Names of the graph's outputs, in order.
+pub fn output_names(graph: &Graph) -> Vec<String> {
+    graph
+        .outputs
+        .iter()
+        .map(|&v| graph.value(v).name.clone())
+        .collect()
+}
+
+/// Puts run-time inputs in graph order. Each entry is bound by name when it has one and
+/// otherwise to the first graph input not bound yet, in order. Every graph input must be
+/// bound exactly once.
+pub fn order_inputs(graph: &Graph, given: Vec<(Option<String>, Tensor)>) -> Result<Vec<Tensor>> {
+    let names = input_names(graph);
+    let mut slots: Vec<Option<Tensor>> = vec![None; names.len()];
+    let mut positional = Vec::new();
+    for (name, t) in given {
+        match name {
+            Some(n) => {
+                let Some(i) = names.iter().position(|x| *x == n) else {
+                    return Err(GoptError::Inputs(format!(
+                        "the model has no input named `{n}` (its inputs: {})",
+                        list(&names)
+                    )));
+                };
+                if slots[i].is_some() {
+                    return Err(GoptError::Inputs(format!("input `{n}` is given twice")));
+                }
+                slots[i] = Some(t);
+            }
+            None => positional.push(t),
+        }
+    }
+    let mut positional = positional.into_iter();
+    for slot in slots.iter_mut().filter(|s| s.is_none()) {
+        match positional.next() {
+            Some(t) => *slot = Some(t),
+            None => break,
+        }
+    }
+    let extra = positional.count();
+    if extra > 0 {
+        return Err(GoptError::Inputs(format!(
+            "{extra} more input(s) given than the model takes (its inputs: {})",
+            list(&names)
+        )));
+    }
+    let missing: Vec<String> = names
+        .iter()
+        .zip(&slots)
+        .filter(|(_, s)| s.is_none())
+        .map(|(n, _)| format!("`{n}`"))
+        .collect();
+    if !missing.is_empty() {
+        return Err(GoptError::Inputs(format!(
+            "missing input(s) {}; give them as NAME=FILE (its inputs: {})",
+            missing.join(", "),
+            list(&names)
+        )));
+    }
+    Ok(slots.into_iter().flatten().collect())
+}
+
+fn list(names: &[String]) -> String {
+    if names.is_empty() {
+        "none".into()
+    } else {
+        names
+            .iter()
+            .map(|n| format!("`{n}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}

@@ -9,7 +9,8 @@ use crate::error::{IrError, Result};
 use crate::ops::Op;
 use crate::tensor::Tensor;
 use petgraph::graph::DiGraph;
-use std::collections::{BTreeMap, HashMap};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BinaryHeap, HashMap};
 use std::fmt;
 
 /// Handle of a value in a graph's value arena.
@@ -208,14 +209,40 @@ impl Graph {
         m
     }
 
-    /// Nodes in a topological order, or an error naming a node on a cycle.
+    /// Nodes in topological order, or an error naming a node on a cycle. The order is
+    /// stable: among ready nodes the one earliest in the arena goes first, so a graph
+    /// already in topological order keeps its order (printing relies on this).
     pub fn topo_order(&self) -> Result<Vec<NodeId>> {
-        let mut g = DiGraph::<NodeId, ()>::with_capacity(self.nodes.len(), self.nodes.len());
-        let idx: Vec<_> = (0..self.nodes.len())
-            .map(|i| g.add_node(NodeId(i as u32)))
-            .collect();
         let prod = self.producers();
         let captured = self.capture_uses();
+        let mut indegree = vec![0usize; self.nodes.len()];
+        let mut users: Vec<Vec<usize>> = vec![Vec::new(); self.nodes.len()];
+        for (i, n) in self.nodes.iter().enumerate() {
+            for v in n.inputs.iter().flatten().chain(&captured[i]) {
+                if let Some((p, _)) = prod.get(v) {
+                    indegree[i] += 1;
+                    users[p.index()].push(i);
+                }
+            }
+        }
+        let mut ready: BinaryHeap<Reverse<usize>> =
+            (0..self.nodes.len()).filter(|&i| indegree[i] == 0).map(Reverse).collect();
+        let mut order = Vec::with_capacity(self.nodes.len());
+        while let Some(Reverse(i)) = ready.pop() {
+            order.push(NodeId(i as u32));
+            for &u in &users[i] {
+                indegree[u] -= 1;
+                if indegree[u] == 0 {
+                    ready.push(Reverse(u));
+                }
+            }
+        }
+        if order.len() == self.nodes.len() {
+            return Ok(order);
+        }
+        // A cycle: let petgraph name a node on it.
+        let mut g = DiGraph::<NodeId, ()>::with_capacity(self.nodes.len(), self.nodes.len());
+        let idx: Vec<_> = (0..self.nodes.len()).map(|i| g.add_node(NodeId(i as u32))).collect();
         for (i, n) in self.nodes.iter().enumerate() {
             for v in n.inputs.iter().flatten().chain(&captured[i]) {
                 if let Some((p, _)) = prod.get(v) {
@@ -223,12 +250,12 @@ impl Graph {
                 }
             }
         }
-        petgraph::algo::toposort(&g, None)
-            .map(|order| order.into_iter().map(|i| g[i]).collect())
-            .map_err(|c| {
-                let n = &self.nodes[g[c.node_id()].index()];
-                IrError::Invalid(format!("cycle through node `{}` ({})", n.name, n.op))
-            })
+        let culprit = match petgraph::algo::toposort(&g, None) {
+            Err(c) => g[c.node_id()].index(),
+            Ok(_) => order.len().min(self.nodes.len().saturating_sub(1)),
+        };
+        let n = &self.nodes[culprit];
+        Err(IrError::Invalid(format!("cycle through node `{}` ({})", n.name, n.op)))
     }
 
     /// Per node, the values of this graph its sub-graphs read by capture (matched by

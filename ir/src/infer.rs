@@ -84,7 +84,8 @@ fn type_captures(graph: &mut Graph, nid: NodeId) {
 }
 
 /// Combines a declared type with an inferred one: dtypes must agree; a known dim wins
-/// over a symbolic one; two different known dims are an error.
+/// over a symbolic one; two different known dims are an error; between two symbolic
+/// dims the declared one wins (it names what inference could only number).
 fn merge(declared: &TensorType, inferred: TensorType) -> Result<TensorType> {
     if declared.dtype != inferred.dtype {
         return Err(IrError::Invalid(format!(
@@ -104,7 +105,8 @@ fn merge(declared: &TensorType, inferred: TensorType) -> Result<TensorType> {
                 )));
             }
             (Dim::Known(a), _) => Dim::Known(*a),
-            (_, i) => i,
+            (_, Dim::Known(b)) => Dim::Known(b),
+            (d, _) => d.clone(),
         });
     }
     Ok(TensorType::new(inferred.dtype, shape))

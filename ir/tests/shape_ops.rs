@@ -401,3 +401,110 @@ fn symbolic_inference() {
         ["[batch,7,96]"]
     );
 }
+
+/// Exporters' shape sub-graphs: the contents of `Shape(x)` are followed through
+/// Gather / Unsqueeze / Concat / Slice, so the consumers get exact symbolic dims.
+#[test]
+fn symbolic_shape_values_flow_through_graphs() {
+    use gopt_ir::{infer_types, Graph};
+    let mut g = Graph::new("shape_arith");
+    let x = g.add_input("x", sym_ty(&["batch", "seq", "6"]));
+    let c = |g: &mut Graph, name: &str, t: Tensor| Some(g.add_const(name, t));
+    let i0 = c(&mut g, "i0", i64s(&[], &[0]));
+    let i1 = c(&mut g, "i1", i64s(&[], &[1]));
+    let ax0 = c(&mut g, "ax0", Tensor::from_i64s(&[0]));
+    let tail = c(&mut g, "tail", Tensor::from_i64s(&[2, -1]));
+    let one = c(&mut g, "one", i64s(&[], &[1]));
+    let op = Op::Shape;
+    let add = |g: &mut Graph, o: ShapeOp, attrs: Attrs, ins: Vec<Option<ValueId>>, out: &str| {
+        let n = g.add_node(out, op(o), attrs, ins, &[out]);
+        Some(g.node(n).outputs[0])
+    };
+    let shp = add(
+        &mut g,
+        ShapeOp::Shape,
+        Attrs::default(),
+        vec![Some(x)],
+        "shp",
+    );
+    let b = add(
+        &mut g,
+        ShapeOp::Gather,
+        Attrs::default(),
+        vec![shp, i0],
+        "b",
+    );
+    let s = add(
+        &mut g,
+        ShapeOp::Gather,
+        Attrs::default(),
+        vec![shp, i1],
+        "s",
+    );
+    let bu = add(
+        &mut g,
+        ShapeOp::Unsqueeze,
+        Attrs::default(),
+        vec![b, ax0],
+        "bu",
+    );
+    let su = add(
+        &mut g,
+        ShapeOp::Unsqueeze,
+        Attrs::default(),
+        vec![s, ax0],
+        "su",
+    );
+    let mut axis0 = Attrs::default();
+    axis0.set("axis", Attr::Int(0));
+    let target = add(&mut g, ShapeOp::Concat, axis0, vec![bu, su, tail], "target");
+    let y = add(
+        &mut g,
+        ShapeOp::Reshape,
+        Attrs::default(),
+        vec![Some(x), target],
+        "y",
+    );
+    // Range(0, seq, 1) and ConstantOfShape(Shape(x)[0:2]) on the same values.
+    let zero = c(&mut g, "zero", i64s(&[], &[0]));
+    let pos = add(
+        &mut g,
+        ShapeOp::Range,
+        Attrs::default(),
+        vec![zero, s, one],
+        "pos",
+    );
+    let end2 = c(&mut g, "end2", Tensor::from_i64s(&[2]));
+    let start0 = c(&mut g, "start0", Tensor::from_i64s(&[0]));
+    let bs = add(
+        &mut g,
+        ShapeOp::Slice,
+        Attrs::default(),
+        vec![shp, start0, end2],
+        "bs",
+    );
+    let mask = add(
+        &mut g,
+        ShapeOp::ConstantOfShape,
+        Attrs::default(),
+        vec![bs],
+        "mask",
+    );
+    // x[:, 0:seq] keeps the whole axis.
+    let ax1 = c(&mut g, "ax1", Tensor::from_i64s(&[1]));
+    let cut = add(
+        &mut g,
+        ShapeOp::Slice,
+        Attrs::default(),
+        vec![Some(x), start0, su, ax1],
+        "cut",
+    );
+    g.outputs = [y, pos, mask, cut].into_iter().flatten().collect();
+    infer_types(&mut g).unwrap();
+    let ty = |v: Option<ValueId>| fmt_shape(&g.ty(v.unwrap()).unwrap().shape);
+    assert_eq!(ty(target), "[4]");
+    assert_eq!(ty(y), "[batch,seq,2,3]");
+    assert_eq!(ty(pos), "[seq]");
+    assert_eq!(ty(mask), "[batch,seq]");
+    assert_eq!(ty(cut), "[batch,seq,6]");
+}

@@ -18,6 +18,8 @@ use std::path::Path;
 
 /// Converts a decoded model (opsets checked, every op supported) to the IR.
 pub(crate) fn convert_model(m: &proto::ModelProto, base_dir: Option<&Path>) -> Result<Model> {
+    let m = super::functions::inline(m)?;
+    let m = m.as_ref();
     let items = support::scan_model(m);
     if !items.is_empty() {
         return Err(ImportError::Unsupported { items });

@@ -88,7 +88,19 @@ fn inspect_named(bytes: &[u8], what: &str) -> Result<Inspection> {
     let mut op_histogram: Vec<(String, String, usize)> =
         stats.ops.into_iter().map(|((d, o), n)| (d, o, n)).collect();
     op_histogram.sort_by(|a, b| b.2.cmp(&a.2).then_with(|| (&a.0, &a.1).cmp(&(&b.0, &b.1))));
-    let mut unsupported = support::scan_model(&m);
+    let mut unsupported = match super::functions::inline(&m) {
+        Ok(inlined) => support::scan_model(&inlined),
+        Err(e) => match e.unsupported_items() {
+            [] => vec![UnsupportedItem {
+                node: String::new(),
+                op: String::new(),
+                domain: "ai.onnx".into(),
+                opset: 0,
+                reason: format!("model-local functions cannot be inlined: {e}"),
+            }],
+            items => items.to_vec(),
+        },
+    };
     for (vi, kind) in g
         .input
         .iter()

@@ -8,6 +8,7 @@
 mod attrs;
 mod convert;
 pub mod error;
+mod functions;
 mod inspect;
 pub mod proto;
 mod support;

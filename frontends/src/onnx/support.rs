@@ -12,6 +12,108 @@ pub(crate) const MIN_OPSET: i64 = 7;
 /// Highest default-domain opset gopt imports.
 pub(crate) const MAX_OPSET: i64 = 28;
 
+/// Below `MIN_OPSET`, the default-domain ops whose opset-7 form already existed, with
+/// the opset that introduced that form (from ONNX's schema history): a node of such an
+/// op at an opset at least that high imports as at opset 7. Any other old node is
+/// unsupported.
+const SAME_AS_7_SINCE: &[(&str, i64)] = &[
+    ("Abs", 6),
+    ("Add", 7),
+    ("And", 7),
+    ("ArgMax", 1),
+    ("ArgMin", 1),
+    ("AveragePool", 7),
+    ("BatchNormalization", 7),
+    ("Cast", 6),
+    ("Ceil", 6),
+    ("Clip", 6),
+    ("Concat", 4),
+    ("Constant", 1),
+    ("Conv", 1),
+    ("ConvTranspose", 1),
+    ("DepthToSpace", 1),
+    ("Div", 7),
+    ("Dropout", 7),
+    ("Elu", 6),
+    ("Equal", 7),
+    ("Exp", 6),
+    ("Flatten", 1),
+    ("Floor", 6),
+    ("GRU", 7),
+    ("Gather", 1),
+    ("Gemm", 7),
+    ("GlobalAveragePool", 1),
+    ("GlobalLpPool", 2),
+    ("GlobalMaxPool", 1),
+    ("Greater", 7),
+    ("HardSigmoid", 6),
+    ("Hardmax", 1),
+    ("Identity", 1),
+    ("If", 1),
+    ("InstanceNormalization", 6),
+    ("LRN", 1),
+    ("LSTM", 7),
+    ("LeakyRelu", 6),
+    ("Less", 7),
+    ("Log", 6),
+    ("LogSoftmax", 1),
+    ("Loop", 1),
+    ("LpNormalization", 1),
+    ("LpPool", 2),
+    ("MatMul", 1),
+    ("Max", 6),
+    ("MaxPool", 1),
+    ("MaxRoiPool", 1),
+    ("Mean", 6),
+    ("Min", 6),
+    ("Mul", 7),
+    ("Neg", 6),
+    ("Not", 1),
+    ("Or", 7),
+    ("PRelu", 7),
+    ("Pad", 2),
+    ("Pow", 7),
+    ("RNN", 7),
+    ("RandomNormal", 1),
+    ("RandomNormalLike", 1),
+    ("RandomUniform", 1),
+    ("RandomUniformLike", 1),
+    ("Reciprocal", 6),
+    ("ReduceL1", 1),
+    ("ReduceL2", 1),
+    ("ReduceLogSum", 1),
+    ("ReduceLogSumExp", 1),
+    ("ReduceMax", 1),
+    ("ReduceMean", 1),
+    ("ReduceMin", 1),
+    ("ReduceProd", 1),
+    ("ReduceSum", 1),
+    ("ReduceSumSquare", 1),
+    ("Relu", 6),
+    ("Reshape", 5),
+    ("Selu", 6),
+    ("Shape", 1),
+    ("Sigmoid", 6),
+    ("Size", 1),
+    ("Slice", 1),
+    ("Softmax", 1),
+    ("Softplus", 1),
+    ("Softsign", 1),
+    ("SpaceToDepth", 1),
+    ("Split", 2),
+    ("Sqrt", 6),
+    ("Squeeze", 1),
+    ("Sub", 7),
+    ("Sum", 6),
+    ("Tanh", 6),
+    ("Tile", 6),
+    ("TopK", 1),
+    ("Transpose", 1),
+    ("Unsqueeze", 1),
+    ("Upsample", 7),
+    ("Xor", 7),
+];
+
 /// Domains whose ops the IR names by their bare ONNX op type.
 const DOMAINS: [&str; 4] = [
     "ai.onnx",
@@ -65,57 +167,35 @@ pub(crate) fn node_names(gp: &proto::GraphProto) -> Vec<String> {
         .collect()
 }
 
-/// Every unsupported construct of the model: a default-domain opset out of range, and
-/// each node (in sub-graphs too) gopt cannot import, with the reason.
+/// Every unsupported construct of a model (its functions already inlined): a
+/// default-domain opset out of range, and each node (in sub-graphs too) gopt cannot
+/// import, with the reason.
 pub(crate) fn scan_model(m: &proto::ModelProto) -> Vec<UnsupportedItem> {
     let opsets = Opsets::from_model(m);
     let mut items = Vec::new();
     if let Some(v) = opsets.get("ai.onnx") {
-        if !(MIN_OPSET..=MAX_OPSET).contains(&v) {
+        if !(1..=MAX_OPSET).contains(&v) {
             items.push(UnsupportedItem {
                 node: String::new(),
                 op: String::new(),
                 domain: "ai.onnx".into(),
                 opset: v,
-                reason: format!(
-                    "opset {v} is outside the range gopt imports ({MIN_OPSET} to {MAX_OPSET})"
-                ),
+                reason: format!("opset {v} is outside the range gopt imports (up to {MAX_OPSET})"),
             });
         }
     }
-    let functions: HashSet<(String, String)> = m
-        .functions
-        .iter()
-        .map(|f| {
-            (
-                super::canonical_domain(f.domain.as_deref().unwrap_or("")).to_string(),
-                f.name.clone().unwrap_or_default(),
-            )
-        })
-        .collect();
     if let Some(g) = &m.graph {
-        scan_graph(g, &opsets, &functions, &mut items);
+        scan_graph(g, &opsets, &mut items);
     }
     items
 }
 
-fn scan_graph(
-    gp: &proto::GraphProto,
-    opsets: &Opsets,
-    functions: &HashSet<(String, String)>,
-    items: &mut Vec<UnsupportedItem>,
-) {
+fn scan_graph(gp: &proto::GraphProto, opsets: &Opsets, items: &mut Vec<UnsupportedItem>) {
     for (node, name) in gp.node.iter().zip(node_names(gp)) {
         let op = node.op_type.as_deref().unwrap_or("");
         let domain = super::canonical_domain(node.domain.as_deref().unwrap_or(""));
         let opset = opsets.get(domain).unwrap_or(0);
-        let reason = if functions.contains(&(domain.to_string(), op.to_string())) {
-            Some(format!(
-                "calls the model-local function `{op}`, which gopt does not inline"
-            ))
-        } else {
-            node_reason(node, domain, opsets)
-        };
+        let reason = node_reason(node, domain, opsets);
         if let Some(reason) = reason {
             items.push(UnsupportedItem {
                 node: name,
@@ -127,7 +207,7 @@ fn scan_graph(
         }
         for a in &node.attribute {
             if let Some(g) = &a.g {
-                scan_graph(g, opsets, functions, items);
+                scan_graph(g, opsets, items);
             }
         }
     }
@@ -142,9 +222,28 @@ fn node_reason(node: &proto::NodeProto, domain: &str, opsets: &Opsets) -> Option
     let Some(opset) = opsets.get(domain) else {
         return Some(format!("the model does not import domain `{domain}`"));
     };
-    if domain == "ai.onnx" && !(MIN_OPSET..=MAX_OPSET).contains(&opset) {
+    if domain == "ai.onnx" && !(1..=MAX_OPSET).contains(&opset) {
         // Reported once for the whole model.
         return None;
+    }
+    if domain == "ai.onnx" && opset < MIN_OPSET {
+        let since = SAME_AS_7_SINCE
+            .iter()
+            .find(|(o, _)| *o == op)
+            .map(|&(_, v)| v);
+        match since {
+            Some(v) if opset < v => {
+                return Some(format!(
+                    "this op changed between opset {opset} and {v}; gopt imports it from opset {v}"
+                ))
+            }
+            None => {
+                return Some(format!(
+                    "gopt imports this op from opset {MIN_OPSET} on (the model has {opset})"
+                ))
+            }
+            Some(_) => {}
+        }
     }
     let mut reasons = Vec::new();
     if op == "Constant" && domain == "ai.onnx" {

@@ -317,6 +317,10 @@ fn read_external(
     Ok(buf)
 }
 
+/// Largest dense tensor a sparse one may expand to (its size is not backed by file
+/// data, so an absurd shape must fail cleanly instead of exhausting memory).
+const MAX_DENSE_BYTES: usize = 1 << 32;
+
 /// Densifies a COO sparse tensor.
 pub fn sparse_to_dense(s: &proto::SparseTensorProto, base_dir: Option<&Path>) -> Result<Tensor> {
     let values = s
@@ -337,6 +341,16 @@ pub fn sparse_to_dense(s: &proto::SparseTensorProto, base_dir: Option<&Path>) ->
             ))
         }
     };
+    let bytes = n.saturating_mul(vals.dtype().size());
+    if bytes > MAX_DENSE_BYTES {
+        return Err(ImportError::invalid(
+            "",
+            format!(
+                "sparse tensor `{name}` with dims {:?} densifies to {bytes} bytes, over gopt's limit of {MAX_DENSE_BYTES}",
+                s.dims
+            ),
+        ));
+    }
     let rank = shape.len();
     let linear: Vec<usize> = if idx.len() == nnz {
         idx.iter()

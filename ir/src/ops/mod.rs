@@ -7,8 +7,9 @@
 use crate::attr::Attrs;
 use crate::dim::Dim;
 use crate::error::Result;
-use crate::graph::{Graph, Node, TensorType};
+use crate::graph::{Graph, Node, TensorType, ValueId};
 use crate::tensor::Tensor;
+use std::collections::HashMap;
 use std::fmt;
 
 pub mod attention;
@@ -173,10 +174,23 @@ pub struct InferInput<'a> {
     pub value: Option<&'a Tensor>,
 }
 
-/// State shared by the inference of one graph: fresh symbols for data-dependent dims.
+/// One element of a small integer tensor that inference tracks (a shape being computed
+/// from `Shape`, as exporters emit): a known integer or a symbolic dim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SymInt {
+    /// A known value (negative ones are meaningful: Reshape's -1).
+    Int(i64),
+    /// A symbolic, non-negative value (`batch`, `seq+1`).
+    Dim(Dim),
+}
+
+/// State shared by the inference of one graph: fresh symbols for data-dependent dims,
+/// and the symbolic contents of shape-like values that are not constants (so
+/// `Reshape(x, Concat(Gather(Shape(x), 0), [-1]))` gets `[batch, ...]`, not fresh dims).
 #[derive(Debug, Default)]
 pub struct InferCx {
     fresh: u32,
+    sym_values: HashMap<ValueId, Vec<SymInt>>,
 }
 
 impl InferCx {
@@ -184,6 +198,16 @@ impl InferCx {
     pub fn fresh_dim(&mut self, hint: &str) -> Dim {
         self.fresh += 1;
         Dim::sym(&format!("{hint}_{}", self.fresh))
+    }
+
+    /// The elements (row-major) of value `v`, when inference tracked them.
+    pub fn sym_value(&self, v: ValueId) -> Option<&[SymInt]> {
+        self.sym_values.get(&v).map(Vec::as_slice)
+    }
+
+    /// Records the elements (row-major) of value `v`.
+    pub fn set_sym_value(&mut self, v: ValueId, elems: Vec<SymInt>) {
+        self.sym_values.insert(v, elems);
     }
 }
 

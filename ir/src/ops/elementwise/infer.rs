@@ -87,6 +87,12 @@ pub(crate) fn infer(
         }
         E::RandomUniform | E::RandomNormal => {
             let dtype = node.attrs.dtype("dtype")?.unwrap_or(DType::F32);
+            if !dtype.is_float() {
+                return Err(IrError::Unsupported(format!(
+                    "{} with dtype {dtype} (takes a float type)",
+                    op.name()
+                )));
+            }
             let shape = node.attrs.ints("shape")?.ok_or_else(|| IrError::Attr {
                 name: "shape".into(),
                 msg: "required but missing".into(),
@@ -102,6 +108,11 @@ pub(crate) fn infer(
         E::Multinomial => {
             let t = x()?;
             let dtype = node.attrs.dtype("dtype")?.unwrap_or(DType::I32);
+            if !matches!(dtype, DType::I32 | DType::I64) {
+                return Err(IrError::Unsupported(format!(
+                    "Multinomial with dtype {dtype} (takes i32 or i64)"
+                )));
+            }
             let samples = node.attrs.int_or("sample_size", 1)?.max(0) as u64;
             let batch = match t.shape.as_slice() {
                 [b, _] => b.clone(),

@@ -100,6 +100,11 @@ pub(super) fn grid_sample(node: &Node, inputs: &[Option<&Tensor>]) -> Result<Vec
     }
     let (n_batch, chans) = (xs[0], xs[1]);
     let dims: Vec<usize> = xs[2..].to_vec();
+    if dims.contains(&0) && !gd.is_empty() {
+        return Err(IrError::Shape(format!(
+            "GridSample of an empty image {xs:?}"
+        )));
+    }
     let out_sp: Vec<usize> = gs[1..gs.len() - 1].to_vec();
     let n_out: usize = out_sp.iter().product();
     let plane: usize = dims.iter().product();

@@ -240,3 +240,29 @@ pub(super) fn infer_label_encoder(
     let e = Encoder::new(node)?;
     Ok(vec![TensorType::new(e.out, x.shape.clone())])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attr::Attr;
+    use crate::ops::{ImageOp, Op};
+
+    #[test]
+    fn label_encoder_maps_int_keys_to_floats_with_default() {
+        let mut n = Node {
+            name: "le".into(),
+            op: Op::Image(ImageOp::LabelEncoder),
+            attrs: Default::default(),
+            inputs: vec![],
+            outputs: vec![],
+        };
+        n.attrs.set("keys_int64s", Attr::Ints(vec![1, 7, -3]));
+        n.attrs
+            .set("values_floats", Attr::Floats(vec![0.5, 1.5, 2.5]));
+        n.attrs.set("default_float", Attr::Float(9.0));
+        let x = Tensor::from_i64s(&[7, 2, -3, 1]);
+        let y = label_encoder(&n, &[Some(&x)]).unwrap();
+        assert_eq!(y[0].dtype(), DType::F32);
+        assert_eq!(y[0].to_f64_vec(), vec![1.5, 9.0, 2.5, 0.5]);
+    }
+}

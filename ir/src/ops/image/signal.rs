@@ -414,3 +414,64 @@ pub(super) fn infer_mel(
     };
     Ok(vec![TensorType::new(dtype, vec![spec, bins])])
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::attr::Attr;
+    use crate::ops::{ImageOp, Op};
+
+    fn node(attrs: &[(&str, Attr)]) -> Node {
+        let mut n = Node {
+            name: "dft".into(),
+            op: Op::Image(ImageOp::DFT),
+            attrs: Default::default(),
+            inputs: vec![],
+            outputs: vec![],
+        };
+        for (k, v) in attrs {
+            n.attrs.set(k, v.clone());
+        }
+        n
+    }
+
+    #[test]
+    fn inverse_onesided_matches_numpy_irfft() {
+        // numpy.fft.irfft([1+.5j, 2-1j, -.5+.25j, 3+2j], n) for n = 7, 4, and n = 8 on
+        // the first three bins (zero-padded).
+        let spec = [1.0, 0.5, 2.0, -1.0, -0.5, 0.25, 3.0, 2.0];
+        let x = Tensor::from_f64s(crate::dtype::DType::F64, &[4, 2], &spec).unwrap();
+        let n = node(&[("inverse", Attr::Int(1)), ("onesided", Attr::Int(1))]);
+        let axis = Tensor::from_i64s(&[0]);
+        let cases: [(i64, &[f64]); 2] = [
+            (
+                7,
+                &[
+                    1.4285714285714284,
+                    -0.3355241448069071,
+                    1.4351353667177296,
+                    -1.0290741866377797,
+                    -0.2744946354211617,
+                    -0.0774713829378547,
+                    -0.1471424454854545,
+                ],
+            ),
+            (4, &[1.125, 0.875, -0.875, -0.125]),
+        ];
+        for (len, want) in cases {
+            let l = Tensor::from_i64s(&[len]);
+            let y = dft(&n, &[Some(&x), Some(&l), Some(&axis)]).unwrap();
+            assert_eq!(y[0].shape(), &[len as usize, 1]);
+            for (g, w) in y[0].to_f64_vec().iter().zip(want) {
+                assert!((g - w).abs() < 1e-12, "n={len}: {g} vs {w}");
+            }
+        }
+        let x3 = Tensor::from_f64s(crate::dtype::DType::F64, &[3, 2], &spec[..6]).unwrap();
+        let l = Tensor::from_i64s(&[8]);
+        let y = dft(&n, &[Some(&x3), Some(&l), Some(&axis)]).unwrap();
+        let want = [0.5, 0.5928300858899106, 0.5, 0.010723304703363079, -0.5];
+        for (g, w) in y[0].to_f64_vec().iter().zip(want) {
+            assert!((g - w).abs() < 1e-12, "{g} vs {w}");
+        }
+    }
+}

@@ -208,7 +208,7 @@ pub fn eval_group_norm(node: &Node, inputs: &[Option<&Tensor>], instance: bool) 
     let (scale, bias) = (input(inputs, 1)?, input(inputs, 2)?);
     with_float!(x, node.op.name(), a => {
         let expand = |t: &Tensor, what: &str| -> Result<Vec<_>> {
-            if !instance && t.len() == groups && groups != c && groups > 0 {
+            if !instance && t.len() == groups && groups != c && groups > 0 && c % groups == 0 {
                 let g = per_channel(t, groups, what)?;
                 Ok((0..c).map(|ch| g[ch / (c / groups).max(1)]).collect())
             } else {

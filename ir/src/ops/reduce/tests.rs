@@ -315,3 +315,34 @@ fn reduce_inference_with_known_and_unknown_axes() {
     assert_eq!(topk[1].dtype, DType::I64);
     assert!(matches!(topk[0].shape[2], Dim::Sym(_)));
 }
+
+#[test]
+fn group_norm_rejects_uneven_groups_and_accepts_per_group_params() {
+    let x = f32s(&[1, 5, 2], &noise(10, 3));
+    let p = f32s(&[2], &[1.0, 0.0]);
+    let attrs = [("num_groups", Attr::Int(2))];
+    let r = run(
+        ReduceOp::GroupNormalization,
+        &attrs,
+        &[Some(&x), Some(&p), Some(&p)],
+    );
+    assert!(matches!(r, Err(IrError::Shape(_))), "{r:?}");
+    // Per-group scale and bias (before opset 21) equal the per-channel expansion.
+    let x = f32s(&[1, 4, 3], &noise(12, 5));
+    let (gs, gb) = (f32s(&[2], &[2.0, -1.0]), f32s(&[2], &[0.5, 0.25]));
+    let (cs, cb) = (
+        f32s(&[4], &[2.0, 2.0, -1.0, -1.0]),
+        f32s(&[4], &[0.5, 0.5, 0.25, 0.25]),
+    );
+    let per_group = run(
+        ReduceOp::GroupNormalization,
+        &attrs,
+        &[Some(&x), Some(&gs), Some(&gb)],
+    );
+    let per_channel = run(
+        ReduceOp::GroupNormalization,
+        &attrs,
+        &[Some(&x), Some(&cs), Some(&cb)],
+    );
+    assert_eq!(per_group.expect("runs"), per_channel.expect("runs"));
+}

@@ -1,9 +1,8 @@
 //! Ops that build tensors from a shape or a few scalars (ConstantOfShape, Range,
 //! EyeLike, OneHot) and the triangle mask Trilu.
 
-use super::common::{
-    check_size, const_ints, fresh_dims, ints_of, opt_scalar, scalar_i64, to_sizes,
-};
+use super::common::{check_size, fresh_dims, ints_of, opt_scalar, scalar_i64, to_sizes};
+use super::symbolic::{sym_dims, sym_input};
 use crate::attr::Attr;
 use crate::dim::Dim;
 use crate::dtype::DType;
@@ -11,7 +10,7 @@ use crate::error::{IrError, Result};
 use crate::graph::{Node, TensorType};
 use crate::map_tensor;
 use crate::ops::util::{in_ty, input, opt_in_ty};
-use crate::ops::{InferCx, InferInput};
+use crate::ops::{InferCx, InferInput, SymInt};
 use crate::tensor::{array_from, Elem, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
@@ -49,11 +48,8 @@ pub fn infer_constant_of_shape(
 ) -> Result<TensorType> {
     let dtype = fill_value(node)?.dtype();
     let s = in_ty(inputs, 0)?;
-    let shape = match const_ints(Some(s)) {
-        Some(v) => to_sizes(&v, "ConstantOfShape input")?
-            .into_iter()
-            .map(Dim::from)
-            .collect(),
+    let shape = match sym_input(cx, node, inputs, 0) {
+        Some(v) => sym_dims(&v, "ConstantOfShape input")?,
         None => match s.ty.shape.first().and_then(Dim::known) {
             Some(n) => fresh_dims(cx, n as usize, "const"),
             None => {
@@ -64,6 +60,26 @@ pub fn infer_constant_of_shape(
         },
     };
     Ok(TensorType::new(dtype, shape))
+}
+
+/// Range's output type when its inputs are not all constants: `Range(0, n, 1)` has
+/// `n` elements, whatever `n` is.
+pub fn infer_range(
+    cx: &mut InferCx,
+    node: &Node,
+    inputs: &[Option<InferInput>],
+) -> Result<TensorType> {
+    let dtype = in_ty(inputs, 0)?.ty.dtype;
+    let arg = |i| {
+        sym_input(cx, node, inputs, i)
+            .filter(|v| v.len() == 1)
+            .map(|mut v| v.remove(0))
+    };
+    let len = match (arg(0), arg(1), arg(2)) {
+        (Some(SymInt::Int(0)), Some(SymInt::Dim(n)), Some(SymInt::Int(1))) => n,
+        _ => cx.fresh_dim("range"),
+    };
+    Ok(TensorType::new(dtype, vec![len]))
 }
 
 /// `Range(start, limit, delta)`: `max(ceil((limit-start)/delta), 0)` elements. Integers

@@ -19,6 +19,7 @@ mod layout;
 mod reshape;
 mod scatter;
 mod slice;
+mod symbolic;
 mod unique;
 
 op_family! {
@@ -82,8 +83,19 @@ impl ShapeOp {
         }
     }
 
-    /// Output types.
+    /// Output types; also records the symbolic contents of shape-like outputs.
     pub fn infer(
+        self,
+        cx: &mut InferCx,
+        node: &Node,
+        inputs: &[Option<InferInput>],
+    ) -> Result<Vec<TensorType>> {
+        let tys = self.infer_types(cx, node, inputs)?;
+        symbolic::propagate(self, cx, node, inputs, &tys);
+        Ok(tys)
+    }
+
+    fn infer_types(
         self,
         cx: &mut InferCx,
         node: &Node,
@@ -111,7 +123,7 @@ impl ShapeOp {
             ShapeOp::Flatten => one(reshape::infer_flatten(node, inputs)),
             ShapeOp::Squeeze => one(reshape::infer_squeeze(cx, inputs)),
             ShapeOp::Unsqueeze => one(reshape::infer_unsqueeze(cx, inputs)),
-            ShapeOp::Expand => one(reshape::infer_expand(cx, inputs)),
+            ShapeOp::Expand => one(reshape::infer_expand(cx, node, inputs)),
             ShapeOp::Tile => one(reshape::infer_tile(cx, inputs)),
             ShapeOp::Transpose => one(layout::infer_transpose(node, inputs)),
             ShapeOp::Concat => one(layout::infer_concat(node, inputs)),
@@ -119,7 +131,7 @@ impl ShapeOp {
             ShapeOp::DepthToSpace | ShapeOp::SpaceToDepth => {
                 one(layout::infer_depth_space(self, node, inputs))
             }
-            ShapeOp::Slice => one(slice::infer_slice(cx, inputs)),
+            ShapeOp::Slice => one(slice::infer_slice(cx, node, inputs)),
             ShapeOp::Pad => one(slice::infer_pad(cx, inputs)),
             ShapeOp::CenterCropPad => one(slice::infer_center_crop_pad(cx, node, inputs)),
             ShapeOp::Gather => one(gather::infer_gather(node, inputs)),
@@ -137,10 +149,8 @@ impl ShapeOp {
                 let n = cx.fresh_dim("nonzero");
                 Ok(vec![TensorType::new(DType::I64, vec![Dim::from(rank), n])])
             }),
-            ShapeOp::Range => common::types_by_eval(self, node, inputs).unwrap_or_else(|| {
-                let dtype = in_ty(inputs, 0)?.ty.dtype;
-                Ok(vec![TensorType::new(dtype, vec![cx.fresh_dim("range")])])
-            }),
+            ShapeOp::Range => common::types_by_eval(self, node, inputs)
+                .unwrap_or_else(|| one(generate::infer_range(cx, node, inputs))),
             ShapeOp::Unique => common::types_by_eval(self, node, inputs)
                 .unwrap_or_else(|| unique::infer_unique(cx, node, inputs)),
             ShapeOp::ConstantOfShape => one(generate::infer_constant_of_shape(cx, node, inputs)),

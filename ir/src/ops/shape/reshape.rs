@@ -4,21 +4,29 @@
 //! shape is computed on `Dim`s and the concrete path reuses it.
 
 use super::common::{check_size, const_ints, div_dims, fresh_dims, ints_of, norm_axes, to_sizes};
+use super::symbolic::{sym_dims, sym_input};
 use crate::dim::{concrete, shape_of, Dim};
 use crate::error::{IrError, Result};
 use crate::graph::{Node, TensorType};
 use crate::map_tensor;
 use crate::ops::util::{broadcast_dims, broadcast_shape, in_ty, input, opt_in_ty, opt_input};
-use crate::ops::{InferCx, InferInput};
+use crate::ops::{InferCx, InferInput, SymInt};
 use crate::tensor::{Elem, Tensor};
 use ndarray::{ArrayD, Axis, IxDyn};
 
 /// Reshape's target shape from its `shape` input: 0 copies the input dim (unless
 /// `allowzero`), one -1 takes what is left.
-pub fn reshape_dims(input: &[Dim], spec: &[i64], allowzero: bool) -> Result<Vec<Dim>> {
+pub fn reshape_dims(input: &[Dim], spec: &[SymInt], allowzero: bool) -> Result<Vec<Dim>> {
     let mut out = Vec::with_capacity(spec.len());
     let mut infer_at = None;
-    for (i, &v) in spec.iter().enumerate() {
+    for (i, s) in spec.iter().enumerate() {
+        let v = match s {
+            SymInt::Int(v) => *v,
+            SymInt::Dim(d) => {
+                out.push(d.clone());
+                continue;
+            }
+        };
         out.push(match v {
             -1 if infer_at.is_some() => {
                 return Err(IrError::Shape(format!(
@@ -70,7 +78,10 @@ pub fn reshape_dims(input: &[Dim], spec: &[i64], allowzero: bool) -> Result<Vec<
 /// `Reshape(data, shape)`.
 pub fn reshape(node: &Node, inputs: &[Option<&Tensor>]) -> Result<Tensor> {
     let x = input(inputs, 0)?;
-    let spec = ints_of(input(inputs, 1)?, "Reshape shape")?;
+    let spec: Vec<SymInt> = ints_of(input(inputs, 1)?, "Reshape shape")?
+        .into_iter()
+        .map(SymInt::Int)
+        .collect();
     let allowzero = node.attrs.int_or("allowzero", 0)? != 0;
     let dims = reshape_dims(&shape_of(x.shape()), &spec, allowzero)?;
     let shape = concrete(&dims).expect("dims of a concrete input are known");
@@ -86,7 +97,7 @@ pub fn infer_reshape(
     let x = in_ty(inputs, 0)?.ty;
     let s = in_ty(inputs, 1)?;
     let allowzero = node.attrs.int_or("allowzero", 0)? != 0;
-    let shape = match const_ints(Some(s)) {
+    let shape = match sym_input(cx, node, inputs, 1) {
         Some(spec) => reshape_dims(&x.shape, &spec, allowzero)?,
         None => match s.ty.shape.as_slice() {
             [Dim::Known(n)] => fresh_dims(cx, *n as usize, "reshape"),
@@ -253,17 +264,15 @@ pub fn expand(inputs: &[Option<&Tensor>]) -> Result<Tensor> {
 }
 
 /// Expand's output type.
-pub fn infer_expand(cx: &mut InferCx, inputs: &[Option<InferInput>]) -> Result<TensorType> {
+pub fn infer_expand(
+    cx: &mut InferCx,
+    node: &Node,
+    inputs: &[Option<InferInput>],
+) -> Result<TensorType> {
     let x = in_ty(inputs, 0)?.ty;
     let s = in_ty(inputs, 1)?;
-    let shape = match const_ints(Some(s)) {
-        Some(t) => {
-            let t: Vec<Dim> = to_sizes(&t, "Expand shape")?
-                .into_iter()
-                .map(Dim::from)
-                .collect();
-            broadcast_dims(&x.shape, &t)?
-        }
+    let shape = match sym_input(cx, node, inputs, 1) {
+        Some(t) => broadcast_dims(&x.shape, &sym_dims(&t, "Expand shape")?)?,
         None => {
             let Some(n) = s.ty.shape.first().and_then(Dim::known) else {
                 return Err(IrError::Unsupported(

@@ -5,12 +5,13 @@
 use super::common::{
     check_size, const_ints, fresh_dims, ints_of, norm_axes, to_sizes, MAX_ELEMENTS,
 };
+use super::symbolic::sym_input;
 use crate::dim::Dim;
 use crate::error::{IrError, Result};
 use crate::graph::{Node, TensorType};
 use crate::map_tensor;
 use crate::ops::util::{in_ty, input, norm_axis, opt_in_ty, opt_input};
-use crate::ops::{InferCx, InferInput};
+use crate::ops::{InferCx, InferInput, SymInt};
 use crate::tensor::{Elem, Tensor};
 use ndarray::{ArrayD, Axis, IxDyn, Slice};
 
@@ -68,14 +69,14 @@ impl AxisSlice {
     }
 }
 
-/// Slice's per-axis parameters: `(axis, start, end, step)`, from constant inputs.
-fn slice_params(
-    starts: &[i64],
-    ends: &[i64],
+/// Slice's per-axis parameters: `(axis, start, end, step)`.
+fn slice_params<S: Clone + std::fmt::Debug, E: Clone + std::fmt::Debug>(
+    starts: &[S],
+    ends: &[E],
     axes: Option<Vec<i64>>,
     steps: Option<Vec<i64>>,
     rank: usize,
-) -> Result<Vec<(usize, i64, i64, i64)>> {
+) -> Result<Vec<(usize, S, E, i64)>> {
     let n = starts.len();
     let axes = axes.unwrap_or_else(|| (0..n as i64).collect());
     let steps = steps.unwrap_or_else(|| vec![1; n]);
@@ -86,7 +87,7 @@ fn slice_params(
     }
     let axes = norm_axes(&axes, rank)?;
     Ok((0..n)
-        .map(|i| (axes[i], starts[i], ends[i], steps[i]))
+        .map(|i| (axes[i], starts[i].clone(), ends[i].clone(), steps[i]))
         .collect())
 }
 
@@ -112,8 +113,12 @@ pub fn slice(inputs: &[Option<&Tensor>]) -> Result<Tensor> {
 const TO_END: i64 = i32::MAX as i64;
 
 /// Slice's output type; exact on known dims and on the whole-axis forms (`0:END`,
-/// `-1:-END:-1`) of symbolic ones, fresh symbols where inputs are not constant.
-pub fn infer_slice(cx: &mut InferCx, inputs: &[Option<InferInput>]) -> Result<TensorType> {
+/// `-1:-END:-1`, `0:dim`) of symbolic ones, fresh symbols where inputs are unknown.
+pub fn infer_slice(
+    cx: &mut InferCx,
+    node: &Node,
+    inputs: &[Option<InferInput>],
+) -> Result<TensorType> {
     let x = in_ty(inputs, 0)?.ty;
     let rank = x.shape.len();
     // `Some(None)`: absent (the default applies); `None`: present but not constant.
@@ -121,16 +126,29 @@ pub fn infer_slice(cx: &mut InferCx, inputs: &[Option<InferInput>]) -> Result<Te
         None => Some(None),
         Some(t) => const_ints(Some(t)).map(Some),
     };
-    let starts = const_ints(Some(in_ty(inputs, 1)?));
-    let ends = const_ints(Some(in_ty(inputs, 2)?));
+    let starts = sym_input(cx, node, inputs, 1);
+    let ends = sym_input(cx, node, inputs, 2);
     let (axes, steps) = (optional(3), optional(4));
     let mut shape = x.shape.clone();
     if let (Some(s), Some(e), Some(axes), Some(steps)) = (starts, ends, axes.clone(), steps) {
         for (a, s, e, k) in slice_params(&s, &e, axes, steps, rank)? {
-            shape[a] = match &x.shape[a] {
-                Dim::Known(d) => Dim::from(AxisSlice::resolve(s, e, k, *d as usize)?.len),
-                d if (k == 1 && s == 0 && e >= TO_END)
-                    || (k == -1 && (s == -1 || s >= TO_END) && e <= -TO_END) =>
+            let s = match s {
+                SymInt::Int(v) => Some(v),
+                SymInt::Dim(_) => None,
+            };
+            // An end equal to the (symbolic) dim is the end of the axis.
+            let e = match e {
+                SymInt::Int(v) => Some(v),
+                SymInt::Dim(d) if d == x.shape[a] => Some(i64::MAX),
+                SymInt::Dim(_) => None,
+            };
+            shape[a] = match (&x.shape[a], s, e) {
+                (Dim::Known(d), Some(s), Some(e)) => {
+                    Dim::from(AxisSlice::resolve(s, e, k, *d as usize)?.len)
+                }
+                (d, Some(s), Some(e))
+                    if (k == 1 && s == 0 && e >= TO_END)
+                        || (k == -1 && (s == -1 || s >= TO_END) && e <= -TO_END) =>
                 {
                     d.clone()
                 }

@@ -1,0 +1,190 @@
+//! `gopt run`: runs a model on input files and prints (and optionally writes) its
+//! outputs.
+
+use super::{fmt_duration, fmt_num, outln, Backend};
+use anyhow::{Context, Result};
+use gopt::tensor_io::{file_stem, read_tensor, write_tensor, Summary, TensorFormat};
+use serde::Serialize;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Run a model on input tensors and print or save its outputs.
+#[derive(clap::Args)]
+#[command(
+    long_about = "Imports the model, reads each input from a .npy or .pb (ONNX TensorProto) \
+                  file, checks it against the input's declared dtype and dims (binding \
+                  symbolic dims such as `batch` to the sizes given), runs the model and \
+                  prints, for each output, its dtype, shape, min/max/mean/std and first \
+                  values. With -o the outputs are written to a folder, one file per output \
+                  named after it. A dtype, rank or shape mismatch is an error (exit 2) that \
+                  names the input and what was expected.",
+    after_help = "Examples:\n  \
+        gopt run model.onnx --input input_ids=ids.npy --input attention_mask=mask.npy\n  \
+        gopt run model.onnx -i input_0.pb -i input_1.pb -o out/ --format pb\n  \
+        gopt run tests/data/models/mobilenet_v2/model.onnx \\\n      \
+        -i tests/data/models/mobilenet_v2/test_data_set_0/input_0.pb --json"
+)]
+pub struct Args {
+    /// The model file (.onnx).
+    pub model: PathBuf,
+    /// An input as NAME=FILE, or FILE alone to bind the next unbound input in order.
+    /// FILE is .npy or .pb. Repeat for each input.
+    #[arg(short, long = "input", value_name = "NAME=FILE")]
+    pub inputs: Vec<String>,
+    /// Where to execute.
+    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
+    pub backend: Backend,
+    /// Write each output to DIR/<output name>.<format> (DIR is created if needed).
+    #[arg(short, long = "output-dir", value_name = "DIR")]
+    pub out: Option<PathBuf>,
+    /// File format of written outputs (bf16 outputs are written as float32 in .npy).
+    #[arg(long, value_enum, default_value_t = Format::Npy)]
+    pub format: Format,
+    /// Print the results as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Output file format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// NumPy .npy.
+    Npy,
+    /// ONNX TensorProto .pb.
+    Pb,
+}
+
+#[derive(Serialize)]
+struct OutputReport {
+    name: String,
+    #[serde(flatten)]
+    summary: Summary,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file: Option<String>,
+}
+
+#[derive(Serialize)]
+struct Report {
+    model: String,
+    backend: &'static str,
+    import_ms: f64,
+    run_ms: f64,
+    outputs: Vec<OutputReport>,
+}
+
+/// Runs `gopt run`.
+pub fn main(args: &Args) -> Result<ExitCode> {
+    let t0 = Instant::now();
+    let model = gopt::load_model(&args.model)
+        .with_context(|| format!("cannot import {}", args.model.display()))?;
+    let import_time = t0.elapsed();
+    let graph = &model.model.graph;
+    let names = gopt::input_names(graph);
+    let mut given = Vec::new();
+    for spec in &args.inputs {
+        let (name, path) = split_spec(spec, &names);
+        let (_, t) =
+            read_tensor(Path::new(path)).with_context(|| format!("cannot read input {spec}"))?;
+        given.push((name.map(str::to_string), t));
+    }
+    let inputs = gopt::order_inputs(graph, given)?;
+    let t1 = Instant::now();
+    let outputs = match args.backend {
+        Backend::Cpu => gopt::run_cpu(&model, &inputs)
+            .with_context(|| format!("cannot run {}", args.model.display()))?,
+    };
+    let run_time = t1.elapsed();
+    let out_names = gopt::output_names(graph);
+    let format = match args.format {
+        Format::Npy => TensorFormat::Npy,
+        Format::Pb => TensorFormat::Pb,
+    };
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create output folder {}", dir.display()))?;
+    }
+    let mut reports = Vec::new();
+    for (k, t) in outputs.iter().enumerate() {
+        let name = out_names
+            .get(k)
+            .cloned()
+            .unwrap_or_else(|| format!("output_{k}"));
+        let file = match &args.out {
+            Some(dir) => {
+                let path = dir.join(format!("{}.{}", file_stem(&name), format.extension()));
+                write_tensor(&path, &name, t, format)
+                    .with_context(|| format!("cannot write output `{name}`"))?;
+                Some(path.display().to_string())
+            }
+            None => None,
+        };
+        reports.push(OutputReport {
+            name,
+            summary: Summary::of(t),
+            file,
+        });
+    }
+    let report = Report {
+        model: args.model.display().to_string(),
+        backend: "cpu",
+        import_ms: import_time.as_secs_f64() * 1e3,
+        run_ms: run_time.as_secs_f64() * 1e3,
+        outputs: reports,
+    };
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        print_text(&report, import_time, run_time);
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Splits `NAME=FILE` when NAME is one of the graph's inputs; anything else is a path.
+fn split_spec<'a>(spec: &'a str, names: &[String]) -> (Option<&'a str>, &'a str) {
+    if let Some((n, f)) = spec.split_once('=') {
+        if names.iter().any(|x| x == n) {
+            return (Some(n), f);
+        }
+        if !Path::new(spec).exists() && !n.is_empty() {
+            // Looks like NAME=FILE with an unknown NAME: let order_inputs name the inputs.
+            return (Some(n), f);
+        }
+    }
+    (None, spec)
+}
+
+fn print_text(r: &Report, import: std::time::Duration, run: std::time::Duration) {
+    outln!(
+        "ran {} on {} in {} (import {})",
+        r.model,
+        r.backend,
+        fmt_duration(run),
+        fmt_duration(import)
+    );
+    for o in &r.outputs {
+        let s = &o.summary;
+        let stat = |v: Option<f64>| v.map(fmt_num).unwrap_or_else(|| "-".into());
+        let mut line = format!(
+            "{}: {} {:?}  min {}  max {}  mean {}  std {}",
+            o.name,
+            s.dtype,
+            s.shape,
+            stat(s.min),
+            stat(s.max),
+            stat(s.mean),
+            stat(s.std)
+        );
+        if s.nans > 0 {
+            line.push_str(&format!("  nan {}", s.nans));
+        }
+        outln!("{line}");
+        let lead: Vec<String> = s.leading.iter().map(|&v| fmt_num(v)).collect();
+        let n: usize = s.shape.iter().product();
+        let more = if n > lead.len() { ", ..." } else { "" };
+        outln!("  [{}{more}]", lead.join(", "));
+        if let Some(f) = &o.file {
+            outln!("  wrote {f}");
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! `gopt test`: runs ONNX-layout test cases (the backend conformance suite, the real
+//! models) and compares with their reference outputs and, optionally, a manifest.
+
+use super::{outln, Backend, EXIT_FAILED};
+use anyhow::{Context, Result};
+use gopt::testing::{self, CaseResult, ManifestCheck, Options, Totals};
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Run test cases (model.onnx + test_data_set_N) and compare with reference outputs.
+#[derive(clap::Args)]
+#[command(
+    long_about = "Each DIR is a case (a folder holding model.onnx and test_data_set_N/ with \
+                  input_K.pb and output_K.pb) or a folder of cases (its immediate \
+                  sub-folders that hold model.onnx). Every data set is run; input_K.pb \
+                  feeds the K-th graph input and outputs are compared with output_K.pb by \
+                  NumPy's allclose rule |got - want| <= atol + rtol*|want| (NaN matches NaN; \
+                  dtypes and shapes must match exactly; integers and booleans exactly). The \
+                  tolerance comes from --rtol/--atol, else the case's tolerance.json, else \
+                  rtol 1e-3, atol 1e-7. Prints `PASS name`, `FAIL name: why` or \
+                  `UNSUPPORTED name: why` per case (an op or mode gopt does not implement \
+                  counts as skipped) and last `N passed, M failed, K skipped`. Exit code 1 \
+                  if any case failed or a case of --manifest did not pass.",
+    after_help = "Examples:\n  \
+        gopt test tests/data/conformance\n  \
+        gopt test tests/data/conformance/test_gemm*\n  \
+        gopt test tests/data/models --rtol 1e-3 --atol 1e-4\n  \
+        gopt test tests/data/conformance --manifest tests/conformance/cpu.manifest\n  \
+        gopt test tests/data/conformance --write-manifest tests/conformance/cpu.manifest"
+)]
+pub struct Args {
+    /// Case folders, or folders of case folders.
+    #[arg(required = true, value_name = "DIR")]
+    pub dirs: Vec<PathBuf>,
+    /// Where to execute.
+    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
+    pub backend: Backend,
+    /// Relative tolerance (overrides tolerance.json).
+    #[arg(long, value_name = "R")]
+    pub rtol: Option<f64>,
+    /// Absolute tolerance (overrides tolerance.json).
+    #[arg(long, value_name = "A")]
+    pub atol: Option<f64>,
+    /// Print per-case results and totals as one JSON object instead of lines.
+    #[arg(long)]
+    pub json: bool,
+    /// Cases run in parallel (default: one per core).
+    #[arg(short, long, value_name = "N")]
+    pub jobs: Option<usize>,
+    /// Expected passes, one case name per line: also fail if a listed case does not pass.
+    #[arg(long, value_name = "FILE")]
+    pub manifest: Option<PathBuf>,
+    /// Write the sorted names of the passing cases to FILE.
+    #[arg(long, value_name = "FILE")]
+    pub write_manifest: Option<PathBuf>,
+}
+
+#[derive(Serialize)]
+struct Report<'a> {
+    cases: &'a [CaseResult],
+    totals: Totals,
+    pass_percent: f64,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    manifest: Option<&'a ManifestCheck>,
+}
+
+/// Runs `gopt test`.
+pub fn main(args: &Args) -> Result<ExitCode> {
+    let Backend::Cpu = args.backend;
+    let cases = testing::discover(&args.dirs)?;
+    let listed = match &args.manifest {
+        Some(m) => Some(testing::read_manifest(m).context("cannot read the manifest")?),
+        None => None,
+    };
+    let opts = Options {
+        rtol: args.rtol,
+        atol: args.atol,
+        jobs: args.jobs,
+    };
+    let json = args.json;
+    let results = testing::run_cases(&cases, &opts, |r| {
+        if !json {
+            outln!("{r}");
+        }
+    });
+    let totals = Totals::of(&results);
+    let check = listed.map(|l| testing::check_manifest(&results, &l));
+    if let Some(path) = &args.write_manifest {
+        testing::write_manifest(path, &results)?;
+        eprintln!("wrote {} ({} passing cases)", path.display(), totals.passed);
+    }
+    if json {
+        let report = Report {
+            cases: &results,
+            totals,
+            pass_percent: totals.pass_percent(),
+            manifest: check.as_ref(),
+        };
+        outln!("{}", serde_json::to_string_pretty(&report)?);
+    } else {
+        if let Some(c) = &check {
+            for (name, status, _) in &c.regressions {
+                outln!("NOT PASSING (listed in the manifest): {name} is {status}");
+            }
+            if !c.unlisted_passes.is_empty() {
+                eprintln!(
+                    "{} passing case(s) are not in the manifest (update it with \
+                     --write-manifest): {}",
+                    c.unlisted_passes.len(),
+                    c.unlisted_passes.join(" ")
+                );
+            }
+        }
+        outln!("{totals}");
+    }
+    let failed = totals.failed > 0 || check.as_ref().is_some_and(|c| !c.ok());
+    Ok(if failed {
+        ExitCode::from(EXIT_FAILED)
+    } else {
+        ExitCode::SUCCESS
+    })
+}

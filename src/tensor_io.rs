@@ -1,0 +1,270 @@
+//! Tensor files at the edges of the pipeline: run-time inputs and outputs as NumPy `.npy`
+//! files or serialized ONNX `TensorProto`s (`.pb`), and the numeric summary `gopt run`
+//! prints for each output. Everything inside the pipeline uses `gopt_ir::Tensor`.
+
+use crate::error::{GoptError, Result};
+use gopt_ir::tensor::array_from;
+use gopt_ir::{with_tensor, DType, Elem, Tensor};
+use half::f16;
+use npyz::{TypeChar, WriterBuilder};
+use serde::Serialize;
+use std::fs::File;
+use std::io::{BufReader, BufWriter};
+use std::path::Path;
+
+/// A tensor file format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TensorFormat {
+    /// NumPy `.npy` (version 1-3 headers, C or Fortran order).
+    Npy,
+    /// A serialized ONNX `TensorProto`, as in the ONNX backend test layout.
+    Pb,
+}
+
+impl TensorFormat {
+    /// The format a path's extension names, if any.
+    pub fn of_path(path: &Path) -> Option<TensorFormat> {
+        match path.extension()?.to_str()? {
+            "npy" => Some(TensorFormat::Npy),
+            "pb" => Some(TensorFormat::Pb),
+            _ => None,
+        }
+    }
+
+    /// The file extension, without the dot.
+    pub fn extension(self) -> &'static str {
+        match self {
+            TensorFormat::Npy => "npy",
+            TensorFormat::Pb => "pb",
+        }
+    }
+}
+
+/// Reads a tensor from a `.npy` or `.pb` file; returns the name stored in the file (only
+/// `.pb` files store one, and it may be empty) and the tensor.
+pub fn read_tensor(path: &Path) -> Result<(Option<String>, Tensor)> {
+    match TensorFormat::of_path(path) {
+        Some(TensorFormat::Npy) => Ok((None, read_npy(path)?)),
+        Some(TensorFormat::Pb) => {
+            let (name, t) = gopt_frontends::read_tensor_file(path)?;
+            Ok(((!name.is_empty()).then_some(name), t))
+        }
+        None => Err(GoptError::TensorFile {
+            path: path.to_path_buf(),
+            msg: "unknown tensor file type: expected a `.npy` or `.pb` extension".into(),
+        }),
+    }
+}
+
+/// Writes `t` to `path` in `format`; `name` is stored in `.pb` files.
+pub fn write_tensor(path: &Path, name: &str, t: &Tensor, format: TensorFormat) -> Result<()> {
+    match format {
+        TensorFormat::Npy => write_npy(path, t),
+        TensorFormat::Pb => Ok(gopt_frontends::write_tensor_file(path, name, t)?),
+    }
+}
+
+/// Reads a NumPy `.npy` file of bool, (u)int8..64 or float16/32/64 elements.
+pub fn read_npy(path: &Path) -> Result<Tensor> {
+    let bad = |msg: String| GoptError::TensorFile {
+        path: path.to_path_buf(),
+        msg,
+    };
+    let file = File::open(path).map_err(|e| GoptError::io(path, e))?;
+    let npy = npyz::NpyFile::new(BufReader::new(file))
+        .map_err(|e| bad(format!("not a valid .npy file: {e}")))?;
+    let shape: Vec<usize> = npy
+        .shape()
+        .iter()
+        .map(|&d| usize::try_from(d).map_err(|_| bad(format!("dim {d} is too large"))))
+        .collect::<Result<_>>()?;
+    let fortran = npy.order() == npyz::Order::Fortran;
+    let npyz::DType::Plain(ts) = npy.dtype() else {
+        return Err(bad(
+            "structured (record) arrays are not supported; save a plain array".into(),
+        ));
+    };
+    let dtype = match (ts.type_char(), ts.size_field()) {
+        (TypeChar::Bool, 1) => DType::Bool,
+        (TypeChar::Int, 1) => DType::I8,
+        (TypeChar::Int, 2) => DType::I16,
+        (TypeChar::Int, 4) => DType::I32,
+        (TypeChar::Int, 8) => DType::I64,
+        (TypeChar::Uint, 1) => DType::U8,
+        (TypeChar::Uint, 2) => DType::U16,
+        (TypeChar::Uint, 4) => DType::U32,
+        (TypeChar::Uint, 8) => DType::U64,
+        (TypeChar::Float, 2) => DType::F16,
+        (TypeChar::Float, 4) => DType::F32,
+        (TypeChar::Float, 8) => DType::F64,
+        _ => {
+            return Err(bad(format!(
+                "npy dtype `{ts}` is not supported (use bool, int8..int64, uint8..uint64 or \
+                 float16/32/64)"
+            )))
+        }
+    };
+    fn load<T: Elem + npyz::Deserialize, R: std::io::Read>(
+        npy: npyz::NpyFile<R>,
+        shape: &[usize],
+        fortran: bool,
+    ) -> std::result::Result<Tensor, String> {
+        let data: Vec<T> = npy
+            .into_vec()
+            .map_err(|e| format!("cannot read data: {e}"))?;
+        if fortran {
+            let rev: Vec<usize> = shape.iter().rev().copied().collect();
+            let a = array_from(&rev, data).map_err(|e| e.to_string())?;
+            Ok(T::wrap(a.reversed_axes().as_standard_layout().into_owned()))
+        } else {
+            Ok(T::wrap(array_from(shape, data).map_err(|e| e.to_string())?))
+        }
+    }
+    let t = match dtype {
+        DType::Bool => load::<bool, _>(npy, &shape, fortran),
+        DType::I8 => load::<i8, _>(npy, &shape, fortran),
+        DType::I16 => load::<i16, _>(npy, &shape, fortran),
+        DType::I32 => load::<i32, _>(npy, &shape, fortran),
+        DType::I64 => load::<i64, _>(npy, &shape, fortran),
+        DType::U8 => load::<u8, _>(npy, &shape, fortran),
+        DType::U16 => load::<u16, _>(npy, &shape, fortran),
+        DType::U32 => load::<u32, _>(npy, &shape, fortran),
+        DType::U64 => load::<u64, _>(npy, &shape, fortran),
+        DType::F16 => load::<f16, _>(npy, &shape, fortran),
+        DType::F32 => load::<f32, _>(npy, &shape, fortran),
+        DType::F64 => load::<f64, _>(npy, &shape, fortran),
+        DType::BF16 => Err("bfloat16 has no .npy dtype".into()),
+    };
+    t.map_err(bad)
+}
+
+/// Writes a tensor as a C-order `.npy` file. NumPy has no bfloat16, so bf16 tensors are
+/// written as float32 (exactly: every bf16 value is an f32 value).
+pub fn write_npy(path: &Path, t: &Tensor) -> Result<()> {
+    fn write<T: Elem + npyz::AutoSerialize>(
+        path: &Path,
+        shape: &[u64],
+        data: impl Iterator<Item = T>,
+    ) -> std::io::Result<()> {
+        let file = BufWriter::new(File::create(path)?);
+        let mut w = npyz::WriteOptions::new()
+            .default_dtype()
+            .shape(shape)
+            .writer(file)
+            .begin_nd()?;
+        w.extend(data)?;
+        w.finish()
+    }
+    let shape: Vec<u64> = t.shape().iter().map(|&d| d as u64).collect();
+    let r = match t {
+        Tensor::F32(a) => write(path, &shape, a.iter().copied()),
+        Tensor::F16(a) => write(path, &shape, a.iter().copied()),
+        Tensor::BF16(a) => write(path, &shape, a.iter().map(|x| x.to_f32())),
+        Tensor::F64(a) => write(path, &shape, a.iter().copied()),
+        Tensor::I8(a) => write(path, &shape, a.iter().copied()),
+        Tensor::I16(a) => write(path, &shape, a.iter().copied()),
+        Tensor::I32(a) => write(path, &shape, a.iter().copied()),
+        Tensor::I64(a) => write(path, &shape, a.iter().copied()),
+        Tensor::U8(a) => write(path, &shape, a.iter().copied()),
+        Tensor::U16(a) => write(path, &shape, a.iter().copied()),
+        Tensor::U32(a) => write(path, &shape, a.iter().copied()),
+        Tensor::U64(a) => write(path, &shape, a.iter().copied()),
+        Tensor::Bool(a) => write(path, &shape, a.iter().copied()),
+    };
+    r.map_err(|e| GoptError::io(path, e))
+}
+
+/// How many leading values a [`Summary`] keeps.
+pub const SUMMARY_LEADING: usize = 6;
+
+/// Statistics of a tensor's values, for printing. NaNs are counted apart and left out of
+/// min/max/mean/std; all four are `None` when no finite-or-infinite value remains.
+#[derive(Clone, Debug, Serialize)]
+pub struct Summary {
+    /// Element type.
+    pub dtype: String,
+    /// Concrete shape.
+    pub shape: Vec<usize>,
+    /// Smallest value.
+    pub min: Option<f64>,
+    /// Largest value.
+    pub max: Option<f64>,
+    /// Arithmetic mean.
+    pub mean: Option<f64>,
+    /// Population standard deviation.
+    pub std: Option<f64>,
+    /// Number of NaNs.
+    pub nans: usize,
+    /// The first few values in row-major order.
+    pub leading: Vec<f64>,
+}
+
+impl Summary {
+    /// Summarizes `t`.
+    pub fn of(t: &Tensor) -> Summary {
+        let (mut min, mut max, mut sum, mut n, mut nans) =
+            (f64::INFINITY, f64::NEG_INFINITY, 0.0, 0usize, 0);
+        let mut leading = Vec::with_capacity(SUMMARY_LEADING);
+        with_tensor!(t, a => {
+            for x in a.iter() {
+                let v = x.to_f64();
+                if leading.len() < SUMMARY_LEADING {
+                    leading.push(v);
+                }
+                if v.is_nan() {
+                    nans += 1;
+                    continue;
+                }
+                min = min.min(v);
+                max = max.max(v);
+                sum += v;
+                n += 1;
+            }
+        });
+        let (mut mean, mut std) = (None, None);
+        if n > 0 {
+            let m = sum / n as f64;
+            let mut var = 0.0;
+            with_tensor!(t, a => {
+                for x in a.iter() {
+                    let v = x.to_f64();
+                    if !v.is_nan() {
+                        var += (v - m) * (v - m);
+                    }
+                }
+            });
+            mean = Some(m);
+            std = Some((var / n as f64).sqrt());
+        }
+        Summary {
+            dtype: t.dtype().to_string(),
+            shape: t.shape().to_vec(),
+            min: (n > 0).then_some(min),
+            max: (n > 0).then_some(max),
+            mean,
+            std,
+            nans,
+            leading,
+        }
+    }
+}
+
+/// A file name for a tensor named `name`: characters that are not safe in file names
+/// become `_` (ONNX value names may contain `/`, `:` and the like).
+pub fn file_stem(name: &str) -> String {
+    let s: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    if s.is_empty() || s.starts_with('.') {
+        format!("_{s}")
+    } else {
+        s
+    }
+}

@@ -1,0 +1,776 @@
+//! The `gopt` binary end to end: each subcommand on the real models (exit codes, output
+//! lines), and bad inputs (broken files, invalid graphs, unsafe external data, run-time
+//! inputs that do not fit), each of which must end with exit code 2, one `error:` line
+//! that says what is wrong, and no panic.
+
+use gopt_frontends::onnx::proto as pb;
+use pb::tensor_shape_proto::{dimension::Value as DimValue, Dimension};
+use prost::Message;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const F32: i32 = 1;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn model_path(name: &str) -> String {
+    root()
+        .join("tests/data/models")
+        .join(name)
+        .join("model.onnx")
+        .display()
+        .to_string()
+}
+
+/// A fresh, empty scratch folder for one test.
+fn scratch(test: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("cli")
+        .join(test);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).expect("create scratch dir");
+    dir
+}
+
+struct Out {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+fn gopt(args: &[&str]) -> Out {
+    let out = Command::new(env!("CARGO_BIN_EXE_gopt"))
+        .args(args)
+        .current_dir(root())
+        .output()
+        .expect("run gopt");
+    Out {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// Checks exit code 2, a single `error:` line mentioning every needle, and no panic.
+#[track_caller]
+fn assert_error(out: &Out, needles: &[&str]) {
+    assert!(
+        !out.stderr.contains("panicked"),
+        "gopt panicked:\n{}",
+        out.stderr
+    );
+    assert_eq!(
+        out.code, 2,
+        "exit code\nstdout:\n{}\nstderr:\n{}",
+        out.stdout, out.stderr
+    );
+    let line = out.stderr.trim_end();
+    assert!(line.starts_with("error: "), "stderr: {line}");
+    assert_eq!(line.lines().count(), 1, "one error line expected:\n{line}");
+    let lower = line.to_lowercase();
+    for n in needles {
+        assert!(
+            lower.contains(&n.to_lowercase()),
+            "error should mention `{n}`: {line}"
+        );
+    }
+}
+
+#[track_caller]
+fn assert_ok(out: &Out) {
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    assert_eq!(
+        out.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        out.stdout, out.stderr
+    );
+}
+
+// ---- building ONNX models -------------------------------------------------------------
+
+enum D {
+    N(i64),
+    S(&'static str),
+}
+
+fn value_info(name: &str, elem: i32, dims: &[D]) -> pb::ValueInfoProto {
+    let dim = dims
+        .iter()
+        .map(|d| Dimension {
+            denotation: None,
+            value: Some(match d {
+                D::N(n) => DimValue::DimValue(*n),
+                D::S(s) => DimValue::DimParam(s.to_string()),
+            }),
+        })
+        .collect();
+    pb::ValueInfoProto {
+        name: Some(name.into()),
+        r#type: Some(pb::TypeProto {
+            denotation: None,
+            value: Some(pb::type_proto::Value::TensorType(pb::type_proto::Tensor {
+                elem_type: Some(elem),
+                shape: Some(pb::TensorShapeProto { dim }),
+            })),
+        }),
+        ..Default::default()
+    }
+}
+
+fn node(op: &str, name: &str, inputs: &[&str], outputs: &[&str]) -> pb::NodeProto {
+    pb::NodeProto {
+        op_type: Some(op.into()),
+        name: Some(name.into()),
+        input: inputs.iter().map(|s| s.to_string()).collect(),
+        output: outputs.iter().map(|s| s.to_string()).collect(),
+        ..Default::default()
+    }
+}
+
+fn model(
+    nodes: Vec<pb::NodeProto>,
+    inputs: Vec<pb::ValueInfoProto>,
+    outputs: Vec<pb::ValueInfoProto>,
+    inits: Vec<pb::TensorProto>,
+    opset: i64,
+) -> pb::ModelProto {
+    pb::ModelProto {
+        ir_version: Some(8),
+        opset_import: vec![pb::OperatorSetIdProto {
+            domain: Some(String::new()),
+            version: Some(opset),
+        }],
+        producer_name: Some("gopt-tests".into()),
+        graph: Some(pb::GraphProto {
+            name: Some("g".into()),
+            node: nodes,
+            input: inputs,
+            output: outputs,
+            initializer: inits,
+            ..Default::default()
+        }),
+        ..Default::default()
+    }
+}
+
+/// `Y = Relu(X)` with X: f32 [n, 3].
+fn relu_model() -> pb::ModelProto {
+    model(
+        vec![node("Relu", "relu", &["X"], &["Y"])],
+        vec![value_info("X", F32, &[D::S("n"), D::N(3)])],
+        vec![value_info("Y", F32, &[D::S("n"), D::N(3)])],
+        vec![],
+        18,
+    )
+}
+
+/// `Y = X + W`, with W an f32 [4] initializer described by `w`.
+fn add_init_model(w: pb::TensorProto) -> pb::ModelProto {
+    model(
+        vec![node("Add", "add", &["X", "W"], &["Y"])],
+        vec![value_info("X", F32, &[D::N(4)])],
+        vec![value_info("Y", F32, &[D::N(4)])],
+        vec![w],
+        18,
+    )
+}
+
+fn external_tensor(name: &str, dims: &[i64], entries: &[(&str, &str)]) -> pb::TensorProto {
+    pb::TensorProto {
+        name: Some(name.into()),
+        dims: dims.to_vec(),
+        data_type: Some(F32),
+        data_location: Some(pb::tensor_proto::DataLocation::External as i32),
+        external_data: entries
+            .iter()
+            .map(|(k, v)| pb::StringStringEntryProto {
+                key: Some(k.to_string()),
+                value: Some(v.to_string()),
+            })
+            .collect(),
+        ..Default::default()
+    }
+}
+
+fn write_model(dir: &Path, m: &pb::ModelProto) -> String {
+    let path = dir.join("model.onnx");
+    std::fs::write(&path, m.encode_to_vec()).expect("write model");
+    path.display().to_string()
+}
+
+fn write_npy(dir: &Path, name: &str, t: &gopt::Tensor) -> String {
+    let path = dir.join(name);
+    gopt::tensor_io::write_npy(&path, t).expect("write npy");
+    path.display().to_string()
+}
+
+fn f32_tensor(shape: &[usize]) -> gopt::Tensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f64> = (0..n).map(|i| (i as f64) - (n as f64) / 2.0).collect();
+    gopt::Tensor::from_f64s(gopt::DType::F32, shape, &v).expect("shape fits")
+}
+
+// ---- the subcommands on real models ---------------------------------------------------
+
+#[test]
+fn help_teaches_each_subcommand() {
+    let out = gopt(&["--help"]);
+    assert_ok(&out);
+    for cmd in ["inspect", "run", "test", "compile"] {
+        assert!(out.stdout.contains(cmd), "{}", out.stdout);
+        let sub = gopt(&[cmd, "--help"]);
+        assert_ok(&sub);
+        assert!(
+            sub.stdout.contains("Examples:"),
+            "{cmd} --help:\n{}",
+            sub.stdout
+        );
+    }
+}
+
+#[test]
+fn inspect_bert() {
+    let out = gopt(&["inspect", &model_path("bert_small")]);
+    assert_ok(&out);
+    for needle in [
+        "input_ids",
+        "attention_mask",
+        "batch",
+        "seq",
+        "MatMul",
+        "parameters",
+        "opsets",
+    ] {
+        assert!(
+            out.stdout.contains(needle),
+            "missing `{needle}`:\n{}",
+            out.stdout
+        );
+    }
+    let json = gopt(&["inspect", &model_path("bert_small"), "--json"]);
+    assert_ok(&json);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("inspect --json is JSON");
+    assert_eq!(v["inputs"][0]["name"], "input_ids");
+    assert!(v["param_count"].as_u64().unwrap_or(0) > 100_000, "{v}");
+}
+
+#[test]
+fn compile_bert_folds_shapes() {
+    let out = gopt(&[
+        "compile",
+        &model_path("bert_small"),
+        "--bind",
+        "batch=1",
+        "--bind",
+        "seq=128",
+    ]);
+    assert_ok(&out);
+    assert!(
+        out.stdout.contains("after binding batch=1 seq=128"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("shape computations: none"),
+        "{}",
+        out.stdout
+    );
+    for stage in ["import", "verify", "bind+fold"] {
+        assert!(
+            out.stderr.contains(stage),
+            "no timing for {stage}:\n{}",
+            out.stderr
+        );
+    }
+    let json = gopt(&[
+        "compile",
+        &model_path("gpt2_small"),
+        "--bind",
+        "batch=1",
+        "--bind",
+        "seq=128",
+        "--json",
+    ]);
+    assert_ok(&json);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("compile --json is JSON");
+    let before = v["before"]["nodes"].as_u64().unwrap_or(0);
+    let after = v["after"]["nodes"].as_u64().unwrap_or(u64::MAX);
+    assert!(
+        after < before,
+        "folding removed nothing: {before} -> {after}"
+    );
+}
+
+#[test]
+fn compile_rejects_unknown_symbol() {
+    let out = gopt(&[
+        "compile",
+        &model_path("bert_small"),
+        "--bind",
+        "sequence=128",
+    ]);
+    assert_error(&out, &["sequence", "seq"]);
+    let out = gopt(&["compile", &model_path("bert_small"), "--bind", "batch"]);
+    assert_error(&out, &["SYMBOL=SIZE"]);
+}
+
+#[test]
+fn run_mobilenet_writes_outputs() {
+    let dir = scratch("run_mobilenet");
+    let input = root().join("tests/data/models/mobilenet_v2/test_data_set_0/input_0.pb");
+    let spec = format!("input={}", input.display());
+    let out_dir = dir.join("out");
+    let out = gopt(&[
+        "run",
+        &model_path("mobilenet_v2"),
+        "--input",
+        &spec,
+        "-o",
+        &out_dir.display().to_string(),
+    ]);
+    assert_ok(&out);
+    assert!(
+        out.stdout.contains("logits: f32 [1, 100]"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("mean"), "{}", out.stdout);
+    let (_, t) = gopt::tensor_io::read_tensor(&out_dir.join("logits.npy")).expect("output written");
+    assert_eq!(t.shape(), &[1, 100]);
+    // The bare-FILE form binds inputs in order, and --format pb writes TensorProtos.
+    let out = gopt(&[
+        "run",
+        &model_path("mobilenet_v2"),
+        "-i",
+        &input.display().to_string(),
+        "-o",
+        &out_dir.display().to_string(),
+        "--format",
+        "pb",
+        "--json",
+    ]);
+    assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("run --json is JSON");
+    assert_eq!(v["outputs"][0]["shape"], serde_json::json!([1, 100]));
+    assert!(out_dir.join("logits.pb").is_file());
+}
+
+#[test]
+fn run_small_model_on_npy() {
+    let dir = scratch("run_relu");
+    let m = write_model(&dir, &relu_model());
+    let x = write_npy(&dir, "x.npy", &f32_tensor(&[2, 3]));
+    let out = gopt(&[
+        "run",
+        &m,
+        "--input",
+        &format!("X={x}"),
+        "-o",
+        &dir.display().to_string(),
+    ]);
+    assert_ok(&out);
+    assert!(
+        out.stdout.contains("Y: f32 [2, 3]  min 0  max 2"),
+        "{}",
+        out.stdout
+    );
+    let (_, y) = gopt::tensor_io::read_tensor(&dir.join("Y.npy")).expect("Y.npy");
+    assert_eq!(y.to_f64_vec(), vec![0.0, 0.0, 0.0, 0.0, 1.0, 2.0]);
+}
+
+#[test]
+fn test_command_on_models() {
+    let dir = root().join("tests/data/models").display().to_string();
+    let out = gopt(&["test", &dir, "--rtol", "1e-3", "--atol", "1e-4"]);
+    assert_ok(&out);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "PASS bert_small",
+            "PASS gpt2_small",
+            "PASS mobilenet_v2",
+            "3 passed, 0 failed, 0 skipped"
+        ]
+    );
+    let out = gopt(&[
+        "test", &dir, "--rtol", "1e-3", "--atol", "1e-4", "--json", "-j", "1",
+    ]);
+    assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("test --json is JSON");
+    assert_eq!(v["totals"]["passed"], 3);
+    assert_eq!(v["cases"][0]["status"], "PASS");
+}
+
+#[test]
+fn test_command_manifest() {
+    let dir = scratch("manifest");
+    let cases = root().join("tests/data/models").display().to_string();
+    let written = dir.join("written.manifest");
+    let out = gopt(&[
+        "test",
+        &cases,
+        "--atol",
+        "1e-4",
+        "--write-manifest",
+        &written.display().to_string(),
+    ]);
+    assert_ok(&out);
+    let text = std::fs::read_to_string(&written).expect("manifest written");
+    assert_eq!(text, "bert_small\ngpt2_small\nmobilenet_v2\n");
+    // A tolerance no real result meets makes the listed cases fail; the run names them.
+    let out = gopt(&[
+        "test",
+        &cases,
+        "--rtol",
+        "0",
+        "--atol",
+        "0",
+        "--manifest",
+        &written.display().to_string(),
+    ]);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("NOT PASSING (listed in the manifest): bert_small"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .trim_end()
+            .ends_with("0 passed, 3 failed, 0 skipped"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("FAIL bert_small: test_data_set_0: output 0 `last_hidden_state`"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn test_command_reports_unsupported_and_failures() {
+    let dir = scratch("test_cases");
+    // An unknown op is UNSUPPORTED (skipped), not a failure.
+    let unknown = dir.join("unknown_op");
+    std::fs::create_dir_all(unknown.join("test_data_set_0")).expect("mkdir");
+    let mut m = relu_model();
+    if let Some(g) = m.graph.as_mut() {
+        g.node[0].op_type = Some("FrobnicateOp".into());
+    }
+    write_model(&unknown, &m);
+    // A case whose reference output is wrong FAILs with the worst value.
+    let wrong = dir.join("wrong_output");
+    std::fs::create_dir_all(wrong.join("test_data_set_0")).expect("mkdir");
+    write_model(&wrong, &relu_model());
+    let ds = wrong.join("test_data_set_0");
+    gopt_frontends::write_tensor_file(&ds.join("input_0.pb"), "X", &f32_tensor(&[1, 3]))
+        .expect("write");
+    let want = gopt::Tensor::from_f64s(gopt::DType::F32, &[1, 3], &[0.0, 0.0, 7.0]).expect("fits");
+    gopt_frontends::write_tensor_file(&ds.join("output_0.pb"), "Y", &want).expect("write");
+    let out = gopt(&["test", &dir.display().to_string()]);
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    assert_eq!(out.code, 1, "{}\n{}", out.stdout, out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 3, "{}", out.stdout);
+    assert!(
+        lines[0].starts_with("UNSUPPORTED unknown_op: "),
+        "{}",
+        lines[0]
+    );
+    assert!(lines[0].contains("FrobnicateOp"), "{}", lines[0]);
+    assert!(
+        lines[1].starts_with("FAIL wrong_output: test_data_set_0: output 0 `Y`: 1 of 3 values differ; worst at [0, 2]"),
+        "{}",
+        lines[1]
+    );
+    assert_eq!(lines[2], "0 passed, 1 failed, 1 skipped");
+}
+
+#[test]
+fn test_command_rejects_a_folder_without_cases() {
+    let dir = scratch("no_cases");
+    assert_error(
+        &gopt(&["test", &dir.display().to_string()]),
+        &["no test case"],
+    );
+    assert_error(&gopt(&["test", "does/not/exist"]), &["does/not/exist"]);
+}
+
+// ---- bad model files ------------------------------------------------------------------
+
+/// Runs `inspect` and `compile` on a file that is not a readable model.
+#[track_caller]
+fn assert_unreadable(path: &str, needles: &[&str]) {
+    assert_error(&gopt(&["inspect", path]), needles);
+    assert_error(&gopt(&["compile", path]), needles);
+    assert_error(&gopt(&["run", path]), needles);
+}
+
+#[test]
+fn missing_file() {
+    assert_unreadable("no/such/model.onnx", &["no/such/model.onnx"]);
+}
+
+#[test]
+fn truncated_file() {
+    let dir = scratch("truncated");
+    let bytes = std::fs::read(model_path("bert_small")).expect("read bert");
+    let path = dir.join("model.onnx");
+    std::fs::write(&path, &bytes[..bytes.len() / 2]).expect("write");
+    assert_unreadable(&path.display().to_string(), &[]);
+}
+
+#[test]
+fn random_bytes() {
+    let dir = scratch("random");
+    let mut x: u64 = 0x9E37_79B9_7F4A_7C15;
+    let bytes: Vec<u8> = (0..4096)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            (x >> 24) as u8
+        })
+        .collect();
+    let path = dir.join("model.onnx");
+    std::fs::write(&path, bytes).expect("write");
+    assert_unreadable(&path.display().to_string(), &[]);
+}
+
+#[test]
+fn protobuf_that_is_not_a_model() {
+    let dir = scratch("not_a_model");
+    let empty = dir.join("empty.onnx");
+    std::fs::write(&empty, b"").expect("write");
+    assert_unreadable(&empty.display().to_string(), &["graph"]);
+    let no_graph = pb::ModelProto {
+        ir_version: Some(8),
+        ..Default::default()
+    };
+    let path = dir.join("no_graph.onnx");
+    std::fs::write(&path, no_graph.encode_to_vec()).expect("write");
+    assert_unreadable(&path.display().to_string(), &["graph"]);
+}
+
+#[test]
+fn missing_initializer_data() {
+    let dir = scratch("missing_init");
+    let w = external_tensor("W", &[4], &[("location", "weights.bin")]);
+    let m = write_model(&dir, &add_init_model(w));
+    assert_error(&gopt(&["compile", &m]), &["weights.bin"]);
+}
+
+#[test]
+fn input_that_nothing_produces() {
+    let dir = scratch("dangling");
+    let m = model(
+        vec![node("Add", "add", &["X", "ghost"], &["Y"])],
+        vec![value_info("X", F32, &[D::N(4)])],
+        vec![value_info("Y", F32, &[D::N(4)])],
+        vec![],
+        18,
+    );
+    let m = write_model(&dir, &m);
+    assert_error(&gopt(&["compile", &m]), &["ghost"]);
+}
+
+#[test]
+fn cycle() {
+    let dir = scratch("cycle");
+    let m = model(
+        vec![
+            node("Add", "first", &["X", "b"], &["a"]),
+            node("Add", "second", &["a", "X"], &["b"]),
+        ],
+        vec![value_info("X", F32, &[D::N(4)])],
+        vec![value_info("b", F32, &[D::N(4)])],
+        vec![],
+        18,
+    );
+    let m = write_model(&dir, &m);
+    assert_error(&gopt(&["compile", &m]), &["cycle"]);
+}
+
+#[test]
+fn unknown_op() {
+    let dir = scratch("unknown_op");
+    let mut m = relu_model();
+    if let Some(g) = m.graph.as_mut() {
+        g.node[0].op_type = Some("FrobnicateOp".into());
+        g.node[0].name = Some("frob_node".into());
+    }
+    let m = write_model(&dir, &m);
+    assert_error(&gopt(&["compile", &m]), &["FrobnicateOp", "frob_node"]);
+    // inspect reports it and still succeeds.
+    let out = gopt(&["inspect", &m]);
+    assert_ok(&out);
+    assert!(out.stdout.contains("FrobnicateOp"), "{}", out.stdout);
+    assert!(out.stdout.contains("frob_node"), "{}", out.stdout);
+    let json = gopt(&["inspect", &m, "--json"]);
+    assert_ok(&json);
+    let v: serde_json::Value = serde_json::from_str(&json.stdout).expect("JSON");
+    assert_eq!(v["unsupported"][0]["op"], "FrobnicateOp");
+    assert_eq!(v["unsupported"][0]["nodes"][0], "frob_node");
+}
+
+#[test]
+fn unsupported_opset() {
+    let dir = scratch("opset");
+    let mut m = relu_model();
+    m.opset_import[0].version = Some(99);
+    let m = write_model(&dir, &m);
+    assert_error(&gopt(&["compile", &m]), &["opset", "99"]);
+}
+
+#[test]
+fn external_data_escaping_the_model_folder() {
+    let dir = scratch("escape");
+    let inner = dir.join("model");
+    std::fs::create_dir_all(&inner).expect("mkdir");
+    std::fs::write(dir.join("escape.bin"), [0u8; 16]).expect("write");
+    let w = external_tensor("W", &[4], &[("location", "../escape.bin")]);
+    let m = write_model(&inner, &add_init_model(w));
+    assert_error(&gopt(&["compile", &m]), &["escape.bin"]);
+    let abs = dir.join("escape.bin").display().to_string();
+    let w = external_tensor("W", &[4], &[("location", &abs)]);
+    let m = write_model(&inner, &add_init_model(w));
+    assert_error(&gopt(&["compile", &m]), &["escape.bin"]);
+}
+
+#[test]
+fn external_data_shorter_than_declared() {
+    let dir = scratch("short_external");
+    std::fs::write(dir.join("weights.bin"), [0u8; 8]).expect("write");
+    // f32 [4] needs 16 bytes; the file has 8.
+    let w = external_tensor("W", &[4], &[("location", "weights.bin")]);
+    let m = write_model(&dir, &add_init_model(w));
+    assert_error(&gopt(&["compile", &m]), &["W"]);
+    // A declared length beyond the end of the file.
+    let w = external_tensor(
+        "W",
+        &[4],
+        &[
+            ("location", "weights.bin"),
+            ("offset", "0"),
+            ("length", "16"),
+        ],
+    );
+    let m = write_model(&dir, &add_init_model(w));
+    assert_error(&gopt(&["compile", &m]), &["W"]);
+}
+
+#[test]
+fn dims_whose_product_overflows() {
+    let dir = scratch("overflow");
+    let w = pb::TensorProto {
+        name: Some("W".into()),
+        dims: vec![1 << 40, 1 << 40, 1 << 40],
+        data_type: Some(F32),
+        raw_data: Some(vec![0u8; 16]),
+        ..Default::default()
+    };
+    let m = write_model(&dir, &add_init_model(w));
+    assert_error(&gopt(&["compile", &m]), &["W"]);
+    assert_error(&gopt(&["inspect", &m]), &["W"]);
+}
+
+// ---- run-time inputs that do not fit --------------------------------------------------
+
+#[test]
+fn wrong_input_dtype() {
+    let dir = scratch("wrong_dtype");
+    let ids = write_npy(
+        &dir,
+        "ids.npy",
+        &gopt::Tensor::from_i64s(&[1, 2, 3])
+            .reshape(&[1, 3])
+            .expect("fits"),
+    );
+    let x = write_npy(&dir, "x.npy", &f32_tensor(&[1, 3]));
+    let out = gopt(&[
+        "run",
+        &model_path("bert_small"),
+        "--input",
+        &format!("input_ids={x}"),
+        "--input",
+        &format!("attention_mask={ids}"),
+    ]);
+    assert_error(&out, &["input_ids", "i64", "f32"]);
+}
+
+#[test]
+fn wrong_input_rank() {
+    let dir = scratch("wrong_rank");
+    let ids = write_npy(&dir, "ids.npy", &gopt::Tensor::from_i64s(&[1, 2, 3]));
+    let out = gopt(&["run", &model_path("bert_small"), "-i", &ids, "-i", &ids]);
+    assert_error(&out, &["input_ids", "rank 2"]);
+}
+
+#[test]
+fn wrong_input_shape() {
+    let dir = scratch("wrong_shape");
+    let x = write_npy(&dir, "x.npy", &f32_tensor(&[1, 3, 224, 225]));
+    let out = gopt(&[
+        "run",
+        &model_path("mobilenet_v2"),
+        "--input",
+        &format!("input={x}"),
+    ]);
+    assert_error(&out, &["input", "224", "225"]);
+    // One symbol, two sizes.
+    let a = write_npy(
+        &dir,
+        "a.npy",
+        &gopt::Tensor::from_i64s(&[1, 2, 3])
+            .reshape(&[1, 3])
+            .expect("fits"),
+    );
+    let b = write_npy(
+        &dir,
+        "b.npy",
+        &gopt::Tensor::from_i64s(&[1, 2])
+            .reshape(&[1, 2])
+            .expect("fits"),
+    );
+    let out = gopt(&["run", &model_path("bert_small"), "-i", &a, "-i", &b]);
+    assert_error(&out, &["attention_mask", "seq"]);
+}
+
+#[test]
+fn wrong_input_names_and_counts() {
+    let dir = scratch("wrong_names");
+    let m = write_model(&dir, &relu_model());
+    let x = write_npy(&dir, "x.npy", &f32_tensor(&[2, 3]));
+    assert_error(
+        &gopt(&["run", &m, "--input", &format!("Z={x}")]),
+        &["`Z`", "`X`"],
+    );
+    assert_error(&gopt(&["run", &m]), &["missing", "`X`"]);
+    assert_error(&gopt(&["run", &m, "-i", &x, "-i", &x]), &["more input"]);
+    let txt = dir.join("x.txt");
+    std::fs::write(&txt, "1 2 3").expect("write");
+    assert_error(
+        &gopt(&["run", &m, "-i", &txt.display().to_string()]),
+        &[".npy"],
+    );
+    let bad = dir.join("bad.npy");
+    std::fs::write(&bad, b"\x93NUMPY garbage").expect("write");
+    assert_error(
+        &gopt(&["run", &m, "-i", &bad.display().to_string()]),
+        &["bad.npy"],
+    );
+}
+
+#[test]
+fn verbose_prints_the_cause_chain() {
+    let out = gopt(&["--verbose", "compile", "no/such/model.onnx"]);
+    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
+    assert_eq!(out.code, 2);
+    assert!(out.stderr.starts_with("error: "), "{}", out.stderr);
+}
