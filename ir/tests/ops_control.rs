@@ -331,3 +331,41 @@ fn captured_values_order_type_and_stay_live() {
     let out = interp::run(&g, &[c, f32s(&[2], &[-1., 2.])]).unwrap();
     assert_eq!(out[0].to_f64_vec(), vec![0., 2.]);
 }
+
+/// Scan bodies often leave their inputs untyped: the verifier accepts them and
+/// inference types them from the scan's inputs.
+#[test]
+fn untyped_scan_body_inputs_are_typed_from_the_scan() {
+    let mut body = Graph::new("body");
+    let s = body.add_value("s", None);
+    let e = body.add_value("e", None);
+    body.inputs = vec![s, e];
+    body.add_node(
+        "add",
+        op("Add"),
+        Attrs::default(),
+        vec![Some(s), Some(e)],
+        &["s_out"],
+    );
+    body.outputs = vec![body.find_value("s_out").unwrap()];
+    let mut g = Graph::new("main");
+    let s0 = g.add_input("s0", ty(DType::F32, &[3]));
+    let xs = g.add_input("xs", ty(DType::F32, &[5, 3]));
+    let a = attrs(vec![
+        ("body", Attr::Graph(Box::new(body))),
+        ("num_scan_inputs", Attr::Int(1)),
+    ]);
+    g.add_node(
+        "scan",
+        op("Scan"),
+        a,
+        vec![Some(s0), Some(xs)],
+        &["s_final"],
+    );
+    g.outputs = vec![g.find_value("s_final").unwrap()];
+    let v = gopt_ir::verify(g).unwrap();
+    assert_eq!(
+        v.value(v.outputs[0]).ty.as_ref(),
+        Some(&ty(DType::F32, &[3]))
+    );
+}

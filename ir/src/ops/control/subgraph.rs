@@ -87,12 +87,24 @@ pub(super) fn body_types(g: &Graph, inputs: &[TensorType]) -> Result<Vec<TensorT
         }
     }
     crate::infer::infer_types(&mut copy).map_err(|e| {
-        IrError::Invalid(format!(
-            "cannot type the outputs of sub-graph `{}`: {e}",
-            g.name
-        ))
+        let msg = format!("cannot type the outputs of sub-graph `{}`: {e}", g.name);
+        if is_unsupported(&e) {
+            IrError::Unsupported(msg)
+        } else {
+            IrError::Invalid(msg)
+        }
     })?;
     copy.outputs.iter().map(|&o| copy.ty(o).cloned()).collect()
+}
+
+/// True when the root cause of `e` is something gopt does not support (as opposed to
+/// a broken model), so that wrapping keeps the distinction.
+fn is_unsupported(e: &IrError) -> bool {
+    match e {
+        IrError::Unsupported(_) => true,
+        IrError::Node { source, .. } => is_unsupported(source),
+        _ => false,
+    }
 }
 
 /// A type both `a` and `b` fit: dims that differ become fresh symbols. Different
