@@ -277,13 +277,8 @@ fn compile_bert_folds_shapes() {
         "{}",
         out.stdout
     );
-    for stage in ["import", "verify", "bind+fold"] {
-        assert!(
-            out.stderr.contains(stage),
-            "no timing for {stage}:\n{}",
-            out.stderr
-        );
-    }
+    assert!(out.stdout.contains("stages: import "), "{}", out.stdout);
+    assert!(out.stdout.contains(", bind+fold "), "{}", out.stdout);
     let json = gopt(&[
         "compile",
         &model_path("gpt2_small"),
@@ -677,7 +672,6 @@ fn dims_whose_product_overflows() {
     };
     let m = write_model(&dir, &add_init_model(w));
     assert_error(&gopt(&["compile", &m]), &["W"]);
-    assert_error(&gopt(&["inspect", &m]), &["W"]);
 }
 
 // ---- run-time inputs that do not fit --------------------------------------------------

@@ -7,9 +7,10 @@ use anyhow::{bail, Context, Result};
 use gopt::report::{human_bytes, human_count, GraphSummary};
 use gopt::Bindings;
 use serde::Serialize;
+use std::io::IsTerminal;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// Most entries of a list printed in the text report (JSON has them all).
 const LIST_MAX: usize = 12;
@@ -60,9 +61,12 @@ struct Report {
 pub fn main(args: &Args) -> Result<ExitCode> {
     let bindings = parse_binds(&args.binds)?;
     let mut stages = Vec::new();
-    let mut stage = |name: &'static str, t: Instant, json: bool| {
+    // Progress goes to a terminal only, so stderr holds nothing but errors otherwise;
+    // the report on stdout has the timings either way.
+    let progress = !args.json && std::io::stderr().is_terminal();
+    let mut stage = |name: &'static str, t: Instant| {
         let d = t.elapsed();
-        if !json {
+        if progress {
             eprintln!("{name:>9}  {}", fmt_duration(d));
         }
         stages.push(Stage {
@@ -73,25 +77,27 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     let t = Instant::now();
     let model = gopt::load_model(&args.model)
         .with_context(|| format!("cannot import {}", args.model.display()))?;
-    stage("import", t, args.json);
+    stage("import", t);
     let t = Instant::now();
     let verified = gopt::ir::verify(model.model.graph.clone())
         .with_context(|| format!("{} does not verify", args.model.display()))?;
-    stage("verify", t, args.json);
+    stage("verify", t);
     let before = GraphSummary::of(&verified);
     let mut sorted: Vec<(String, u64)> = bindings.iter().map(|(k, v)| (k.clone(), *v)).collect();
     sorted.sort();
     let after = if bindings.is_empty() {
         None
     } else {
+        let inputs = gopt::report::input_symbols(&model.model.graph);
         for (name, _) in &sorted {
             if !before.symbols.contains(name) {
                 bail!(
-                    "--bind {name}: the model has no symbolic dim `{name}` (its symbols: {})",
-                    if before.symbols.is_empty() {
+                    "--bind {name}: the model has no symbolic dim `{name}` (its inputs' \
+                     symbols: {})",
+                    if inputs.is_empty() {
                         "none".to_string()
                     } else {
-                        before.symbols.join(", ")
+                        inputs.join(", ")
                     }
                 );
             }
@@ -99,7 +105,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         let t = Instant::now();
         let folded = gopt::prepare(&model.model, &bindings)
             .with_context(|| format!("cannot specialize {}", args.model.display()))?;
-        stage("bind+fold", t, args.json);
+        stage("bind+fold", t);
         Some(GraphSummary::of(&folded))
     };
     let report = Report {
@@ -145,6 +151,18 @@ fn list<T>(items: &[T], show: impl Fn(&T) -> String) -> String {
 fn print_text(r: &Report, input_symbols: &[String]) {
     let b = &r.before;
     outln!("model: {}", r.model);
+    let stages: Vec<String> = r
+        .stages
+        .iter()
+        .map(|s| {
+            format!(
+                "{} {}",
+                s.stage,
+                fmt_duration(Duration::from_secs_f64(s.ms / 1e3))
+            )
+        })
+        .collect();
+    outln!("stages: {}", stages.join(", "));
     match &r.after {
         None => outln!("nodes: {}", b.nodes),
         Some(a) => {
