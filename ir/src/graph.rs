@@ -225,8 +225,10 @@ impl Graph {
                 }
             }
         }
-        let mut ready: BinaryHeap<Reverse<usize>> =
-            (0..self.nodes.len()).filter(|&i| indegree[i] == 0).map(Reverse).collect();
+        let mut ready: BinaryHeap<Reverse<usize>> = (0..self.nodes.len())
+            .filter(|&i| indegree[i] == 0)
+            .map(Reverse)
+            .collect();
         let mut order = Vec::with_capacity(self.nodes.len());
         while let Some(Reverse(i)) = ready.pop() {
             order.push(NodeId(i as u32));
@@ -242,7 +244,9 @@ impl Graph {
         }
         // A cycle: let petgraph name a node on it.
         let mut g = DiGraph::<NodeId, ()>::with_capacity(self.nodes.len(), self.nodes.len());
-        let idx: Vec<_> = (0..self.nodes.len()).map(|i| g.add_node(NodeId(i as u32))).collect();
+        let idx: Vec<_> = (0..self.nodes.len())
+            .map(|i| g.add_node(NodeId(i as u32)))
+            .collect();
         for (i, n) in self.nodes.iter().enumerate() {
             for v in n.inputs.iter().flatten().chain(&captured[i]) {
                 if let Some((p, _)) = prod.get(v) {
@@ -255,7 +259,10 @@ impl Graph {
             Ok(_) => order.len().min(self.nodes.len().saturating_sub(1)),
         };
         let n = &self.nodes[culprit];
-        Err(IrError::Invalid(format!("cycle through node `{}` ({})", n.name, n.op)))
+        Err(IrError::Invalid(format!(
+            "cycle through node `{}` ({})",
+            n.name, n.op
+        )))
     }
 
     /// Per node, the values of this graph its sub-graphs read by capture (matched by

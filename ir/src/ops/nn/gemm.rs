@@ -385,16 +385,19 @@ fn small_m<T: MatElem>(
     let block = |&j0: &usize| -> Vec<T> {
         let nb = SMALL_M_BLOCK.min(n - j0);
         let mut acc = vec![T::ZERO; m * nb];
-        for (i, row) in acc.chunks_mut(nb).enumerate() {
-            if b.cs == 1 {
-                for p in 0..k {
+        if b.cs == 1 {
+            // One pass over this block of B's rows, feeding every row of the result.
+            for p in 0..k {
+                let src = &b.data[p * b.rs + j0..][..nb];
+                for (i, row) in acc.chunks_mut(nb).enumerate() {
                     let x = a.data[i * a.rs + p * a.cs];
-                    let src = &b.data[p * b.rs + j0..][..nb];
                     for (o, &y) in row.iter_mut().zip(src) {
                         *o = T::madd(*o, x, y);
                     }
                 }
-            } else {
+            }
+        } else {
+            for (i, row) in acc.chunks_mut(nb).enumerate() {
                 for (j, o) in row.iter_mut().enumerate() {
                     let col = &b.data[(j0 + j) * b.cs..][..(k - 1) * b.rs + 1];
                     *o = dot(&a, i, col, b.rs, k);
