@@ -36,6 +36,17 @@ pub fn bind_dims(graph: &mut Graph, b: &Bindings) {
 /// what became dead.
 pub fn fold_constants(graph: &mut Graph) -> Result<FoldStats> {
     let mut stats = FoldStats::default();
+    loop {
+        let pass = fold_pass(graph)?;
+        stats.folded += pass.folded;
+        if pass.folded == 0 {
+            return Ok(stats);
+        }
+    }
+}
+
+fn fold_pass(graph: &mut Graph) -> Result<FoldStats> {
+    let mut stats = FoldStats::default();
     infer_types(graph)?;
     let order = graph.topo_order()?;
     let mut remove = vec![false; graph.nodes.len()];
@@ -66,14 +77,30 @@ pub fn fold_constants(graph: &mut Graph) -> Result<FoldStats> {
                     })
                     .collect();
                 let Some(ins) = ins else { continue };
-                let too_big = node.outputs.iter().any(|o| {
-                    graph
-                        .value(*o)
-                        .ty
-                        .as_ref()
-                        .and_then(|t| concrete(&t.shape))
-                        .map(|s| s.iter().product::<usize>())
-                        .is_none_or(|n| n > FOLD_MAX_ELEMENTS)
+                // Re-infer with the inputs folded so far: the types inferred up front
+                // predate them (Range over a folded Shape had a fresh length).
+                let infer_ins: Option<Vec<Option<crate::ops::InferInput>>> = node
+                    .inputs
+                    .iter()
+                    .map(|i| match i {
+                        None => Some(None),
+                        Some(v) => Some(Some(crate::ops::InferInput {
+                            ty: graph.value(*v).ty.as_ref()?,
+                            value: graph.constant(*v),
+                        })),
+                    })
+                    .collect();
+                let tys = infer_ins.and_then(|ins| {
+                    node.op
+                        .infer(&mut crate::ops::InferCx::default(), node, &ins)
+                        .ok()
+                });
+                let too_big = tys.is_none_or(|tys| {
+                    tys.iter().any(|t| {
+                        concrete(&t.shape)
+                            .map(|s| s.iter().product::<usize>())
+                            .is_none_or(|n| n > FOLD_MAX_ELEMENTS)
+                    })
                 });
                 if too_big {
                     continue;
