@@ -20,7 +20,7 @@ step "conformance data"
 .venv/bin/python scripts/gen-conformance.py tests/data/conformance
 
 step "cargo test --workspace --profile test-opt"
-INSTA_UPDATE=no cargo test --workspace --profile test-opt "$@"
+INSTA_UPDATE=no cargo test --workspace --profile test-opt --no-fail-fast "$@"
 
 step "pending snapshots"
 pending="$(find . -name '*.snap.new' -not -path './target/*' -not -path './.venv/*')"
