@@ -22,6 +22,10 @@ step "conformance data"
 step "cargo test --workspace --profile test-opt"
 INSTA_UPDATE=no cargo test --workspace --profile test-opt --no-fail-fast "$@"
 
+step "conformance totals"
+INSTA_UPDATE=no cargo test --profile test-opt -p gopt --test conformance -q -- --nocapture 2>&1 \
+    | grep -E '^conformance|% of'
+
 step "pending snapshots"
 pending="$(find . -name '*.snap.new' -not -path './target/*' -not -path './.venv/*')"
 if [[ -n "$pending" ]]; then
