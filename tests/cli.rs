@@ -672,6 +672,7 @@ fn dims_whose_product_overflows() {
     };
     let m = write_model(&dir, &add_init_model(w));
     assert_error(&gopt(&["compile", &m]), &["W"]);
+    assert_error(&gopt(&["inspect", &m]), &["W", "overflow"]);
 }
 
 // ---- run-time inputs that do not fit --------------------------------------------------

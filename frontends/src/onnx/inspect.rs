@@ -142,6 +142,9 @@ fn inspect_named(bytes: &[u8], what: &str) -> Result<Inspection> {
             });
         }
     }
+    if let Some(e) = stats.overflow.take() {
+        return Err(e);
+    }
     Ok(Inspection {
         ir_version: m.ir_version.unwrap_or(0),
         producer: super::producer(&m),
@@ -202,6 +205,9 @@ struct Stats {
     nodes: usize,
     params: u64,
     bytes: u64,
+    /// The first tensor whose dims overflow the element count: `inspect` reports it as
+    /// the error `load` gives, rather than counting it as zero parameters.
+    overflow: Option<ImportError>,
 }
 
 impl Stats {
@@ -241,8 +247,14 @@ impl Stats {
     fn tensor(&mut self, t: &proto::TensorProto, dims: &[i64]) {
         let n = dims
             .iter()
-            .try_fold(1u64, |acc, &d| acc.checked_mul(u64::try_from(d).ok()?))
-            .unwrap_or(0);
+            .try_fold(1u64, |acc, &d| acc.checked_mul(u64::try_from(d).ok()?));
+        let Some(n) = n else {
+            self.overflow.get_or_insert_with(|| ImportError::ShapeOverflow {
+                tensor: t.name.clone().unwrap_or_default(),
+                dims: dims.to_vec(),
+            });
+            return;
+        };
         let code = t.data_type.unwrap_or(0);
         let (float, bits): (bool, u64) = match code {
             1 | 10 | 11 | 16 => (
