@@ -71,6 +71,8 @@ mod math;
 mod random;
 
 pub use kernel::broadcast_zip;
+pub(crate) use activation::{gelu_erf, gelu_tanh};
+pub(crate) use math::sigmoid;
 
 use crate::error::{IrError, Result};
 use crate::graph::{Node, TensorType};
