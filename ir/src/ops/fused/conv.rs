@@ -190,7 +190,7 @@ pub(super) fn infer(
     }
     if let Some(r) = opt_in_ty(inputs, 3) {
         check_float(OP, "residual", r.ty.dtype)?;
-        if broadcast_dims(&y, &r.ty.shape)?.len() != y.len() {
+        if !matches!(broadcast_dims(&y, &r.ty.shape), Ok(d) if d.len() == y.len()) {
             return shape_err(format!(
                 "{OP} residual {} does not broadcast to the output shape {}",
                 fmt_shape(&r.ty.shape),
