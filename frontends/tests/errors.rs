@@ -656,7 +656,10 @@ fn internal_fused_op_names_are_not_onnx_ops() {
             "{op}: {e}"
         );
         assert!(gopt_ir::Op::from_name(op).is_some(), "the IR has {op}");
-        assert!(gopt_ir::Op::from_onnx_name(op).is_none(), "{op} is internal");
+        assert!(
+            gopt_ir::Op::from_onnx_name(op).is_none(),
+            "{op} is internal"
+        );
     }
     assert_eq!(items.len(), 3, "{e}");
 }

@@ -277,7 +277,11 @@ impl MatMulCase {
             let r = self.b.len();
             let mut perm: Vec<String> = (0..r).map(|i| i.to_string()).collect();
             perm.swap(r - 2, r - 1);
-            b = t.node("Transpose", &[&b], &format!("perm=ints[{}]", perm.join(",")));
+            b = t.node(
+                "Transpose",
+                &[&b],
+                &format!("perm=ints[{}]", perm.join(",")),
+            );
         }
         let mut y = t.node("MatMul", &[&a, &b], "");
         if self.alpha != 1.0 {
@@ -412,7 +416,10 @@ fn fused_matmul_bias_and_residual_broadcast_multidirectionally() {
     c.residual = Some(vec![2, 3, 783]);
     c.act = "tanh";
     c.check_exact(DType::F32);
-    let out = run(&c.fused(DType::F32, DType::F32, None), &c.inputs(DType::F32, DType::F32));
+    let out = run(
+        &c.fused(DType::F32, DType::F32, None),
+        &c.inputs(DType::F32, DType::F32),
+    );
     assert_eq!(out.shape(), &[2, 3, 783]);
 }
 
@@ -438,7 +445,12 @@ fn fused_matmul_mixed_dtypes_and_output_dtype() {
         ins.iter().map(|t| as_dtype(t, DType::F16)).unzip();
     let got = run(&c.fused(DType::F16, DType::F16, Some(DType::BF16)), &low);
     assert_eq!(got.dtype(), DType::BF16);
-    assert_l2(&got, &run(&c.reference(), &f32v), 1e-2, "f16 -> bf16 output");
+    assert_l2(
+        &got,
+        &run(&c.reference(), &f32v),
+        1e-2,
+        "f16 -> bf16 output",
+    );
 }
 
 // ---------------------------------------------------------------- FusedConv
@@ -611,7 +623,8 @@ fn conv_cases() -> Vec<ConvCase> {
     for (m, group) in [(6, 6), (5, 1)] {
         for nhwc in [false, true] {
             for act in CONV_ACTS {
-                for (bias, residual) in [(false, false), (true, false), (false, true), (true, true)] {
+                for (bias, residual) in [(false, false), (true, false), (false, true), (true, true)]
+                {
                     out.push(ConvCase {
                         x: [2, 6, 9, 11],
                         m,
@@ -679,7 +692,12 @@ fn fused_conv_other_geometries() {
         nhwc: true,
         ..base.clone()
     };
-    for c in [base.clone(), ConvCase { nhwc: true, ..base }, pointwise, depth_mult] {
+    for c in [
+        base.clone(),
+        ConvCase { nhwc: true, ..base },
+        pointwise,
+        depth_mult,
+    ] {
         c.check(DType::F32);
         c.check(DType::BF16);
     }
@@ -734,7 +752,10 @@ fn fused_elementwise_matches_its_body_as_ops() {
     // The graph attribute survives print -> parse -> print.
     let g = parse(&fused).expect("parses");
     let text = print(&g);
-    assert!(text.contains("FusedElementwise") && text.contains("body=graph"), "{text}");
+    assert!(
+        text.contains("FusedElementwise") && text.contains("body=graph"),
+        "{text}"
+    );
     assert_eq!(text, print(&parse(&text).expect("reparses")));
 }
 
@@ -807,7 +828,10 @@ fn fused_ops_infer_symbolic_shapes() {
     let mut g = parse(src).expect("parses");
     round_trips(&g);
     infer_types(&mut g).expect("infers");
-    assert_eq!(g.ty(g.outputs[0]).unwrap().to_string(), "f32[batch,seq,128]");
+    assert_eq!(
+        g.ty(g.outputs[0]).unwrap().to_string(),
+        "f32[batch,seq,128]"
+    );
     assert_eq!(g.ty(g.outputs[1]).unwrap().to_string(), "f16[n,16,16,16]");
 }
 
@@ -817,7 +841,10 @@ fn fused_ops_are_internal_and_deterministic() {
         let op = Op::from_name(name).expect("the text format knows it");
         assert!(op.is_internal() && op.is_deterministic());
         assert_eq!(op.name(), name);
-        assert!(Op::from_onnx_name(name).is_none(), "{name} is not an ONNX op");
+        assert!(
+            Op::from_onnx_name(name).is_none(),
+            "{name} is not an ONNX op"
+        );
         assert!(Op::all().contains(&op));
     }
     assert!(Op::from_onnx_name("MatMul").is_some());
@@ -845,7 +872,10 @@ fn bad_activation_names_are_errors() {
   %2 "y" = FusedMatMul "mm"(%0, %1) {activation="swish"}
 }
 "#;
-    let ins = [tensor(DType::F32, &[2, 3], 1), tensor(DType::F32, &[3, 4], 2)];
+    let ins = [
+        tensor(DType::F32, &[2, 3], 1),
+        tensor(DType::F32, &[3, 4], 2),
+    ];
     let (e, i) = errors(mm, &ins);
     for m in [e, i] {
         assert!(m.contains("activation") && m.contains("swish"), "{m}");
@@ -874,13 +904,18 @@ fn operand_dtype_mismatch_is_an_error() {
   %2 "y" = FusedMatMul "mm"(%0, %1)
 }
 "#;
-    let ins = [tensor(DType::F32, &[2, 3], 1), tensor(DType::F16, &[3, 4], 2)];
+    let ins = [
+        tensor(DType::F32, &[2, 3], 1),
+        tensor(DType::F16, &[3, 4], 2),
+    ];
     let (e, i) = errors(mm, &ins);
     for m in [e, i] {
         assert!(m.contains("f16") && m.contains("FusedMatMul"), "{m}");
     }
     // Integer operands are not supported either.
-    let ints = mm.replace("f32[2,3]", "i32[2,3]").replace("f16[3,4]", "i32[3,4]");
+    let ints = mm
+        .replace("f32[2,3]", "i32[2,3]")
+        .replace("f16[3,4]", "i32[3,4]");
     let ins = [
         Tensor::from_f64s(DType::I32, &[2, 3], &[1.0; 6]).unwrap(),
         Tensor::from_f64s(DType::I32, &[3, 4], &[1.0; 12]).unwrap(),
@@ -952,7 +987,11 @@ fn shape_and_arity_errors() {
         assert!(m.contains("residual"), "{m}");
     }
     let cb = cv.replace("f32[1,3,5,5]", "f32[2]").replace("_, %2", "%2");
-    let cins = [cins[0].clone(), cins[1].clone(), tensor(DType::F32, &[2], 3)];
+    let cins = [
+        cins[0].clone(),
+        cins[1].clone(),
+        tensor(DType::F32, &[2], 3),
+    ];
     let g = parse(&cb).expect("parses");
     let e = interp::run(&g, &cins).expect_err("bias length").to_string();
     assert!(e.contains("bias"), "{e}");
@@ -974,10 +1013,7 @@ fn fused_elementwise_arity_and_body_errors() {
     ];
     let (e, i) = errors(src, &ins);
     for m in [e, i] {
-        assert!(
-            m.contains("takes 2 inputs but the node has 3"),
-            "{m}"
-        );
+        assert!(m.contains("takes 2 inputs but the node has 3"), "{m}");
     }
     // A non-element-wise op in the body.
     let mm = src

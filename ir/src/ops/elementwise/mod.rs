@@ -70,8 +70,8 @@ mod logic;
 mod math;
 mod random;
 
-pub use kernel::broadcast_zip;
 pub(crate) use activation::{gelu_erf, gelu_tanh};
+pub use kernel::broadcast_zip;
 pub(crate) use math::sigmoid;
 
 use crate::error::{IrError, Result};

@@ -16,8 +16,7 @@
 //! result rounds once.
 
 use super::{
-    check_arity, check_float, check_operands, epilogue, output_dtype, to_f64_array,
-    Activation,
+    check_arity, check_float, check_operands, epilogue, output_dtype, to_f64_array, Activation,
 };
 use crate::dim::{fmt_shape, Dim};
 use crate::error::{shape_err, IrError, Result};
@@ -101,9 +100,11 @@ pub(super) fn eval(node: &Node, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor
             if !nhwc {
                 bshape.extend(std::iter::repeat_n(1, rank - 2));
             }
-            Some(to_f64_array(OP, "bias", b)?.into_shape_clone(IxDyn(&bshape)).map_err(
-                |e| IrError::Shape(format!("{OP} bias: {e}")),
-            )?)
+            Some(
+                to_f64_array(OP, "bias", b)?
+                    .into_shape_clone(IxDyn(&bshape))
+                    .map_err(|e| IrError::Shape(format!("{OP} bias: {e}")))?,
+            )
         }
         None => None,
     };

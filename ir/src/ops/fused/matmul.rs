@@ -13,8 +13,8 @@
 //! any float dtype. f16/bf16 products accumulate in f32 and the result rounds once.
 
 use super::{
-    check_arity, check_float, check_operands, epilogue, epilogue_dims, output_dtype,
-    to_f64_array, Activation,
+    check_arity, check_float, check_operands, epilogue, epilogue_dims, output_dtype, to_f64_array,
+    Activation,
 };
 use crate::dim::Dim;
 use crate::error::{shape_err, IrError, Result};
