@@ -615,3 +615,51 @@ fn bad_tensor_files_name_the_file() {
     assert!(e.to_string().contains("input_0.pb"), "{e}");
     assert!(e.to_string().contains("string"), "{e}");
 }
+
+#[test]
+fn internal_fused_op_names_are_not_onnx_ops() {
+    // gopt's fused ops (what its optimizer produces) are not ONNX ops: a model naming
+    // one, even in the default domain, is unsupported like any unknown op.
+    let m = model(
+        graph(
+            "g",
+            vec![
+                node("FusedMatMul", &["a", "b"], &["y"], "fmm"),
+                node("FusedConv", &["x", "w"], &["z"], "fconv"),
+                node("FusedElementwise", &["y"], &["e"], "fe"),
+            ],
+            vec![
+                vf("a", &[2, 3]),
+                vf("b", &[3, 4]),
+                vf("x", &[1, 2, 5, 5]),
+                vf("w", &[3, 2, 3, 3]),
+            ],
+            vec![vf("e", &[2, 4]), vf("z", &[1, 3, 3, 3])],
+            vec![],
+        ),
+        17,
+    );
+    let e = import_err(&m);
+    assert!(e.is_unsupported(), "{e}");
+    let items = e.unsupported_items();
+    let found: Vec<(&str, &str, &str)> = items
+        .iter()
+        .map(|i| (i.node.as_str(), i.op.as_str(), i.reason.as_str()))
+        .collect();
+    for (n, op) in [
+        ("fmm", "FusedMatMul"),
+        ("fconv", "FusedConv"),
+        ("fe", "FusedElementwise"),
+    ] {
+        assert!(
+            found.contains(&(n, op, "gopt does not implement this op")),
+            "{op}: {e}"
+        );
+        assert!(gopt_ir::Op::from_name(op).is_some(), "the IR has {op}");
+        assert!(
+            gopt_ir::Op::from_onnx_name(op).is_none(),
+            "{op} is internal"
+        );
+    }
+    assert_eq!(items.len(), 3, "{e}");
+}

@@ -170,7 +170,7 @@ impl Builder {
         inputs: Vec<Option<ValueId>>,
         outputs: Vec<ValueId>,
     ) -> Result<()> {
-        let op = Op::from_name(op).ok_or_else(|| {
+        let op = Op::from_onnx_name(op).ok_or_else(|| {
             ImportError::invalid(format!("`{name}`"), format!("gopt has no `{op}` op"))
         })?;
         self.node_names.insert(name.clone());

@@ -261,7 +261,7 @@ fn node_reason(node: &proto::NodeProto, domain: &str, opsets: &Opsets) -> Option
         Err(reason) => reasons.push(reason),
         Ok(ops) => {
             for needed in ops {
-                if gopt_ir::Op::from_name(needed).is_none() {
+                if gopt_ir::Op::from_onnx_name(needed).is_none() {
                     reasons.push(if needed == op {
                         "gopt does not implement this op".to_string()
                     } else {

@@ -214,7 +214,9 @@ pub fn write(path: &Path, data: &[u8]) {
 /// True when the IR implements every named op (tests of upgrades into ops another
 /// family provides check the conversion only once that op exists).
 pub fn has_ops(names: &[&str]) -> bool {
-    names.iter().all(|n| gopt_ir::Op::from_name(n).is_some())
+    names
+        .iter()
+        .all(|n| gopt_ir::Op::from_onnx_name(n).is_some())
 }
 
 /// The repository root (for tests/data).

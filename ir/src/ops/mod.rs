@@ -2,7 +2,10 @@
 //! that every `match` over ops is exhaustive (adding an op makes the compiler list every
 //! place to update) and each family's semantics, shape inference and reference
 //! implementation live together. Op names are ONNX's; semantics are those of the latest
-//! ONNX opset (importers upgrade older forms).
+//! ONNX opset (importers upgrade older forms). The one exception is the `fused` family:
+//! gopt-internal ops the optimizer produces (a matrix product or convolution with its
+//! epilogue, a chain of element-wise ops), which no ONNX model may name
+//! ([`Op::from_onnx_name`]).
 
 use crate::attr::Attrs;
 use crate::dim::Dim;
@@ -15,6 +18,7 @@ use std::fmt;
 pub mod attention;
 pub mod control;
 pub mod elementwise;
+pub mod fused;
 pub mod image;
 pub mod known;
 pub mod nn;
@@ -25,20 +29,29 @@ pub mod util;
 pub use attention::AttentionOp;
 pub use control::ControlOp;
 pub use elementwise::ElementwiseOp;
+pub use fused::FusedOp;
 pub use image::ImageOp;
 pub use nn::NnOp;
 pub use reduce::ReduceOp;
 pub use shape::ShapeOp;
 
 /// Declares an op family: a fieldless enum whose variant names are the op names, with
-/// `ALL`, `name()` and `from_name()`.
+/// `ALL`, `name()` and `from_name()`. `internal FamilyOp { ... }` declares a family of
+/// gopt-internal (non-ONNX) ops; the difference is only in the variants' docs, the
+/// importer's refusal of such names is [`Op::is_internal`]'s.
 #[macro_export]
 macro_rules! op_family {
+    ($(#[$m:meta])* internal $name:ident { $($v:ident),* $(,)? }) => {
+        $crate::op_family!(@family "gopt-internal" $(#[$m])* $name { $($v),* });
+    };
     ($(#[$m:meta])* $name:ident { $($v:ident),* $(,)? }) => {
+        $crate::op_family!(@family "ONNX" $(#[$m])* $name { $($v),* });
+    };
+    (@family $kind:literal $(#[$m:meta])* $name:ident { $($v:ident),* }) => {
         $(#[$m])*
         #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
         pub enum $name {
-            $(#[doc = concat!("ONNX `", stringify!($v), "`.")] $v),*
+            $(#[doc = concat!($kind, " `", stringify!($v), "`.")] $v),*
         }
         impl $name {
             /// Every op of the family.
@@ -72,10 +85,12 @@ pub enum Op {
     Control(ControlOp),
     /// Attention and related sequence-model blocks.
     Attention(AttentionOp),
+    /// Fused forms the optimizer produces (gopt-internal, not ONNX).
+    Fused(FusedOp),
 }
 
 impl Op {
-    /// The op's name (ONNX's).
+    /// The op's name (ONNX's, or the internal name of a fused op).
     pub fn name(self) -> &'static str {
         match self {
             Op::Elementwise(o) => o.name(),
@@ -85,10 +100,12 @@ impl Op {
             Op::Image(o) => o.name(),
             Op::Control(o) => o.name(),
             Op::Attention(o) => o.name(),
+            Op::Fused(o) => o.name(),
         }
     }
 
-    /// The op with this name in any family.
+    /// The op with this name in any family, internal ones included (the text format
+    /// reads every op this way).
     pub fn from_name(s: &str) -> Option<Op> {
         ElementwiseOp::from_name(s)
             .map(Op::Elementwise)
@@ -98,6 +115,28 @@ impl Op {
             .or_else(|| ImageOp::from_name(s).map(Op::Image))
             .or_else(|| ControlOp::from_name(s).map(Op::Control))
             .or_else(|| AttentionOp::from_name(s).map(Op::Attention))
+            .or_else(|| FusedOp::from_name(s).map(Op::Fused))
+    }
+
+    /// The ONNX op with this name: [`Op::from_name`] without the gopt-internal ops, so
+    /// that a model naming one (`FusedMatMul` in the default domain) is refused as
+    /// unsupported by importers.
+    pub fn from_onnx_name(s: &str) -> Option<Op> {
+        Op::from_name(s).filter(|op| !op.is_internal())
+    }
+
+    /// True for gopt-internal ops (the fused family), which are not ONNX ops.
+    pub fn is_internal(self) -> bool {
+        match self {
+            Op::Fused(_) => true,
+            Op::Elementwise(_)
+            | Op::Reduce(_)
+            | Op::Shape(_)
+            | Op::Nn(_)
+            | Op::Image(_)
+            | Op::Control(_)
+            | Op::Attention(_) => false,
+        }
     }
 
     /// Every op, family by family.
@@ -110,6 +149,7 @@ impl Op {
         v.extend(ImageOp::ALL.iter().map(|&o| Op::Image(o)));
         v.extend(ControlOp::ALL.iter().map(|&o| Op::Control(o)));
         v.extend(AttentionOp::ALL.iter().map(|&o| Op::Attention(o)));
+        v.extend(FusedOp::ALL.iter().map(|&o| Op::Fused(o)));
         v
     }
 
@@ -123,6 +163,7 @@ impl Op {
             Op::Image(o) => o.eval(cx, node, inputs),
             Op::Control(o) => o.eval(cx, node, inputs),
             Op::Attention(o) => o.eval(cx, node, inputs),
+            Op::Fused(o) => o.eval(cx, node, inputs),
         }
     }
 
@@ -154,6 +195,7 @@ impl Op {
             Op::Image(o) => o.infer(cx, node, inputs),
             Op::Control(o) => o.infer(cx, node, inputs),
             Op::Attention(o) => o.infer(cx, node, inputs),
+            Op::Fused(o) => o.infer(cx, node, inputs),
         }?;
         known::evaluate(self, cx, node, inputs);
         Ok(tys)
@@ -164,6 +206,7 @@ impl Op {
     pub fn is_deterministic(self) -> bool {
         match self {
             Op::Elementwise(o) => o.is_deterministic(),
+            Op::Fused(o) => o.is_deterministic(),
             Op::Reduce(_)
             | Op::Shape(_)
             | Op::Nn(_)

@@ -95,7 +95,7 @@ pub(crate) fn needed_ops<'a>(
         "GroupNormalization" if opset < 21 => {
             vec![op, "Shape", "Div", "Concat", "Reshape", "Expand"]
         }
-        "Scatter" if gopt_ir::Op::from_name("Scatter").is_none() => vec!["ScatterElements"],
+        "Scatter" if gopt_ir::Op::from_onnx_name("Scatter").is_none() => vec!["ScatterElements"],
         "Scan" if opset < 9 => {
             return Err("Scan before opset 9 (with a batch axis) is not supported".into())
         }
@@ -213,7 +213,7 @@ pub(crate) fn lower(b: &mut Builder, mut n: OnnxNode) -> Result<()> {
                     Attr::Str("output_half_pixel".into()),
                 );
             }
-            "Scatter" if gopt_ir::Op::from_name("Scatter").is_none() => op = "ScatterElements",
+            "Scatter" if gopt_ir::Op::from_onnx_name("Scatter").is_none() => op = "ScatterElements",
             _ => {}
         }
     }

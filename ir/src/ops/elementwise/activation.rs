@@ -88,15 +88,8 @@ pub(crate) fn eval(act: Act, node: &Node, x: &Tensor) -> Result<Tensor> {
             )
         }
         Act::Gelu => match a.str_or("approximate", "none")? {
-            "none" => float(x, "Gelu", |v| {
-                0.5 * v * (1.0 + libm::erf(v * std::f64::consts::FRAC_1_SQRT_2))
-            }),
-            "tanh" => {
-                let k = (2.0 / std::f64::consts::PI).sqrt();
-                float(x, "Gelu", move |v| {
-                    0.5 * v * (1.0 + (k * (v + 0.044715 * v * v * v)).tanh())
-                })
-            }
+            "none" => float(x, "Gelu", gelu_erf),
+            "tanh" => float(x, "Gelu", gelu_tanh),
             other => Err(IrError::Attr {
                 name: "approximate".into(),
                 msg: format!("expected \"none\" or \"tanh\", found \"{other}\""),
@@ -107,6 +100,18 @@ pub(crate) fn eval(act: Act, node: &Node, x: &Tensor) -> Result<Tensor> {
             float(x, "Swish", move |v| v * sigmoid(alpha * v))
         }
     }
+}
+
+/// Gelu, exact (erf) form: `0.5 * v * (1 + erf(v / sqrt(2)))`. Shared with the fused
+/// ops' epilogues.
+pub(crate) fn gelu_erf(v: f64) -> f64 {
+    0.5 * v * (1.0 + libm::erf(v * std::f64::consts::FRAC_1_SQRT_2))
+}
+
+/// Gelu, tanh approximation: `0.5 * v * (1 + tanh(sqrt(2/pi) * (v + 0.044715 v^3)))`.
+pub(crate) fn gelu_tanh(v: f64) -> f64 {
+    let k = (2.0 / std::f64::consts::PI).sqrt();
+    0.5 * v * (1.0 + (k * (v + 0.044715 * v * v * v)).tanh())
 }
 
 /// `x` where positive, `slope * x` elsewhere; `slope` broadcasts to `x`'s shape.

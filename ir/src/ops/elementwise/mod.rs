@@ -70,7 +70,9 @@ mod logic;
 mod math;
 mod random;
 
+pub(crate) use activation::{gelu_erf, gelu_tanh};
 pub use kernel::broadcast_zip;
+pub(crate) use math::sigmoid;
 
 use crate::error::{IrError, Result};
 use crate::graph::{Node, TensorType};

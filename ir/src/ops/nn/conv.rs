@@ -14,6 +14,7 @@ use crate::graph::{Node, TensorType};
 use crate::ops::util::{in_ty, input, opt_input};
 use crate::ops::{InferCx, InferInput};
 use crate::tensor::{array_from, Tensor};
+use ndarray::{ArrayD, ArrayViewD};
 use rayon::prelude::*;
 
 /// im2col buffers at least this large are filled in parallel.
@@ -200,6 +201,45 @@ pub(crate) fn check_bias(b: &Tensor, m: usize, op: &str) -> Result<()> {
     Ok(())
 }
 
+/// The convolution `cs` (from [`ConvShape::new`]) of `x` (`[N, C, *S]`, any layout)
+/// by `w` (`[M, C/g, *K]`) plus an optional per-channel bias of `cs.m` values, as a
+/// `[N, M, *out]` array. Conv and the fused convolution (`ops::fused`) run on this.
+pub(crate) fn conv_array<R: MatElem>(
+    cs: &ConvShape,
+    x: ArrayViewD<R>,
+    w: ArrayViewD<R>,
+    bias: Option<&[R]>,
+) -> Result<ArrayD<R>> {
+    let mut want_x = vec![cs.n, cs.c];
+    want_x.extend(&cs.geo.input);
+    let mut want_w = vec![cs.m, cs.c / cs.group];
+    want_w.extend(&cs.geo.kernel);
+    if x.shape() != want_x.as_slice() || w.shape() != want_w.as_slice() {
+        return shape_err(format!(
+            "conv operands X {:?} and W {:?} do not match the planned convolution (X {want_x:?}, W {want_w:?})",
+            x.shape(),
+            w.shape()
+        ));
+    }
+    if let Some(b) = bias {
+        if b.len() != cs.m {
+            return shape_err(format!(
+                "conv bias must hold {} values, got {}",
+                cs.m,
+                b.len()
+            ));
+        }
+    }
+    let (xs, ws) = (x.as_standard_layout(), w.as_standard_layout());
+    let out = conv_core(
+        xs.as_slice().expect("standard layout"),
+        ws.as_slice().expect("standard layout"),
+        bias,
+        cs,
+    );
+    array_from(&cs.out_shape(), out)
+}
+
 /// Evaluates Conv.
 pub(crate) fn eval_conv(node: &Node, inputs: &[Option<&Tensor>]) -> Result<Tensor> {
     let (x, w) = (input(inputs, 0)?, input(inputs, 1)?);
@@ -207,7 +247,6 @@ pub(crate) fn eval_conv(node: &Node, inputs: &[Option<&Tensor>]) -> Result<Tenso
     fn run<R: Real>(node: &Node, x: &Tensor, w: &Tensor, b: Option<&Tensor>) -> Result<Tensor> {
         let cs = ConvShape::new(node, x.shape(), w.shape())?;
         let (xw, ww) = (R::widen(x)?, R::widen(w)?);
-        let (xs, ws) = (xw.as_standard_layout(), ww.as_standard_layout());
         let bw = match b {
             Some(b) => {
                 check_bias(b, cs.m, "Conv")?;
@@ -215,13 +254,8 @@ pub(crate) fn eval_conv(node: &Node, inputs: &[Option<&Tensor>]) -> Result<Tenso
             }
             None => None,
         };
-        let out = conv_core(
-            xs.as_slice().expect("standard layout"),
-            ws.as_slice().expect("standard layout"),
-            bw.as_deref(),
-            &cs,
-        );
-        Ok(R::narrow(array_from(&cs.out_shape(), out)?, x.dtype()))
+        let out = conv_array(&cs, xw.view(), ww.view(), bw.as_deref())?;
+        Ok(R::narrow(out, x.dtype()))
     }
     by_precision(
         x.dtype(),

@@ -3,13 +3,13 @@
 //! quantization, Einsum, Det); this module only dispatches. Heavy products all run on
 //! [`gemm`]'s kernel (matrixmultiply's sgemm/dgemm, split across rayon threads).
 
-mod conv;
+pub(crate) mod conv;
 mod conv_transpose;
 mod deform;
 mod det;
 mod einsum;
-mod gemm;
-mod matmul;
+pub(crate) mod gemm;
+pub(crate) mod matmul;
 mod pool;
 mod qlinear;
 mod quant;
