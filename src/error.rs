@@ -34,6 +34,12 @@ pub enum GoptError {
     /// Run-time inputs that do not fit the model (missing, extra, unknown names).
     #[error("{0}")]
     Inputs(String),
+    /// The optimizer failed or was given options it cannot honour.
+    #[error(transparent)]
+    Passes(#[from] gopt_passes::PassError),
+    /// A bad option value.
+    #[error("{0}")]
+    Usage(String),
 }
 
 /// Result alias for the gopt library.
@@ -55,7 +61,12 @@ impl GoptError {
         match self {
             GoptError::Import(e) => e.is_unsupported(),
             GoptError::Ir(e) => ir_is_unsupported(e),
-            GoptError::Io { .. } | GoptError::TensorFile { .. } | GoptError::Inputs(_) => false,
+            GoptError::Passes(gopt_passes::PassError::Ir(e)) => ir_is_unsupported(e),
+            GoptError::Io { .. }
+            | GoptError::TensorFile { .. }
+            | GoptError::Inputs(_)
+            | GoptError::Passes(_)
+            | GoptError::Usage(_) => false,
         }
     }
 }

@@ -21,6 +21,7 @@
 #![warn(missing_docs)]
 
 pub mod error;
+pub mod pipeline;
 pub mod report;
 pub mod tensor_io;
 pub mod testing;
@@ -30,6 +31,7 @@ pub use gopt_frontends as frontends;
 pub use gopt_frontends::{ImportError, Imported, Inspection};
 pub use gopt_ir as ir;
 pub use gopt_ir::{Bindings, DType, Graph, IrError, Model, Tensor, Verified};
+pub use gopt_passes as passes;
 
 use gopt_ir::{bind_dims, fold_constants, interp, verify};
 use std::path::Path;

@@ -39,6 +39,63 @@ pub struct Args {
     /// Print the report as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub opt: OptArgs,
+    /// Print what the optimizer did: rules fired, e-graph growth, stop reason, fusions,
+    /// padding, kernel precisions, estimated time before -> after (per bucket).
+    #[arg(long)]
+    pub explain: bool,
+    /// Print each bucket's optimized graph in the IR text format (large constants elided).
+    #[arg(long)]
+    pub print_ir: bool,
+}
+
+/// The optimizer options `compile`, `run` and `test` share.
+#[derive(clap::Args, Clone, Debug)]
+pub struct OptArgs {
+    /// Math precision of GEMMs, convolutions and attention: fp32, tf32 (fp32 storage,
+    /// tensor-core math), bf16 or fp16 (low-precision inputs, fp32 accumulation;
+    /// softmax, normalizations and reductions stay fp32).
+    #[arg(long, value_name = "P", default_value = "fp32")]
+    pub precision: String,
+    /// Switch passes off: fusion, layout, precision, bucketing, or all (no optimizer).
+    /// Comma-separated or repeated.
+    #[arg(long, value_name = "PASS,...")]
+    pub disable: Vec<String>,
+    /// Bucket sizes for a symbolic dim, e.g. `seq=32,64,128`. Repeat per dim. Default:
+    /// powers of two (batch 1..32, other dims 32..512 when an attention mask makes
+    /// padding exact, else the run's exact size).
+    #[arg(long, value_name = "SYM=N,...")]
+    pub buckets: Vec<String>,
+    /// Saturation budget: iterations.
+    #[arg(long, value_name = "N", default_value_t = gopt::passes::ITER_LIMIT)]
+    pub max_iterations: usize,
+    /// Saturation budget: e-nodes.
+    #[arg(long, value_name = "N", default_value_t = gopt::passes::NODE_LIMIT)]
+    pub max_enodes: usize,
+    /// Saturation budget: seconds.
+    #[arg(long, value_name = "S", default_value_t = gopt::passes::TIME_LIMIT.as_secs_f64())]
+    pub time_limit: f64,
+}
+
+impl OptArgs {
+    /// The pipeline options these flags describe.
+    pub fn options(&self) -> Result<gopt::pipeline::Options> {
+        let mut o =
+            gopt::pipeline::Options::from_cli(&self.precision, &self.disable, &self.buckets)?;
+        if !(self.time_limit > 0.0 && self.time_limit.is_finite()) {
+            bail!(
+                "--time-limit {}: expected a positive number of seconds",
+                self.time_limit
+            );
+        }
+        o.config.budgets = gopt::passes::Budgets {
+            iterations: self.max_iterations,
+            nodes: self.max_enodes,
+            time: Duration::from_secs_f64(self.time_limit),
+        };
+        Ok(o)
+    }
 }
 
 #[derive(Serialize)]
@@ -55,6 +112,14 @@ struct Report {
     before: GraphSummary,
     #[serde(skip_serializing_if = "Option::is_none")]
     after: Option<GraphSummary>,
+    buckets: Vec<BucketReport>,
+}
+
+#[derive(Serialize)]
+struct BucketReport {
+    bucket: std::collections::BTreeMap<String, u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    optimizer: Option<gopt::passes::PassReport>,
 }
 
 /// Runs `gopt compile`.
@@ -108,17 +173,70 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         stage("bind+fold", t);
         Some(GraphSummary::of(&folded))
     };
+    let opts = args.opt.options()?;
+    let combos: Vec<std::collections::BTreeMap<String, u64>> = if !bindings.is_empty() {
+        vec![sorted.iter().cloned().collect()]
+    } else if opts.config.enabled(gopt::passes::Pass::Bucketing) {
+        gopt::pipeline::plan(&model.model, &opts)?.combinations()
+    } else {
+        vec![Default::default()]
+    };
+    let bar = (progress && combos.len() > 1).then(|| {
+        let b = indicatif::ProgressBar::new(combos.len() as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{msg:>9} [{bar:30}] {pos}/{len} buckets {elapsed}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b.set_message("optimize");
+        b
+    });
+    let t = Instant::now();
+    let mut buckets = Vec::new();
+    for c in &combos {
+        let v = gopt::pipeline::specialize(&model.model, c, &opts).with_context(|| {
+            let b: Vec<String> = c.iter().map(|(k, v)| format!("{k}={v}")).collect();
+            format!(
+                "cannot optimize {} for bucket {}",
+                args.model.display(),
+                b.join(" ")
+            )
+        })?;
+        if let Some(b) = &bar {
+            b.inc(1);
+        }
+        if args.print_ir {
+            let text = gopt::ir::text::print_with(
+                &v.graph,
+                gopt::ir::text::PrintOptions {
+                    max_inline_elements: 8,
+                },
+            );
+            outln!("{text}");
+        }
+        buckets.push(BucketReport {
+            bucket: v.bucket,
+            optimizer: v.report,
+        });
+    }
+    if let Some(b) = bar {
+        b.finish_and_clear();
+    }
+    stage("optimize", t);
     let report = Report {
         model: args.model.display().to_string(),
         stages,
         bindings: sorted,
         before,
         after,
+        buckets,
     };
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_text(&report, &gopt::report::input_symbols(&model.model.graph));
+        print_buckets(&report.buckets, args.explain);
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -218,4 +336,39 @@ fn print_text(r: &Report, input_symbols: &[String]) {
         human_count(g.params as u64),
         human_bytes(g.weight_bytes as u64)
     );
+}
+
+fn print_buckets(buckets: &[BucketReport], explain: bool) {
+    for b in buckets {
+        let name: Vec<String> = b.bucket.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let name = if name.is_empty() {
+            "static shapes".to_string()
+        } else {
+            name.join(" ")
+        };
+        let Some(r) = &b.optimizer else {
+            outln!("bucket {name}: not optimized (--disable all)");
+            continue;
+        };
+        if explain {
+            outln!("== bucket {name}");
+            for line in r.explain().lines() {
+                outln!("  {line}");
+            }
+        } else {
+            outln!(
+                "bucket {name}: nodes {} -> {}, kernels {} -> {}, est. {:.1} -> {:.1} µs; fused: {}",
+                r.before.nodes,
+                r.after.nodes,
+                r.before.kernels,
+                r.after.kernels,
+                r.before.est_us,
+                r.after.est_us,
+                if r.fusions.is_empty() { "nothing".into() } else { r.fusions.join("; ") }
+            );
+        }
+    }
+    if !explain && !buckets.is_empty() {
+        outln!("(--explain for rules fired, e-graph growth, padding and precision per kernel)");
+    }
 }

@@ -44,6 +44,8 @@ pub struct Args {
     /// Print the results as JSON.
     #[arg(long)]
     pub json: bool,
+    #[command(flatten)]
+    pub opt: super::compile::OptArgs,
 }
 
 /// Output file format.
@@ -90,9 +92,13 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     }
     let inputs = gopt::order_inputs(graph, given)?;
     let t1 = Instant::now();
+    let opts = args.opt.options()?;
     let outputs = match args.backend {
-        Backend::Cpu => gopt::run_cpu(&model, &inputs)
-            .with_context(|| format!("cannot run {}", args.model.display()))?,
+        Backend::Cpu => {
+            gopt::pipeline::run(&model.model, &inputs, &opts)
+                .with_context(|| format!("cannot run {}", args.model.display()))?
+                .outputs
+        }
     };
     let run_time = t1.elapsed();
     let out_names = gopt::output_names(graph);

@@ -21,12 +21,18 @@ use std::process::ExitCode;
                   rtol 1e-3, atol 1e-7. Prints `PASS name`, `FAIL name: why` or \
                   `UNSUPPORTED name: why` per case (an op or mode gopt does not implement \
                   counts as skipped) and last `N passed, M failed, K skipped`. Exit code 1 \
-                  if any case failed or a case of --manifest did not pass.",
+                  if any case failed or a case of --manifest did not pass. Each case is \
+                  compiled first (specialized to its inputs' bucket and optimized with \
+                  the same options as `gopt compile`; --disable all interprets it as \
+                  imported); with --precision bf16|fp16 float outputs are compared by \
+                  relative L2 error <= 2e-2 instead.",
     after_help = "Examples:\n  \
         gopt test tests/data/conformance\n  \
         gopt test tests/data/conformance/test_gemm*\n  \
         gopt test tests/data/models --rtol 1e-3 --atol 1e-4\n  \
         gopt test tests/data/conformance --manifest tests/conformance/cpu.manifest\n  \
+        gopt test tests/data/models --precision bf16\n  \
+        gopt test tests/data/models --disable fusion,layout\n  \
         gopt test tests/data/conformance --write-manifest tests/conformance/cpu.manifest"
 )]
 pub struct Args {
@@ -54,6 +60,8 @@ pub struct Args {
     /// Write the sorted names of the passing cases to FILE.
     #[arg(long, value_name = "FILE")]
     pub write_manifest: Option<PathBuf>,
+    #[command(flatten)]
+    pub opt: super::compile::OptArgs,
 }
 
 #[derive(Serialize)]
@@ -73,10 +81,16 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         Some(m) => Some(testing::read_manifest(m).context("cannot read the manifest")?),
         None => None,
     };
+    let pipeline = args.opt.options()?;
+    // Low-precision pipelines are checked by relative L2 error against the fp32
+    // references (the precision rules' stated tolerance).
+    let rel_l2 = pipeline.config.low_precision().map(|_| 2e-2);
     let opts = Options {
         rtol: args.rtol,
         atol: args.atol,
         jobs: args.jobs,
+        pipeline: Some(pipeline),
+        rel_l2,
     };
     let json = args.json;
     let results = testing::run_cases(&cases, &opts, |r| {

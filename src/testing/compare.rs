@@ -101,6 +101,42 @@ pub fn compare(got: &Tensor, want: &Tensor, tol: Tolerance) -> Result<(), String
 
 /// `None` when `a` is close enough to the reference `b`, else how far out it is, as the
 /// ratio of the difference to the tolerance (infinite for NaN or infinity mismatches).
+/// Relative L2 error `‖got - want‖ / ‖want‖ <= max` (shapes must match; the dtypes may
+/// differ): the check for low-precision pipelines, whose elementwise errors are large
+/// relative to tiny values but small over a whole tensor.
+pub fn compare_rel_l2(got: &Tensor, want: &Tensor, max: f64) -> Result<(), String> {
+    if got.shape() != want.shape() {
+        return Err(format!(
+            "shape {:?}, expected {:?}",
+            got.shape(),
+            want.shape()
+        ));
+    }
+    let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
+    let mut num = 0.0;
+    let mut den = 0.0;
+    for (a, b) in g.iter().zip(&w) {
+        if a.is_nan() != b.is_nan() {
+            return Err("NaN where the reference has a number, or the reverse".into());
+        }
+        if a.is_nan() {
+            continue;
+        }
+        num += (a - b) * (a - b);
+        den += b * b;
+    }
+    let rel = if den == 0.0 {
+        num.sqrt()
+    } else {
+        (num / den).sqrt()
+    };
+    if rel <= max {
+        Ok(())
+    } else {
+        Err(format!("relative L2 error {rel:.3e} > {max:.1e}"))
+    }
+}
+
 fn float_mismatch(a: f64, b: f64, tol: Tolerance) -> Option<f64> {
     if a == b || (a.is_nan() && b.is_nan()) {
         return None;

@@ -46,6 +46,10 @@ pub struct Options {
     pub atol: Option<f64>,
     /// Worker threads (`None`: one per core).
     pub jobs: Option<usize>,
+    /// Compile each case with these options first (`None`: interpret it as imported).
+    pub pipeline: Option<crate::pipeline::Options>,
+    /// Compare float outputs by relative L2 error instead (low-precision pipelines).
+    pub rel_l2: Option<f64>,
 }
 
 /// Outcome of a case.
@@ -84,12 +88,18 @@ pub struct CaseResult {
     pub data_sets_passed: usize,
     /// Wall-clock time of the case, in seconds.
     pub seconds: f64,
+    /// Set when the case ran unoptimized because it could not be specialized.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 impl fmt::Display for CaseResult {
     /// `PASS name`, `FAIL name: why` or `UNSUPPORTED name: why`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}", self.status, self.name)?;
+        if let Some(n) = &self.note {
+            write!(f, " ({})", n.replace('\n', " "))?;
+        }
         match &self.message {
             Some(m) => write!(f, ": {}", m.replace('\n', " ")),
             None => Ok(()),
@@ -253,9 +263,10 @@ pub fn run_cases(
 pub fn run_case(case: &Case, opts: &Options) -> CaseResult {
     let start = Instant::now();
     let mut passed = 0usize;
+    let mut note = None;
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         IN_CASE.with(|c| *c.borrow_mut() = Some(None));
-        run_case_inner(case, opts, &mut passed)
+        run_case_inner(case, opts, &mut passed, &mut note)
     }));
     let captured = IN_CASE.with(|c| c.borrow_mut().take()).flatten();
     let (status, message) = match outcome {
@@ -273,6 +284,7 @@ pub fn run_case(case: &Case, opts: &Options) -> CaseResult {
         message,
         data_sets_passed: passed,
         seconds: start.elapsed().as_secs_f64(),
+        note,
     }
 }
 
@@ -298,7 +310,37 @@ impl Outcome {
     }
 }
 
-fn run_case_inner(case: &Case, opts: &Options, passed: &mut usize) -> Result<(), Outcome> {
+/// Runs one data set: compiled with the pipeline options when given; a model that cannot
+/// be specialized (its shapes need values only known at run time) is interpreted as
+/// imported, with a note saying so. Optimizer failures are failures.
+fn run_set(
+    model: &crate::Imported,
+    inputs: &[Tensor],
+    opts: &Options,
+    note: &mut Option<String>,
+) -> crate::Result<Vec<Tensor>> {
+    let Some(p) = &opts.pipeline else {
+        return run_cpu(model, inputs);
+    };
+    match crate::pipeline::run(&model.model, inputs, p) {
+        Ok(o) => Ok(o.outputs),
+        Err(e @ GoptError::Passes(_)) => Err(e),
+        Err(e) => {
+            if gopt_ir::interp::check_inputs(&model.model.graph, inputs).is_err() {
+                return Err(e);
+            }
+            *note = Some(format!("not optimized: {e}"));
+            run_cpu(model, inputs)
+        }
+    }
+}
+
+fn run_case_inner(
+    case: &Case,
+    opts: &Options,
+    passed: &mut usize,
+    note: &mut Option<String>,
+) -> Result<(), Outcome> {
     let tol = tolerance(case, opts).map_err(Outcome::Fail)?;
     let model = load_model(&case.dir.join("model.onnx")).map_err(|e| Outcome::from_error("", e))?;
     let sets = numbered(&case.dir, "test_data_set_", "").map_err(Outcome::Fail)?;
@@ -315,7 +357,8 @@ fn run_case_inner(case: &Case, opts: &Options, passed: &mut usize) -> Result<(),
             .unwrap_or_default();
         let inputs = read_tensors(set, "input_").map_err(|e| Outcome::from_error(&set_name, e))?;
         let want = read_tensors(set, "output_").map_err(|e| Outcome::from_error(&set_name, e))?;
-        let got = run_cpu(&model, &inputs).map_err(|e| Outcome::from_error(&set_name, e))?;
+        let got =
+            run_set(&model, &inputs, opts, note).map_err(|e| Outcome::from_error(&set_name, e))?;
         if got.len() != want.len() {
             return Err(Outcome::Fail(format!(
                 "{set_name}: the model gave {} outputs, the data set has {}",
@@ -325,7 +368,11 @@ fn run_case_inner(case: &Case, opts: &Options, passed: &mut usize) -> Result<(),
         }
         let names = crate::output_names(&model.model.graph);
         for (k, (g, w)) in got.iter().zip(&want).enumerate() {
-            if let Err(m) = compare(g, w, tol) {
+            let r = match opts.rel_l2 {
+                Some(l2) if w.dtype().is_float() => compare::compare_rel_l2(g, w, l2),
+                _ => compare(g, w, tol),
+            };
+            if let Err(m) = r {
                 let name = names.get(k).map(String::as_str).unwrap_or("?");
                 return Err(Outcome::Fail(format!(
                     "{set_name}: output {k} `{name}`: {m}"

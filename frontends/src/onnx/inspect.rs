@@ -249,10 +249,11 @@ impl Stats {
             .iter()
             .try_fold(1u64, |acc, &d| acc.checked_mul(u64::try_from(d).ok()?));
         let Some(n) = n else {
-            self.overflow.get_or_insert_with(|| ImportError::ShapeOverflow {
-                tensor: t.name.clone().unwrap_or_default(),
-                dims: dims.to_vec(),
-            });
+            self.overflow
+                .get_or_insert_with(|| ImportError::ShapeOverflow {
+                    tensor: t.name.clone().unwrap_or_default(),
+                    dims: dims.to_vec(),
+                });
             return;
         };
         let code = t.data_type.unwrap_or(0);

@@ -1,0 +1,288 @@
+//! Extraction: one e-node per e-class, minimising the total estimated time of the graph.
+//!
+//! Greedy extraction with tree costs (egg's `Extractor`) counts a shared sub-term once
+//! per use, so it can never prefer one merged GEMM read by three slices (Q/K/V) over
+//! three GEMMs, and it overcharges every residual connection. This is the DAG-aware
+//! greedy of extraction-gym ("faster-greedy-dag"): each class's best candidate carries the
+//! *set* of classes its sub-graph needs (a bitset), and its cost is the sum of each
+//! member's own cost once. Candidates are re-evaluated from a worklist of parents until
+//! no choice improves. Limits: still greedy — a class picks the candidate that is best
+//! for its own sub-graph, not jointly with its siblings' choices, and a member's own cost
+//! is that of its current choice; an ILP (egg's `LpExtractor`) would be exact but takes
+//! seconds on whole models. Ties keep the earlier choice, so extraction is
+//! deterministic for a given e-graph.
+//!
+//! Greedy alone never merges sibling GEMMs: each of Q, K and V is cheaper as its own
+//! GEMM than as a slice of the merged one, and the saving only appears where they meet.
+//! So a bounded local search follows: it recomputes the whole graph's cost for moves of
+//! one class to another candidate and for *group moves* (every member of a sibling
+//! merge switched to its slice at once, as recorded by the rule), keeping a move only
+//! when the total drops, for a few passes.
+
+use crate::analysis::Egraph;
+use crate::cost::{node_cost, Target};
+use crate::lang::Term;
+use egg::{Id, Language};
+use fixedbitset::FixedBitSet;
+use std::collections::{HashMap, VecDeque};
+
+/// The chosen node of every reachable class, and the estimated total time.
+#[derive(Debug)]
+pub struct Extraction {
+    /// Chosen node per canonical class.
+    pub choice: HashMap<Id, Term>,
+    /// Estimated seconds of the graph reachable from the roots.
+    pub total: f64,
+}
+
+struct Best {
+    node: usize,
+    own: f64,
+    set: FixedBitSet,
+    total: f64,
+}
+
+/// Extracts the graph reachable from `roots`.
+pub fn extract(eg: &Egraph, t: &Target, roots: &[Id]) -> Extraction {
+    let classes: Vec<Id> = eg.classes().map(|c| c.id).collect();
+    let index: HashMap<Id, usize> = classes.iter().enumerate().map(|(i, &c)| (c, i)).collect();
+    let n = classes.len();
+    // parents[i]: (class, node) pairs that read class i.
+    let mut parents: Vec<Vec<(usize, usize)>> = vec![Vec::new(); n];
+    let mut own: Vec<Vec<f64>> = Vec::with_capacity(n);
+    for (ci, &c) in classes.iter().enumerate() {
+        let mut costs = Vec::new();
+        for (ni, node) in eg[c].nodes.iter().enumerate() {
+            costs.push(node_cost(t, eg, c, node));
+            for &ch in node_children(node) {
+                parents[index[&eg.find(ch)]].push((ci, ni));
+            }
+        }
+        own.push(costs);
+    }
+    let mut best: Vec<Option<Best>> = (0..n).map(|_| None).collect();
+    let mut queue: VecDeque<(usize, usize)> = VecDeque::new();
+    for (ci, &c) in classes.iter().enumerate() {
+        for (ni, node) in eg[c].nodes.iter().enumerate() {
+            if node_children(node).is_empty() {
+                queue.push_back((ci, ni));
+            }
+        }
+    }
+    let mut seen_rounds = 0usize;
+    let limit = 64 * eg.total_number_of_nodes().max(1);
+    while let Some((ci, ni)) = queue.pop_front() {
+        seen_rounds += 1;
+        if seen_rounds > limit {
+            break;
+        }
+        let c = classes[ci];
+        let node = &eg[c].nodes[ni];
+        let cost = own[ci][ni];
+        if !cost.is_finite() {
+            continue;
+        }
+        let mut set = FixedBitSet::with_capacity(n);
+        let mut ok = true;
+        for &ch in node_children(node) {
+            match &best[index[&eg.find(ch)]] {
+                Some(b) => set.union_with(&b.set),
+                None => {
+                    ok = false;
+                    break;
+                }
+            }
+        }
+        if !ok || set.contains(ci) {
+            continue;
+        }
+        set.insert(ci);
+        let total: f64 = set
+            .ones()
+            .map(|k| {
+                if k == ci {
+                    cost
+                } else {
+                    best[k].as_ref().map_or(0.0, |b| b.own)
+                }
+            })
+            .sum();
+        let better = match &best[ci] {
+            None => true,
+            Some(b) => total < b.total * (1.0 - 1e-9) - 1e-15,
+        };
+        if better {
+            best[ci] = Some(Best {
+                node: ni,
+                own: cost,
+                set,
+                total,
+            });
+            for &p in &parents[ci] {
+                queue.push_back(p);
+            }
+        }
+    }
+    let mut pick: Vec<usize> = best
+        .iter()
+        .map(|b| b.as_ref().map_or(usize::MAX, |b| b.node))
+        .collect();
+    let cx = Search {
+        eg,
+        classes: &classes,
+        index: &index,
+        own: &own,
+    };
+    let root_ix: Vec<usize> = roots.iter().map(|r| index[&eg.find(*r)]).collect();
+    cx.refine(&root_ix, &mut pick);
+    let mut choice = HashMap::new();
+    let mut stack: Vec<usize> = root_ix.clone();
+    while let Some(ci) = stack.pop() {
+        let c = classes[ci];
+        if choice.contains_key(&c) || pick[ci] == usize::MAX {
+            continue;
+        }
+        let node = eg[c].nodes[pick[ci]].clone();
+        for &ch in node_children(&node) {
+            stack.push(index[&eg.find(ch)]);
+        }
+        choice.insert(c, node);
+    }
+    let total = cx.total(&root_ix, &pick);
+    Extraction { choice, total }
+}
+
+/// Passes of the local search.
+pub const REFINE_PASSES: usize = 3;
+
+struct Search<'a> {
+    eg: &'a Egraph,
+    classes: &'a [Id],
+    index: &'a HashMap<Id, usize>,
+    own: &'a [Vec<f64>],
+}
+
+impl Search<'_> {
+    /// Total cost of the graph reachable from `roots` under `pick`; infinite on a cycle
+    /// or a class without a choice.
+    fn total(&self, roots: &[usize], pick: &[usize]) -> f64 {
+        let n = self.classes.len();
+        let mut state = vec![0u8; n];
+        let mut sum = 0.0;
+        let mut stack: Vec<(usize, bool)> = roots.iter().map(|&r| (r, false)).collect();
+        while let Some((ci, done)) = stack.pop() {
+            if done {
+                state[ci] = 2;
+                continue;
+            }
+            match state[ci] {
+                2 => continue,
+                1 => return f64::INFINITY,
+                _ => {}
+            }
+            let ni = pick[ci];
+            if ni == usize::MAX {
+                return f64::INFINITY;
+            }
+            state[ci] = 1;
+            sum += self.own[ci][ni];
+            stack.push((ci, true));
+            for &ch in node_children(&self.eg[self.classes[ci]].nodes[ni]) {
+                let k = self.index[&self.eg.find(ch)];
+                if state[k] == 1 {
+                    return f64::INFINITY;
+                }
+                if state[k] == 0 {
+                    stack.push((k, false));
+                }
+            }
+        }
+        sum
+    }
+
+    fn reachable(&self, roots: &[usize], pick: &[usize]) -> Vec<usize> {
+        let mut seen = FixedBitSet::with_capacity(self.classes.len());
+        let mut out = Vec::new();
+        let mut stack = roots.to_vec();
+        while let Some(ci) = stack.pop() {
+            if seen.put(ci) || pick[ci] == usize::MAX {
+                continue;
+            }
+            out.push(ci);
+            for &ch in node_children(&self.eg[self.classes[ci]].nodes[pick[ci]]) {
+                stack.push(self.index[&self.eg.find(ch)]);
+            }
+        }
+        out.sort_unstable();
+        out
+    }
+
+    fn refine(&self, roots: &[usize], pick: &mut [usize]) {
+        let mut best = self.total(roots, pick);
+        let groups: Vec<Vec<(usize, usize)>> = self
+            .eg
+            .analysis
+            .groups
+            .iter()
+            .filter_map(|g| {
+                g.iter()
+                    .map(|(c, term)| {
+                        let ci = *self.index.get(&self.eg.find(*c))?;
+                        let canon = term.clone().map_children(|x| self.eg.find(x));
+                        let ni = self.eg[self.classes[ci]]
+                            .nodes
+                            .iter()
+                            .position(|n| *n == canon)?;
+                        Some((ci, ni))
+                    })
+                    .collect::<Option<Vec<_>>>()
+            })
+            .collect();
+        for _ in 0..REFINE_PASSES {
+            let mut improved = false;
+            for g in &groups {
+                let saved: Vec<usize> = g.iter().map(|(ci, _)| pick[*ci]).collect();
+                for (ci, ni) in g {
+                    pick[*ci] = *ni;
+                }
+                let t = self.total(roots, pick);
+                if t < best * (1.0 - 1e-9) {
+                    best = t;
+                    improved = true;
+                } else {
+                    for ((ci, _), s) in g.iter().zip(saved) {
+                        pick[*ci] = s;
+                    }
+                }
+            }
+            for ci in self.reachable(roots, pick) {
+                let cur = pick[ci];
+                for ni in 0..self.own[ci].len() {
+                    if ni == cur || !self.own[ci][ni].is_finite() {
+                        continue;
+                    }
+                    pick[ci] = ni;
+                    let t = self.total(roots, pick);
+                    if t < best * (1.0 - 1e-9) {
+                        best = t;
+                        improved = true;
+                        break;
+                    }
+                    pick[ci] = cur;
+                }
+            }
+            if !improved {
+                break;
+            }
+        }
+    }
+}
+
+/// The classes a node needs: an op's attribute leaf and inputs, an output's node.
+fn node_children(n: &Term) -> &[Id] {
+    match n {
+        Term::Op(_, ch) => ch,
+        Term::Out(ch) => ch,
+        Term::Leaf(_) => &[],
+    }
+}

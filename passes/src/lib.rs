@@ -1,0 +1,255 @@
+//! gopt-passes: the optimizer. A verified, specialized graph goes into an e-graph
+//! ([`lang`], [`analysis`], [`convert`]), is saturated with the rule tables in [`rules`]
+//! under named budgets, and comes back out as the cheapest equivalent under the roofline
+//! [`cost`] model of the target ([`extract`]); neighbouring element-wise ops are then
+//! grouped into single kernels ([`group`]). [`bucket`] chooses the shape buckets a model
+//! is specialized for. [`report`] says what happened, in numbers and in words.
+#![warn(missing_docs)]
+
+pub mod analysis;
+pub mod bucket;
+pub mod convert;
+pub mod cost;
+pub mod extract;
+pub mod group;
+pub mod lang;
+pub mod report;
+pub mod rules;
+
+use egg::{BackoffScheduler, Runner, StopReason};
+use gopt_ir::{DType, Verified};
+use std::time::{Duration, Instant};
+
+pub use cost::Target;
+pub use report::PassReport;
+
+/// Errors of the optimizer.
+#[derive(Debug, thiserror::Error)]
+pub enum PassError {
+    /// An IR error while converting or verifying.
+    #[error(transparent)]
+    Ir(#[from] gopt_ir::IrError),
+    /// An option that cannot be honoured.
+    #[error("{0}")]
+    Option(String),
+    /// A bug in the optimizer (a rewrite produced an invalid graph, ...).
+    #[error("optimizer bug: {0}")]
+    Internal(String),
+}
+
+/// Result alias of the optimizer.
+pub type Result<T> = std::result::Result<T, PassError>;
+
+/// Saturation stops after this many iterations.
+pub const ITER_LIMIT: usize = 24;
+/// Saturation stops when the e-graph holds this many e-nodes.
+pub const NODE_LIMIT: usize = 400_000;
+/// Saturation stops after this long.
+pub const TIME_LIMIT: Duration = Duration::from_secs(10);
+
+/// A pass that can be switched off.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+pub enum Pass {
+    /// Epilogue, normalization, attention, sibling-GEMM and element-wise fusion.
+    Fusion,
+    /// Padding GEMM dims to the tile.
+    Layout,
+    /// Low-precision math (with `--precision bf16|fp16`).
+    Precision,
+    /// Shape buckets for symbolic dims.
+    Bucketing,
+}
+
+impl Pass {
+    /// Every pass, by name.
+    pub const ALL: [(&'static str, Pass); 4] = [
+        ("fusion", Pass::Fusion),
+        ("layout", Pass::Layout),
+        ("precision", Pass::Precision),
+        ("bucketing", Pass::Bucketing),
+    ];
+
+    /// The pass with this name.
+    pub fn from_name(s: &str) -> Option<Pass> {
+        Pass::ALL.iter().find(|(n, _)| *n == s).map(|(_, p)| *p)
+    }
+}
+
+/// The math precision requested for GEMMs, convolutions and attention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub enum Precision {
+    /// fp32 everywhere.
+    Fp32,
+    /// fp32 storage, tf32 tensor-core math (no graph change; the backends' GEMM mode).
+    Tf32,
+    /// bf16 inputs, fp32 accumulation.
+    Bf16,
+    /// fp16 inputs, fp32 accumulation.
+    Fp16,
+}
+
+impl Precision {
+    /// Parses `fp32|tf32|bf16|fp16`.
+    pub fn from_name(s: &str) -> Option<Precision> {
+        match s {
+            "fp32" | "f32" => Some(Precision::Fp32),
+            "tf32" => Some(Precision::Tf32),
+            "bf16" => Some(Precision::Bf16),
+            "fp16" | "f16" => Some(Precision::Fp16),
+            _ => None,
+        }
+    }
+
+    /// The name used on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            Precision::Fp32 => "fp32",
+            Precision::Tf32 => "tf32",
+            Precision::Bf16 => "bf16",
+            Precision::Fp16 => "fp16",
+        }
+    }
+}
+
+/// Saturation budgets.
+#[derive(Clone, Copy, Debug, serde::Serialize)]
+pub struct Budgets {
+    /// Iteration limit.
+    pub iterations: usize,
+    /// E-node limit.
+    pub nodes: usize,
+    /// Time limit.
+    pub time: Duration,
+}
+
+impl Default for Budgets {
+    fn default() -> Self {
+        Budgets {
+            iterations: ITER_LIMIT,
+            nodes: NODE_LIMIT,
+            time: TIME_LIMIT,
+        }
+    }
+}
+
+/// What to optimize for and how.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Requested precision.
+    pub precision: Precision,
+    /// Passes switched off.
+    pub disabled: Vec<Pass>,
+    /// Saturation budgets.
+    pub budgets: Budgets,
+    /// The target the cost model describes.
+    pub target: Target,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            precision: Precision::Fp32,
+            disabled: Vec::new(),
+            budgets: Budgets::default(),
+            target: Target::h200(),
+        }
+    }
+}
+
+impl Config {
+    /// Whether `p` runs.
+    pub fn enabled(&self, p: Pass) -> bool {
+        !self.disabled.contains(&p)
+    }
+
+    /// The low storage type when a low precision is requested and the pass is on.
+    pub fn low_precision(&self) -> Option<DType> {
+        if !self.enabled(Pass::Precision) {
+            return None;
+        }
+        match self.precision {
+            Precision::Bf16 => Some(DType::BF16),
+            Precision::Fp16 => Some(DType::F16),
+            Precision::Fp32 | Precision::Tf32 => None,
+        }
+    }
+
+    fn target(&self) -> Target {
+        let mut t = self.target.clone();
+        t.tf32 = self.precision == Precision::Tf32 && self.enabled(Pass::Precision);
+        t.low_precision = self.low_precision();
+        t
+    }
+}
+
+/// An optimized graph and the report of how it was obtained.
+#[derive(Debug)]
+pub struct Optimized {
+    /// The graph, verified again.
+    pub graph: Verified,
+    /// What the optimizer did.
+    pub report: PassReport,
+}
+
+/// Optimizes a verified graph (normally specialized to one bucket).
+pub fn optimize(g: &Verified, cfg: &Config) -> Result<Optimized> {
+    let start = Instant::now();
+    let target = cfg.target();
+    // "Before" is costed as the user's graph runs today: fp32, no precision policy.
+    let plain = Target {
+        low_precision: None,
+        ..target.clone()
+    };
+    let before = report::census(g, &plain);
+    let loaded = convert::to_egraph(g)?;
+    let rules = rules::table(cfg);
+    let runner = Runner::default()
+        .with_egraph(loaded.egraph)
+        .with_iter_limit(cfg.budgets.iterations)
+        .with_node_limit(cfg.budgets.nodes)
+        .with_time_limit(cfg.budgets.time)
+        .with_scheduler(BackoffScheduler::default())
+        .run(&rules);
+    let saturate_ms = start.elapsed().as_secs_f64() * 1e3;
+    let stop = match &runner.stop_reason {
+        Some(StopReason::Saturated) => "saturated".to_string(),
+        Some(StopReason::IterationLimit(n)) => format!("iteration limit ({n})"),
+        Some(StopReason::NodeLimit(n)) => format!("e-node limit ({n})"),
+        Some(StopReason::TimeLimit(s)) => format!("time limit ({s:.1} s)"),
+        Some(StopReason::Other(s)) => s.clone(),
+        None => "not run".to_string(),
+    };
+    let t1 = Instant::now();
+    let ex = extract::extract(&runner.egraph, &target, &loaded.roots);
+    let out = convert::to_graph(&runner.egraph, &ex.choice, &loaded.roots, &loaded.names, g)?;
+    let mut out = gopt_ir::verify(out)
+        .map_err(|e| PassError::Internal(format!("extracted graph does not verify: {e}")))?
+        .into_inner();
+    let extract_ms = t1.elapsed().as_secs_f64() * 1e3;
+    let t2 = Instant::now();
+    let grouped = if cfg.enabled(Pass::Fusion) {
+        group::fuse_elementwise(&mut out)?
+    } else {
+        0
+    };
+    out.prune();
+    let graph = gopt_ir::verify(out)
+        .map_err(|e| PassError::Internal(format!("optimized graph does not verify: {e}")))?;
+    let group_ms = t2.elapsed().as_secs_f64() * 1e3;
+    let after = report::census(&graph, &plain);
+    let report = PassReport::new(report::Inputs {
+        runner: &runner,
+        stop,
+        before,
+        after,
+        grouped,
+        graph: &graph,
+        cfg,
+        timings: vec![
+            ("saturate".into(), saturate_ms),
+            ("extract".into(), extract_ms),
+            ("group".into(), group_ms),
+        ],
+    });
+    Ok(Optimized { graph, report })
+}

@@ -1,0 +1,653 @@
+//! Fusion: the patterns exporters emit, recognized as the fused ops the backends have
+//! kernels for. GEMM + bias (+ activation) (+ residual) becomes one `FusedMatMul`;
+//! Conv + bias (+ ReLU / ReLU6-as-Clip / SiLU) (+ residual) one `FusedConv`;
+//! decomposed LayerNorm, RMSNorm, softmax and both GELU forms their ops; scaled
+//! dot-product attention one `Attention` (causal when its constant mask is); sibling
+//! GEMMs reading one input (Q/K/V) one GEMM whose output is sliced. Operand order is
+//! canonical (constants right, see algebra), so each pattern is written once, plus the
+//! residual's two sides.
+
+use super::{
+    absent, add_const, add_op, attrs, dtype, is_const, konst, rule, scalar_of, shape, var, Rule,
+};
+use crate::analysis::{attrs_of, is_absent, Egraph};
+use crate::lang::{OpKey, Term};
+use egg::{Id, Subst};
+use gopt_ir::ops::{AttentionOp, ElementwiseOp, FusedOp, ReduceOp, ShapeOp};
+use gopt_ir::{Attr, Attrs, Op, Tensor};
+
+/// The fusion table.
+pub fn rules() -> Vec<Rule> {
+    vec![
+        // MatMul(a, w) + b = FusedMatMul(a, w, b) for a bias over the last axis
+        rule("fuse-matmul-bias", "(Add ?p (MatMul ?m ?a ?w) ?b)", matmul_bias),
+        // MatMul(a, w) = FusedMatMul(a, w) for a constant 2-D weight (so siblings can merge)
+        rule("fuse-matmul", "(MatMul ?m ?a ?w)", matmul_plain),
+        // Gemm(a, b, c) = FusedMatMul(a, b, c) (transB, alpha kept; beta = 1)
+        rule("fuse-gemm", "(Gemm ?g ?a ?w ?c)", gemm),
+        // Reshape(FusedMatMul(Reshape(x, [-1, K]), w, b), [.., N]) = FusedMatMul(x, w, b)
+        rule(
+            "fuse-matmul-unflatten",
+            "(Reshape ?r2 (FusedMatMul ?f (Reshape ?r1 ?x ?s1) ?w ?b ?res) ?s2)",
+            matmul_unflatten,
+        ),
+        // act(FusedMatMul(..)) = FusedMatMul(.., activation = act)
+        rule("fuse-matmul-relu", "(Relu ?p (FusedMatMul ?f ?a ?w ?b ?r))", |eg, _, s| mm_act(eg, s, "relu")),
+        rule("fuse-matmul-gelu", "(Gelu ?p (FusedMatMul ?f ?a ?w ?b ?r))", mm_gelu),
+        rule("fuse-matmul-tanh", "(Tanh ?p (FusedMatMul ?f ?a ?w ?b ?r))", |eg, _, s| mm_act(eg, s, "tanh")),
+        rule("fuse-matmul-sigmoid", "(Sigmoid ?p (FusedMatMul ?f ?a ?w ?b ?r))", |eg, _, s| mm_act(eg, s, "sigmoid")),
+        rule(
+            "fuse-matmul-silu",
+            "(Mul ?p (FusedMatMul ?f ?a ?w ?b ?r) (Sigmoid ?q (FusedMatMul ?f ?a ?w ?b ?r)))",
+            |eg, _, s| mm_act(eg, s, "silu"),
+        ),
+        // FusedMatMul(..) + r = FusedMatMul(.., residual = r)
+        rule("fuse-matmul-residual", "(Add ?p (FusedMatMul ?f ?a ?w ?b ?r) ?x)", |eg, id, s| mm_residual(eg, id, s)),
+        rule("fuse-matmul-residual-left", "(Add ?p ?x (FusedMatMul ?f ?a ?w ?b ?r))", |eg, id, s| mm_residual(eg, id, s)),
+        // Conv(x, w, b) = FusedConv(x, w, b)
+        rule("fuse-conv", "(Conv ?c ?x ?w ?b)", conv),
+        // act(FusedConv(..)) = FusedConv(.., activation = act)
+        rule("fuse-conv-relu", "(Relu ?p (FusedConv ?f ?x ?w ?b ?r))", |eg, _, s| conv_act(eg, s, "relu", None)),
+        rule("fuse-conv-clip", "(Clip ?p (FusedConv ?f ?x ?w ?b ?r) ?lo ?hi)", conv_clip),
+        rule(
+            "fuse-conv-silu",
+            "(Mul ?p (FusedConv ?f ?x ?w ?b ?r) (Sigmoid ?q (FusedConv ?f ?x ?w ?b ?r)))",
+            |eg, _, s| conv_act(eg, s, "silu", None),
+        ),
+        // FusedConv(..) + r = FusedConv(.., residual = r)
+        rule("fuse-conv-residual", "(Add ?p (FusedConv ?f ?x ?w ?b ?r) ?y)", conv_residual),
+        rule("fuse-conv-residual-left", "(Add ?p ?y (FusedConv ?f ?x ?w ?b ?r))", conv_residual),
+        // x·½·(1 + erf(x/√2)) = Gelu(x), in the orders exporters use
+        rule(
+            "fuse-gelu-erf",
+            "(Mul ?p (Mul ?q ?x (Add ?t (Erf ?e (Div ?d ?x ?s)) ?one)) ?half)",
+            |eg, _, s| gelu_erf(eg, s, true),
+        ),
+        rule(
+            "fuse-gelu-erf-half-first",
+            "(Mul ?p (Mul ?q ?x ?half) (Add ?t (Erf ?e (Div ?d ?x ?s)) ?one))",
+            |eg, _, s| gelu_erf(eg, s, true),
+        ),
+        rule(
+            "fuse-gelu-erf-mul",
+            "(Mul ?p (Mul ?q ?x (Add ?t (Erf ?e (Mul ?d ?x ?s)) ?one)) ?half)",
+            |eg, _, s| gelu_erf(eg, s, false),
+        ),
+        // ½x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) = Gelu(x, approximate = tanh)
+        rule(
+            "fuse-gelu-tanh",
+            "(Mul ?p (Mul ?q ?x ?half) (Add ?t (Tanh ?h (Mul ?m (Add ?u ?x (Mul ?v (Pow ?w ?x ?three) ?c)) ?k)) ?one))",
+            gelu_tanh,
+        ),
+        // γ·(x-μ)/√(σ²+ε) + β = LayerNormalization(x, γ, β) over the last axis
+        rule(
+            "fuse-layernorm",
+            "(Add ?p (Mul ?q (Div ?d (Sub ?s ?x (ReduceMean ?r1 ?x ?ax)) (Sqrt ?t (Add ?u (ReduceMean ?r2 (Pow ?w (Sub ?s ?x (ReduceMean ?r1 ?x ?ax)) ?two) ?ax) ?eps))) ?gamma) ?beta)",
+            layernorm,
+        ),
+        // γ·x/√(mean(x²)+ε) = RMSNormalization(x, γ) over the last axis
+        rule(
+            "fuse-rmsnorm",
+            "(Mul ?q (Div ?d ?x (Sqrt ?t (Add ?u (ReduceMean ?r2 (Pow ?w ?x ?two) ?ax) ?eps))) ?gamma)",
+            rmsnorm,
+        ),
+        rule(
+            "fuse-rmsnorm-reciprocal",
+            "(Mul ?q (Mul ?d ?x (Reciprocal ?v (Sqrt ?t (Add ?u (ReduceMean ?r2 (Pow ?w ?x ?two) ?ax) ?eps)))) ?gamma)",
+            rmsnorm,
+        ),
+        // exp(x - max x) / Σ exp(x - max x) = Softmax(x)
+        rule(
+            "fuse-softmax",
+            "(Div ?d (Exp ?e (Sub ?s ?x (ReduceMax ?m ?x ?ax))) (ReduceSum ?r (Exp ?e (Sub ?s ?x (ReduceMax ?m ?x ?ax))) ?ax))",
+            softmax,
+        ),
+        // Softmax(Q·Kᵀ·c + M)·V = Attention(Q, K, V, M, scale = c); causal M → is_causal
+        rule(
+            "fuse-attention",
+            "(MatMul ?o (Softmax ?sm (Add ?p (Mul ?q (MatMul ?m ?qq ?kt) ?c) ?mask)) ?v)",
+            |eg, _, s| attention(eg, s, Scale::Mul, true),
+        ),
+        rule(
+            "fuse-attention-div",
+            "(MatMul ?o (Softmax ?sm (Add ?p (Div ?q (MatMul ?m ?qq ?kt) ?c) ?mask)) ?v)",
+            |eg, _, s| attention(eg, s, Scale::Div, true),
+        ),
+        rule(
+            "fuse-attention-nomask",
+            "(MatMul ?o (Softmax ?sm (Mul ?q (MatMul ?m ?qq ?kt) ?c)) ?v)",
+            |eg, _, s| attention(eg, s, Scale::Mul, false),
+        ),
+        // FusedMatMul(x, w1, b1), FusedMatMul(x, w2, b2), … = slices of FusedMatMul(x, [w1 w2 …], [b1 b2 …])
+        rule("fuse-sibling-matmul", "(FusedMatMul ?f ?x ?w ?b ?r)", sibling_matmul),
+    ]
+}
+
+fn fused(f: FusedOp) -> Op {
+    Op::Fused(f)
+}
+
+fn act_of(a: &Attrs) -> String {
+    a.str_or("activation", "none").unwrap_or("none").to_string()
+}
+
+/// True for a bias that broadcasts along the last axis only (`[N]`, `[1, N]`, …).
+fn is_row_bias(eg: &Egraph, b: Id, n: usize) -> bool {
+    match shape(eg, b) {
+        Some(s) => s.last() == Some(&n) && s[..s.len() - 1].iter().all(|&d| d == 1) && s.len() <= 2,
+        None => false,
+    }
+}
+
+fn matmul_bias(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
+    let (a, w, b) = (var(s, "?a"), var(s, "?w"), var(s, "?b"));
+    let ws = shape(eg, w)?;
+    let out = shape(eg, id)?;
+    if ws.len() != 2 || !is_const(eg, w) || !is_const(eg, b) || !dtype(eg, a)?.is_float() {
+        return None;
+    }
+    if !is_row_bias(eg, b, ws[1]) || dtype(eg, b)? != dtype(eg, a)? || out.len() < 2 {
+        return None;
+    }
+    Some(add_op(
+        eg,
+        fused(FusedOp::FusedMatMul),
+        Attrs::default(),
+        &[Some(a), Some(w), Some(b), None],
+    ))
+}
+
+fn matmul_plain(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let (a, w) = (var(s, "?a"), var(s, "?w"));
+    let ws = shape(eg, w)?;
+    if ws.len() != 2 || !is_const(eg, w) || !dtype(eg, a)?.is_float() || shape(eg, a)?.len() < 2 {
+        return None;
+    }
+    Some(add_op(
+        eg,
+        fused(FusedOp::FusedMatMul),
+        Attrs::default(),
+        &[Some(a), Some(w), None, None],
+    ))
+}
+
+fn gemm(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let g = attrs(eg, s, "?g")?;
+    if g.int_or("transA", 0).ok()? != 0 || g.float_or("beta", 1.0).ok()? != 1.0 {
+        return None;
+    }
+    let (a, w, c) = (var(s, "?a"), var(s, "?w"), var(s, "?c"));
+    let trans_b = g.int_or("transB", 0).ok()?;
+    let ws = shape(eg, w)?;
+    let n = if trans_b != 0 { ws[0] } else { ws[1] };
+    let bias = if is_absent(eg, c) {
+        None
+    } else if is_row_bias(eg, c, n) {
+        Some(c)
+    } else {
+        return None;
+    };
+    let mut a2 = Attrs::default();
+    let alpha = g.float_or("alpha", 1.0).ok()?;
+    if alpha != 1.0 {
+        a2.set("alpha", Attr::Float(alpha));
+    }
+    if trans_b != 0 {
+        a2.set("trans_b", Attr::Int(1));
+    }
+    Some(add_op(
+        eg,
+        fused(FusedOp::FusedMatMul),
+        a2,
+        &[Some(a), Some(w), bias, None],
+    ))
+}
+
+fn matmul_unflatten(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
+    let (x, w) = (var(s, "?x"), var(s, "?w"));
+    let xs = shape(eg, x)?;
+    let out = shape(eg, id)?;
+    let ws = shape(eg, w)?;
+    let f = attrs(eg, s, "?f")?;
+    let trans_b = f.int_or("trans_b", 0).ok()? != 0;
+    let n = if trans_b { ws[0] } else { ws[1] };
+    if ws.len() != 2 || !absent(eg, s, "?res") || xs.len() < 2 {
+        return None;
+    }
+    let mut expect = xs[..xs.len() - 1].to_vec();
+    expect.push(n);
+    if out != expect {
+        return None;
+    }
+    let b = var(s, "?b");
+    let b = (!is_absent(eg, b)).then_some(b);
+    Some(add_op(
+        eg,
+        fused(FusedOp::FusedMatMul),
+        f,
+        &[Some(x), Some(w), b, None],
+    ))
+}
+
+/// Rebuilds the matched FusedMatMul with extra attributes and a residual.
+fn remake_mm(eg: &mut Egraph, s: &Subst, f: Attrs, residual: Option<Id>) -> Option<Id> {
+    let b = var(s, "?b");
+    let b = (!is_absent(eg, b)).then_some(b);
+    Some(add_op(
+        eg,
+        fused(FusedOp::FusedMatMul),
+        f,
+        &[Some(var(s, "?a")), Some(var(s, "?w")), b, residual],
+    ))
+}
+
+fn mm_act(eg: &mut Egraph, s: &Subst, act: &str) -> Option<Id> {
+    let mut f = attrs(eg, s, "?f")?;
+    if act_of(&f) != "none" || !absent(eg, s, "?r") {
+        return None;
+    }
+    f.set("activation", Attr::Str(act.into()));
+    remake_mm(eg, s, f, None)
+}
+
+fn mm_gelu(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let p = attrs(eg, s, "?p")?;
+    match p.str_or("approximate", "none").ok()? {
+        "tanh" => mm_act(eg, s, "gelu_tanh"),
+        "none" => mm_act(eg, s, "gelu"),
+        _ => None,
+    }
+}
+
+fn mm_residual(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
+    let x = var(s, "?x");
+    let f = attrs(eg, s, "?f")?;
+    if !absent(eg, s, "?r")
+        || is_const(eg, x)
+        || shape(eg, x)? != shape(eg, id)?
+        || dtype(eg, x)? != dtype(eg, id)?
+    {
+        return None;
+    }
+    remake_mm(eg, s, f, Some(x))
+}
+
+fn conv(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let c = attrs(eg, s, "?c")?;
+    let b = var(s, "?b");
+    let b = (!is_absent(eg, b)).then_some(b);
+    if !is_const(eg, var(s, "?w")) {
+        return None;
+    }
+    Some(add_op(
+        eg,
+        fused(FusedOp::FusedConv),
+        c,
+        &[Some(var(s, "?x")), Some(var(s, "?w")), b, None],
+    ))
+}
+
+fn remake_conv(eg: &mut Egraph, s: &Subst, f: Attrs, residual: Option<Id>) -> Option<Id> {
+    let b = var(s, "?b");
+    let b = (!is_absent(eg, b)).then_some(b);
+    Some(add_op(
+        eg,
+        fused(FusedOp::FusedConv),
+        f,
+        &[Some(var(s, "?x")), Some(var(s, "?w")), b, residual],
+    ))
+}
+
+fn conv_act(eg: &mut Egraph, s: &Subst, act: &str, clip: Option<(f32, f32)>) -> Option<Id> {
+    let mut f = attrs(eg, s, "?f")?;
+    if act_of(&f) != "none" || !absent(eg, s, "?r") {
+        return None;
+    }
+    f.set("activation", Attr::Str(act.into()));
+    if let Some((lo, hi)) = clip {
+        f.set("clip_min", Attr::Float(lo));
+        f.set("clip_max", Attr::Float(hi));
+    }
+    remake_conv(eg, s, f, None)
+}
+
+fn conv_clip(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let bound = |eg: &Egraph, name: &str, d: f32| -> Option<f32> {
+        let id = var(s, name);
+        if is_absent(eg, id) {
+            Some(d)
+        } else {
+            scalar_of(eg, id).map(|v| v as f32)
+        }
+    };
+    let lo = bound(eg, "?lo", f32::NEG_INFINITY)?;
+    let hi = bound(eg, "?hi", f32::INFINITY)?;
+    conv_act(eg, s, "clip", Some((lo, hi)))
+}
+
+fn conv_residual(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
+    let y = var(s, "?y");
+    let f = attrs(eg, s, "?f")?;
+    if !absent(eg, s, "?r")
+        || is_const(eg, y)
+        || shape(eg, y)? != shape(eg, id)?
+        || dtype(eg, y)? != dtype(eg, id)?
+    {
+        return None;
+    }
+    remake_conv(eg, s, f, Some(y))
+}
+
+fn near(eg: &Egraph, s: &Subst, name: &str, want: f64) -> bool {
+    scalar_of(eg, var(s, name)).is_some_and(|v| (v - want).abs() <= 1e-4 * want.abs().max(1.0))
+}
+
+fn gelu_erf(eg: &mut Egraph, s: &Subst, div: bool) -> Option<Id> {
+    let want = if div {
+        std::f64::consts::SQRT_2
+    } else {
+        std::f64::consts::FRAC_1_SQRT_2
+    };
+    if !near(eg, s, "?s", want) || !near(eg, s, "?one", 1.0) || !near(eg, s, "?half", 0.5) {
+        return None;
+    }
+    let x = var(s, "?x");
+    dtype(eg, x)?.is_float().then_some(())?;
+    Some(add_op(
+        eg,
+        Op::Elementwise(ElementwiseOp::Gelu),
+        Attrs::default(),
+        &[Some(x)],
+    ))
+}
+
+fn gelu_tanh(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let k = (2.0 / std::f64::consts::PI).sqrt();
+    if !near(eg, s, "?half", 0.5) || !near(eg, s, "?one", 1.0) || !near(eg, s, "?three", 3.0) {
+        return None;
+    }
+    if !near(eg, s, "?c", 0.044715) || !near(eg, s, "?k", k) {
+        return None;
+    }
+    let mut a = Attrs::default();
+    a.set("approximate", Attr::Str("tanh".into()));
+    Some(add_op(
+        eg,
+        Op::Elementwise(ElementwiseOp::Gelu),
+        a,
+        &[Some(var(s, "?x"))],
+    ))
+}
+
+/// The reduction axes bound to `?ax` are the last axis of `x`, kept.
+fn last_axis_kept(eg: &Egraph, s: &Subst, x: Id, reductions: &[&str]) -> bool {
+    let Some(rank) = eg[x].data.ty().map(|t| t.shape.len() as i64) else {
+        return false;
+    };
+    let axes = konst(eg, var(s, "?ax")).map(|t| t.to_i64_vec());
+    let last = matches!(axes.as_deref(), Some([a]) if *a == -1 || *a == rank - 1);
+    last && reductions
+        .iter()
+        .all(|r| attrs(eg, s, r).is_some_and(|a| a.int_or("keepdims", 1).ok() == Some(1)))
+}
+
+fn norm_params(eg: &Egraph, s: &Subst, x: Id, gamma: &[&str]) -> Option<Attrs> {
+    let eps = scalar_of(eg, var(s, "?eps"))?;
+    let d = *shape(eg, x)?.last()?;
+    if !near(eg, s, "?two", 2.0) || !dtype(eg, x)?.is_float() {
+        return None;
+    }
+    for g in gamma {
+        let gs = shape(eg, var(s, g))?;
+        if gs != [d] {
+            return None;
+        }
+    }
+    let mut a = Attrs::default();
+    a.set("axis", Attr::Int(-1));
+    a.set("epsilon", Attr::Float(eps as f32));
+    Some(a)
+}
+
+fn layernorm(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let x = var(s, "?x");
+    if !last_axis_kept(eg, s, x, &["?r1", "?r2"]) {
+        return None;
+    }
+    let a = norm_params(eg, s, x, &["?gamma", "?beta"])?;
+    let (g, b) = (var(s, "?gamma"), var(s, "?beta"));
+    Some(add_op(
+        eg,
+        Op::Reduce(ReduceOp::LayerNormalization),
+        a,
+        &[Some(x), Some(g), Some(b)],
+    ))
+}
+
+fn rmsnorm(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let x = var(s, "?x");
+    if !last_axis_kept(eg, s, x, &["?r2"]) {
+        return None;
+    }
+    let a = norm_params(eg, s, x, &["?gamma"])?;
+    Some(add_op(
+        eg,
+        Op::Reduce(ReduceOp::RMSNormalization),
+        a,
+        &[Some(x), Some(var(s, "?gamma"))],
+    ))
+}
+
+fn softmax(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let x = var(s, "?x");
+    let rank = eg[x].data.ty()?.shape.len() as i64;
+    let axes = konst(eg, var(s, "?ax"))?.to_i64_vec();
+    let [axis] = axes.as_slice() else { return None };
+    let keep = |r: &str| attrs(eg, s, r).is_some_and(|a| a.int_or("keepdims", 1).ok() == Some(1));
+    if !(keep("?m") && keep("?r")) || !(-rank..rank).contains(axis) {
+        return None;
+    }
+    let mut a = Attrs::default();
+    a.set("axis", Attr::Int(*axis));
+    Some(add_op(eg, Op::Reduce(ReduceOp::Softmax), a, &[Some(x)]))
+}
+
+#[derive(Clone, Copy)]
+enum Scale {
+    Mul,
+    Div,
+}
+
+/// True when `m` (broadcast to `[.., s, s]`) is a causal additive mask: 0 on and below
+/// the diagonal, at most -1e4 above (exp underflows to exactly 0 in fp32 there).
+fn is_causal_mask(m: &Tensor, s: usize) -> bool {
+    let sh = m.shape();
+    if sh.len() < 2 || sh[sh.len() - 1] != s || sh[sh.len() - 2] != s || sh.len() > 4 {
+        return false;
+    }
+    if sh[..sh.len() - 2].iter().any(|&d| d != 1) || !m.dtype().is_float() {
+        return false;
+    }
+    let v = m.to_f64_vec();
+    (0..s).all(|i| {
+        (0..s).all(|j| {
+            if j <= i {
+                v[i * s + j] == 0.0
+            } else {
+                v[i * s + j] <= -1e4
+            }
+        })
+    })
+}
+
+fn attention(eg: &mut Egraph, s: &Subst, scale: Scale, masked: bool) -> Option<Id> {
+    let sm = attrs(eg, s, "?sm")?;
+    let (q, kt, v) = (var(s, "?qq"), var(s, "?kt"), var(s, "?v"));
+    let (qs, ks, vs) = (shape(eg, q)?, shape(eg, kt)?, shape(eg, v)?);
+    if qs.len() != 4 || ks.len() != 4 || vs.len() != 4 || !dtype(eg, q)?.is_float() {
+        return None;
+    }
+    let axis = sm.int_or("axis", -1).ok()?;
+    if axis != -1 && axis != 3 {
+        return None;
+    }
+    let c = scalar_of(eg, var(s, "?c"))?;
+    let c = match scale {
+        Scale::Mul => c,
+        Scale::Div => 1.0 / c,
+    };
+    let mut a = Attrs::default();
+    a.set("scale", Attr::Float(c as f32));
+    let mut mask = None;
+    if masked {
+        let m = var(s, "?mask");
+        let ms = shape(eg, m)?;
+        let (sq, skv) = (qs[2], ks[3]);
+        match konst(eg, m) {
+            Some(t) if sq == skv && is_causal_mask(&t, sq) => {
+                a.set("is_causal", Attr::Int(1));
+            }
+            _ => {
+                if ms.len() > 4 || !dtype(eg, m)?.is_float() {
+                    return None;
+                }
+                mask = Some(m);
+            }
+        }
+    }
+    // K from Kᵀ: swap the last two axes back (composes with the export's transpose).
+    let mut p = Attrs::default();
+    p.set("perm", Attr::Ints(vec![0, 1, 3, 2]));
+    let k = add_op(eg, Op::Shape(ShapeOp::Transpose), p, &[Some(kt)]);
+    Some(add_op(
+        eg,
+        Op::Attention(AttentionOp::Attention),
+        a,
+        &[Some(q), Some(k), Some(v), mask],
+    ))
+}
+
+/// Merges every FusedMatMul that reads the same input with the same attributes, no
+/// residual and constant 2-D weights of the same K into one GEMM over the concatenated
+/// weights; each member becomes a slice of its output.
+fn sibling_matmul(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
+    let (x, f) = (var(s, "?x"), var(s, "?f"));
+    let attrs_f = attrs_of(eg, f)?.clone();
+    if attrs_f.int_or("trans_b", 0).ok()? != 0 {
+        return None;
+    }
+    let key = OpKey::one(Op::Fused(FusedOp::FusedMatMul));
+    let mut members: Vec<(Id, Id, Option<Id>)> = Vec::new();
+    let parents: Vec<Id> = eg[x].parents().collect();
+    for p in parents {
+        let p = eg.find(p);
+        if members.iter().any(|m| m.0 == p) {
+            continue;
+        }
+        for n in &eg[p].nodes {
+            let Term::Op(k, ch) = n else { continue };
+            if *k != key
+                || ch.len() != 5
+                || eg.find(ch[0]) != eg.find(f)
+                || eg.find(ch[1]) != eg.find(x)
+            {
+                continue;
+            }
+            if !is_absent(eg, ch[4]) || !is_const(eg, ch[2]) {
+                continue;
+            }
+            let b = (!is_absent(eg, ch[3])).then_some(ch[3]);
+            if b.is_some_and(|b| !is_const(eg, b)) {
+                continue;
+            }
+            members.push((p, ch[2], b));
+            break;
+        }
+    }
+    if members.len() < 2 {
+        return None;
+    }
+    members.sort_by_key(|m| m.0);
+    let me = eg.find(id);
+    if members[0].0 != me {
+        return None;
+    }
+    let ws: Vec<_> = members
+        .iter()
+        .map(|m| konst(eg, m.1))
+        .collect::<Option<_>>()?;
+    let dt = ws[0].dtype();
+    let k = *ws[0].shape().first()?;
+    if ws
+        .iter()
+        .any(|w| w.rank() != 2 || w.shape()[0] != k || w.dtype() != dt)
+    {
+        return None;
+    }
+    let ns: Vec<usize> = ws.iter().map(|w| w.shape()[1]).collect();
+    let total: usize = ns.iter().sum();
+    let mut wcat = vec![0.0; k * total];
+    let mut bcat = vec![0.0; total];
+    let mut off = 0;
+    for (i, w) in ws.iter().enumerate() {
+        let wv = w.to_f64_vec();
+        for r in 0..k {
+            wcat[r * total + off..r * total + off + ns[i]]
+                .copy_from_slice(&wv[r * ns[i]..(r + 1) * ns[i]]);
+        }
+        if let Some(b) = members[i].2.and_then(|b| konst(eg, b)) {
+            if b.len() != ns[i] {
+                return None;
+            }
+            bcat[off..off + ns[i]].copy_from_slice(&b.to_f64_vec());
+        }
+        off += ns[i];
+    }
+    let any_bias = members.iter().any(|m| m.2.is_some());
+    let w = add_const(eg, Tensor::from_f64s(dt, &[k, total], &wcat).ok()?);
+    let b = if any_bias {
+        Some(add_const(eg, Tensor::from_f64s(dt, &[total], &bcat).ok()?))
+    } else {
+        None
+    };
+    let merged = add_op(
+        eg,
+        Op::Fused(FusedOp::FusedMatMul),
+        attrs_f,
+        &[Some(x), Some(w), b, None],
+    );
+    if eg[merged].data.error.is_some() {
+        return None;
+    }
+    let mut off = 0i64;
+    let mut mine = None;
+    let mut group = Vec::new();
+    for (i, m) in members.iter().enumerate() {
+        let st = add_const(eg, Tensor::from_i64s(&[off]));
+        let en = add_const(eg, Tensor::from_i64s(&[off + ns[i] as i64]));
+        let ax = add_const(eg, Tensor::from_i64s(&[-1]));
+        let sl = add_op(
+            eg,
+            Op::Shape(ShapeOp::Slice),
+            Attrs::default(),
+            &[Some(merged), Some(st), Some(en), Some(ax)],
+        );
+        off += ns[i] as i64;
+        if eg[sl].data.ty() != eg[m.0].data.ty() {
+            return None;
+        }
+        let term = eg[sl]
+            .nodes
+            .iter()
+            .find(|n| matches!(n, Term::Op(..)))
+            .cloned()?;
+        group.push((m.0, term));
+        if i == 0 {
+            mine = Some(sl);
+        } else {
+            eg.union(m.0, sl);
+        }
+    }
+    eg.analysis.groups.push(group);
+    mine
+}

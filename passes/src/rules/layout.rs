@@ -1,0 +1,129 @@
+//! Layout: GEMM dims aligned to the tensor-core tile. A weight whose output dim N is not
+//! a multiple of 64 is padded with zero columns (and its bias with zeros) at compile time
+//! and the result sliced back; a GEMM that reads such a slice on its K axis reads the
+//! padded activation instead, against a weight padded with zero rows. Both are exact:
+//! the extra columns are never read, and the extra rows multiply finite values by zero.
+//! Whether padding pays is the cost model's call (unaligned GEMMs lose tile and
+//! vector-load efficiency; the slice is one more pass over memory unless a consumer
+//! absorbs it). The padded GEMM records the logical size in `pad_n` / `pad_k` (for the
+//! report and the backends).
+
+use super::{absent, add_const, add_op, attrs, konst, rule, shape, var, Rule};
+use crate::analysis::{is_absent, Egraph};
+use egg::{Id, Subst};
+use gopt_ir::ops::{FusedOp, ShapeOp};
+use gopt_ir::{Attrs, Op, Tensor};
+
+/// GEMM dims are padded up to a multiple of this.
+pub const ALIGN: usize = 64;
+
+/// The layout table.
+pub fn rules() -> Vec<Rule> {
+    vec![
+        // FusedMatMul(a, w[K,N], b) = Slice(FusedMatMul(a, w‖0, b‖0), N) when N % 64 ≠ 0
+        rule("layout-pad-matmul-n", "(FusedMatMul ?f ?a ?w ?b ?r)", pad_n),
+        // FusedMatMul(Slice(y, K), w[K,N]) = FusedMatMul(y, w ⊕ 0-rows) when y is padded
+        rule(
+            "layout-pad-matmul-k",
+            "(FusedMatMul ?f (Slice ?p ?y ?st ?en ?ax) ?w ?b ?r)",
+            pad_k,
+        ),
+    ]
+}
+
+fn up(n: usize) -> usize {
+    n.div_ceil(ALIGN) * ALIGN
+}
+
+/// Pads a 2-D weight to `[k2, n2]` with zeros (and keeps its dtype).
+fn pad2(w: &Tensor, k2: usize, n2: usize) -> Option<Tensor> {
+    let (k, n) = (w.shape()[0], w.shape()[1]);
+    let v = w.to_f64_vec();
+    let mut out = vec![0.0; k2 * n2];
+    for r in 0..k {
+        out[r * n2..r * n2 + n].copy_from_slice(&v[r * n..(r + 1) * n]);
+    }
+    Tensor::from_f64s(w.dtype(), &[k2, n2], &out).ok()
+}
+
+fn pad_n(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let f = attrs(eg, s, "?f")?;
+    let w = konst(eg, var(s, "?w"))?;
+    if f.int_or("trans_b", 0).ok()? != 0
+        || !absent(eg, s, "?r")
+        || w.rank() != 2
+        || !w.dtype().is_float()
+    {
+        return None;
+    }
+    let (k, n) = (w.shape()[0], w.shape()[1]);
+    if n % ALIGN == 0 || n < ALIGN {
+        return None;
+    }
+    let n2 = up(n);
+    let wp = add_const(eg, pad2(&w, k, n2)?);
+    let b = var(s, "?b");
+    let bp = if is_absent(eg, b) {
+        None
+    } else {
+        let bt = konst(eg, b)?;
+        if bt.len() != n {
+            return None;
+        }
+        let mut v = bt.to_f64_vec();
+        v.resize(n2, 0.0);
+        Some(add_const(
+            eg,
+            Tensor::from_f64s(bt.dtype(), &[n2], &v).ok()?,
+        ))
+    };
+    let mut f = f;
+    f.set("pad_n", gopt_ir::Attr::Int(n as i64));
+    let mm = add_op(
+        eg,
+        Op::Fused(FusedOp::FusedMatMul),
+        f,
+        &[Some(var(s, "?a")), Some(wp), bp, None],
+    );
+    let st = add_const(eg, Tensor::from_i64s(&[0]));
+    let en = add_const(eg, Tensor::from_i64s(&[n as i64]));
+    let ax = add_const(eg, Tensor::from_i64s(&[-1]));
+    Some(add_op(
+        eg,
+        Op::Shape(ShapeOp::Slice),
+        Attrs::default(),
+        &[Some(mm), Some(st), Some(en), Some(ax)],
+    ))
+}
+
+fn pad_k(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let f = attrs(eg, s, "?f")?;
+    let w = konst(eg, var(s, "?w"))?;
+    let y = var(s, "?y");
+    let ys = shape(eg, y)?;
+    if f.int_or("trans_b", 0).ok()? != 0 || w.rank() != 2 || !w.dtype().is_float() {
+        return None;
+    }
+    let st = konst(eg, var(s, "?st"))?.to_i64_vec();
+    let en = konst(eg, var(s, "?en"))?.to_i64_vec();
+    let ax = konst(eg, var(s, "?ax"))?.to_i64_vec();
+    let (k, n) = (w.shape()[0], w.shape()[1]);
+    let last = ys.len() as i64 - 1;
+    let kp = *ys.last()?;
+    if st != [0] || en != [k as i64] || !(ax == [-1] || ax == [last]) || kp <= k {
+        return None;
+    }
+    let wp = add_const(eg, pad2(&w, kp, n)?);
+    let b = var(s, "?b");
+    let b = (!is_absent(eg, b)).then_some(b);
+    let r = var(s, "?r");
+    let r = (!is_absent(eg, r)).then_some(r);
+    let mut f = f;
+    f.set("pad_k", gopt_ir::Attr::Int(k as i64));
+    Some(add_op(
+        eg,
+        Op::Fused(FusedOp::FusedMatMul),
+        f,
+        &[Some(y), Some(wp), b, r],
+    ))
+}

@@ -1,0 +1,172 @@
+//! Precision: with `--precision bf16|fp16`, the ops on the allow list compute in the low
+//! type on tensor cores with fp32 accumulation (the IR's fused ops round once, at the
+//! end), their weights cast once at compile time; everything else keeps fp32.
+//!
+//! - Allow (low-precision inputs, fp32 accumulation): `FusedMatMul`, `MatMul`,
+//!   `FusedConv` except grouped/depthwise ones and those with under 8 input channels
+//!   (CUDA cores or too short a reduction: no tensor-core gain),
+//!   `Attention` (its softmax runs in fp32 inside the kernel).
+//! - Deny (always fp32): softmax, LayerNorm, RMSNorm and every other normalization,
+//!   reductions, exp/log/pow/erf/tanh and other element-wise math, biases and residuals
+//!   (they are added in the fp32 epilogue).
+//!
+//! The op that computes a graph output stays fp32 (standard mixed-precision practice:
+//! its rounding would go straight into the result).
+//!
+//! Graph inputs and outputs keep their declared types: a rewrite never changes a
+//! class's type, so a lowered op is wrapped in casts or writes fp32 from its epilogue.
+//! Cast pairs that round-trip exactly (low → fp32 → low) cancel, and a cast to the low
+//! type of a fused op's fp32 output becomes that op writing the low type directly (one
+//! rounding either way). Tolerance: relative L2 error 2e-2 against fp32 (bf16 keeps 8
+//! mantissa bits; fp16 10 but a narrower range).
+
+use super::{add_op, attrs, dtype, rule, var, Rule};
+use crate::analysis::{is_absent, Egraph};
+use egg::{Id, Subst};
+use gopt_ir::ops::{ElementwiseOp, FusedOp};
+use gopt_ir::{Attr, Attrs, DType, Op};
+
+/// The precision table for low type `low` (bf16 or f16).
+pub fn rules(low: DType) -> Vec<Rule> {
+    let (mm, conv, att, cast_out): (super::Build, super::Build, super::Build, super::Build) =
+        match low {
+            DType::F16 => (
+                |e, id, s| lower_fused(e, id, s, DType::F16, FusedOp::FusedMatMul),
+                |e, id, s| lower_fused(e, id, s, DType::F16, FusedOp::FusedConv),
+                |e, _, s| lower_attention(e, s, DType::F16),
+                |e, _, s| cast_output(e, s, DType::F16),
+            ),
+            _ => (
+                |e, id, s| lower_fused(e, id, s, DType::BF16, FusedOp::FusedMatMul),
+                |e, id, s| lower_fused(e, id, s, DType::BF16, FusedOp::FusedConv),
+                |e, _, s| lower_attention(e, s, DType::BF16),
+                |e, _, s| cast_output(e, s, DType::BF16),
+            ),
+        };
+    let plain: super::Build = match low {
+        DType::F16 => |e, _, s| lower_matmul(e, s, DType::F16),
+        _ => |e, _, s| lower_matmul(e, s, DType::BF16),
+    };
+    vec![
+        // FusedMatMul(a, w, ..) ≈ FusedMatMul(low(a), low(w), .., output fp32)
+        rule("precision-matmul", "(FusedMatMul ?f ?a ?w ?b ?r)", mm),
+        // MatMul(a, b) ≈ FusedMatMul(low(a), low(b), output fp32)
+        rule("precision-matmul-plain", "(MatMul ?f ?a ?w)", plain),
+        // FusedConv(x, w, ..) ≈ FusedConv(low(x), low(w), .., output fp32)
+        rule("precision-conv", "(FusedConv ?f ?a ?w ?b ?r)", conv),
+        // Attention(q, k, v, m) ≈ fp32(Attention(low(q), low(k), low(v), m))
+        rule("precision-attention", "(Attention ?f ?q ?k ?v ?m)", att),
+        // low(fp32(x)) = x for x in the low type (exact round trip)
+        rule("precision-cast-pair", "(Cast ?a (Cast ?b ?x))", cast_pair),
+        // low(FusedMatMul(.., output fp32)) = FusedMatMul(.., output low)
+        rule(
+            "precision-matmul-output",
+            "(Cast ?c (FusedMatMul ?f ?a ?w ?b ?r))",
+            cast_out,
+        ),
+    ]
+}
+
+fn cast(eg: &mut Egraph, x: Id, to: DType) -> Id {
+    let mut a = Attrs::default();
+    a.set("to", Attr::DType(to));
+    add_op(eg, Op::Elementwise(ElementwiseOp::Cast), a, &[Some(x)])
+}
+
+fn opt(eg: &Egraph, id: Id) -> Option<Id> {
+    (!is_absent(eg, id)).then_some(id)
+}
+
+fn lower_fused(eg: &mut Egraph, id: Id, s: &Subst, low: DType, op: FusedOp) -> Option<Id> {
+    if produces_output(eg, id) {
+        return None;
+    }
+    let (a, w) = (var(s, "?a"), var(s, "?w"));
+    if dtype(eg, a)? != DType::F32 || dtype(eg, w)? != DType::F32 {
+        return None;
+    }
+    let mut f = attrs(eg, s, "?f")?;
+    // Depthwise convolutions run on CUDA cores in fp32 either way: rounding their
+    // inputs would cost accuracy for no tensor-core gain.
+    // Neither do convolutions with fewer than 8 input channels (an image's 3): their
+    // reduction is too short for tensor-core tiles.
+    if op == FusedOp::FusedConv {
+        let ws = super::shape(eg, w)?;
+        if f.int_or("group", 1).ok()? > 1 || ws.get(1).is_none_or(|&c| c < 8) {
+            return None;
+        }
+    }
+    let out = f.dtype("output_dtype").ok()?.unwrap_or(DType::F32);
+    f.set("output_dtype", Attr::DType(out));
+    let (la, lw) = (cast(eg, a, low), cast(eg, w, low));
+    let (b, r) = (opt(eg, var(s, "?b")), opt(eg, var(s, "?r")));
+    Some(add_op(eg, Op::Fused(op), f, &[Some(la), Some(lw), b, r]))
+}
+
+/// The op computing a graph output stays fp32: its rounding would go straight into the
+/// result, with no later fp32 op to average it out.
+fn produces_output(eg: &Egraph, id: Id) -> bool {
+    let c = eg.find(id);
+    eg.analysis.roots.iter().any(|r| eg.find(*r) == c)
+}
+
+fn lower_matmul(eg: &mut Egraph, s: &Subst, low: DType) -> Option<Id> {
+    let (a, w) = (var(s, "?a"), var(s, "?w"));
+    if dtype(eg, a)? != DType::F32 || dtype(eg, w)? != DType::F32 {
+        return None;
+    }
+    let mut f = Attrs::default();
+    f.set("output_dtype", Attr::DType(DType::F32));
+    let (la, lw) = (cast(eg, a, low), cast(eg, w, low));
+    Some(add_op(
+        eg,
+        Op::Fused(FusedOp::FusedMatMul),
+        f,
+        &[Some(la), Some(lw), None, None],
+    ))
+}
+
+fn lower_attention(eg: &mut Egraph, s: &Subst, low: DType) -> Option<Id> {
+    let (q, k, v) = (var(s, "?q"), var(s, "?k"), var(s, "?v"));
+    if dtype(eg, q)? != DType::F32 {
+        return None;
+    }
+    let f = attrs(eg, s, "?f")?;
+    let (lq, lk, lv) = (cast(eg, q, low), cast(eg, k, low), cast(eg, v, low));
+    let m = opt(eg, var(s, "?m"));
+    let att = add_op(
+        eg,
+        Op::Attention(gopt_ir::ops::AttentionOp::Attention),
+        f,
+        &[Some(lq), Some(lk), Some(lv), m],
+    );
+    Some(cast(eg, att, DType::F32))
+}
+
+fn cast_pair(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let x = var(s, "?x");
+    let outer = attrs(eg, s, "?a")?.dtype("to").ok()??;
+    let inner = attrs(eg, s, "?b")?.dtype("to").ok()??;
+    let xd = dtype(eg, x)?;
+    let widens = matches!(
+        (xd, inner),
+        (DType::BF16 | DType::F16, DType::F32 | DType::F64)
+    );
+    (xd == outer && widens).then_some(x)
+}
+
+fn cast_output(eg: &mut Egraph, s: &Subst, low: DType) -> Option<Id> {
+    let to = attrs(eg, s, "?c")?.dtype("to").ok()??;
+    let mut f = attrs(eg, s, "?f")?;
+    if to != low || f.dtype("output_dtype").ok()? != Some(DType::F32) {
+        return None;
+    }
+    f.set("output_dtype", Attr::DType(low));
+    let (b, r) = (opt(eg, var(s, "?b")), opt(eg, var(s, "?r")));
+    Some(add_op(
+        eg,
+        Op::Fused(FusedOp::FusedMatMul),
+        f,
+        &[Some(var(s, "?a")), Some(var(s, "?w")), b, r],
+    ))
+}

@@ -1,0 +1,391 @@
+//! Each fusion, layout and precision rule alone: it fires on the exported pattern (the
+//! extracted graph holds the fused op and computes the same numbers) and does not fire
+//! where its side condition fails.
+
+mod common;
+use common::{check_not_applicable, check_rewrite, vals};
+use gopt_ir::Verified;
+
+/// Runs `rule` alone; asserts the extracted graph has `op` (with `attr` text) and still
+/// computes the input graph's numbers.
+#[track_caller]
+fn fires(rule: &str, src: &str, op: &str) -> Verified {
+    let g = check_rewrite(rule, src, src);
+    assert!(
+        g.nodes.iter().any(|n| n.op.name() == op),
+        "{rule}: no {op} in\n{}",
+        gopt_ir::text::print(&g)
+    );
+    g
+}
+
+fn mm_bias(k: usize, n: usize) -> String {
+    format!(
+        r#"graph "g"(%0 "x": f32[2,5,{k}]) -> (%4) {{
+  %1 "w": f32[{k},{n}] = const {w}
+  %2 "b": f32[{n}] = const {b}
+  %3 "m": f32[2,5,{n}] = MatMul "m"(%0, %1)
+  %4 "y": f32[2,5,{n}] = Add "a"(%3, %2)
+}}"#,
+        w = vals(k * n, 3),
+        b = vals(n, 4)
+    )
+}
+
+#[test]
+fn matmul_bias() {
+    fires("fuse-matmul-bias", &mm_bias(6, 7), "FusedMatMul");
+    // A bias over another axis is not a GEMM epilogue.
+    check_not_applicable(
+        "fuse-matmul-bias",
+        &format!(
+            r#"graph "g"(%0 "x": f32[5,3]) -> (%4) {{
+  %1 "w": f32[3,2] = const {w}
+  %2 "b": f32[5,1] = const [1.0, 2.0, 3.0, 4.0, 5.0]
+  %3 "m": f32[5,2] = MatMul "m"(%0, %1)
+  %4 "y": f32[5,2] = Add "a"(%3, %2)
+}}"#,
+            w = vals(6, 5)
+        ),
+    );
+}
+
+fn fused_then(act: &str) -> String {
+    format!(
+        r#"graph "g"(%0 "x": f32[4,6]) -> (%4) {{
+  %1 "w": f32[6,3] = const {w}
+  %2 "b": f32[3] = const [0.1, -0.2, 0.3]
+  %3 "m": f32[4,3] = FusedMatMul "m"(%0, %1, %2)
+  %4 "y": f32[4,3] = {act} "act"(%3)
+}}"#,
+        w = vals(18, 6)
+    )
+}
+
+#[test]
+fn matmul_activations() {
+    let g = fires("fuse-matmul-relu", &fused_then("Relu"), "FusedMatMul");
+    assert_eq!(g.nodes.len(), 1);
+    let g = fires("fuse-matmul-gelu", &fused_then("Gelu"), "FusedMatMul");
+    assert_eq!(g.nodes[0].attrs.str_or("activation", "").unwrap(), "gelu");
+    fires("fuse-matmul-tanh", &fused_then("Tanh"), "FusedMatMul");
+    check_not_applicable("fuse-matmul-relu", &fused_then("Sigmoid"));
+}
+
+#[test]
+fn matmul_residual() {
+    let src = format!(
+        r#"graph "g"(%0 "x": f32[4,6], %1 "r": f32[4,3]) -> (%5) {{
+  %2 "w": f32[6,3] = const {w}
+  %3 "b": f32[3] = const [0.1, -0.2, 0.3]
+  %4 "m": f32[4,3] = FusedMatMul "m"(%0, %2, %3)
+  %5 "y": f32[4,3] = Add "a"(%1, %4)
+}}"#,
+        w = vals(18, 7)
+    );
+    let g = fires("fuse-matmul-residual-left", &src, "FusedMatMul");
+    assert_eq!(g.nodes.len(), 1);
+    // A broadcast "residual" is not one.
+    check_not_applicable(
+        "fuse-matmul-residual-left",
+        &src.replace("\"r\": f32[4,3]", "\"r\": f32[3]"),
+    );
+}
+
+#[test]
+fn gemm_and_unflatten() {
+    let src = format!(
+        r#"graph "g"(%0 "x": f32[2,5,6]) -> (%7) {{
+  %1 "w": f32[6,3] = const {w}
+  %2 "b": f32[3] = const [0.1, -0.2, 0.3]
+  %3 "s1": i64[2] = const [-1, 6]
+  %4 "s2": i64[3] = const [2, 5, 3]
+  %5 "f": f32[10,6] = Reshape "f"(%0, %3)
+  %6 "g": f32[10,3] = Gemm "g"(%5, %1, %2)
+  %7 "y": f32[2,5,3] = Reshape "u"(%6, %4)
+}}"#,
+        w = vals(18, 8)
+    );
+    fires("fuse-gemm", &src, "FusedMatMul");
+    check_not_applicable(
+        "fuse-gemm",
+        &src.replace(
+            "Gemm \"g\"(%5, %1, %2)",
+            "Gemm \"g\"(%5, %1, %2) {beta=2.0}",
+        ),
+    );
+    let fused = src.replace("Gemm \"g\"(%5, %1, %2)", "FusedMatMul \"g\"(%5, %1, %2)");
+    let g = fires("fuse-matmul-unflatten", &fused, "FusedMatMul");
+    assert!(
+        g.nodes.iter().all(|n| n.op.name() != "Reshape"),
+        "{}",
+        gopt_ir::text::print(&g)
+    );
+}
+
+fn gelu_erf() -> &'static str {
+    r#"graph "g"(%0 "x": f32[3,7]) -> (%8) {
+  %1 "s": f32[] = const [1.4142135]
+  %2 "one": f32[] = const [1.0]
+  %3 "half": f32[] = const [0.5]
+  %4 "d": f32[3,7] = Div "d"(%0, %1)
+  %5 "e": f32[3,7] = Erf "e"(%4)
+  %6 "a": f32[3,7] = Add "a"(%5, %2)
+  %7 "m": f32[3,7] = Mul "m"(%0, %6)
+  %8 "y": f32[3,7] = Mul "m2"(%7, %3)
+}"#
+}
+
+#[test]
+fn gelu_forms() {
+    fires("fuse-gelu-erf", gelu_erf(), "Gelu");
+    check_not_applicable("fuse-gelu-erf", &gelu_erf().replace("[0.5]", "[0.6]"));
+    let tanh = r#"graph "g"(%0 "x": f32[3,7]) -> (%13) {
+  %1 "half": f32[] = const [0.5]
+  %2 "three": f32[] = const [3.0]
+  %3 "c": f32[] = const [0.044715]
+  %4 "k": f32[] = const [0.7978846]
+  %5 "one": f32[] = const [1.0]
+  %6 "h": f32[3,7] = Mul "h"(%0, %1)
+  %7 "p": f32[3,7] = Pow "p"(%0, %2)
+  %8 "pc": f32[3,7] = Mul "pc"(%7, %3)
+  %9 "s": f32[3,7] = Add "s"(%0, %8)
+  %10 "sk": f32[3,7] = Mul "sk"(%9, %4)
+  %11 "t": f32[3,7] = Tanh "t"(%10)
+  %12 "t1": f32[3,7] = Add "t1"(%11, %5)
+  %13 "y": f32[3,7] = Mul "y"(%6, %12)
+}"#;
+    let g = fires("fuse-gelu-tanh", tanh, "Gelu");
+    assert_eq!(g.nodes.len(), 1);
+    check_not_applicable("fuse-gelu-tanh", &tanh.replace("[3.0]", "[2.0]"));
+}
+
+fn layernorm() -> String {
+    format!(
+        r#"graph "g"(%0 "x": f32[2,3,8]) -> (%16) {{
+  %1 "ax": i64[1] = const [-1]
+  %2 "two": f32[] = const [2.0]
+  %3 "eps": f32[] = const [1e-5]
+  %4 "gamma": f32[8] = const {g}
+  %5 "beta": f32[8] = const {b}
+  %6 "mu": f32[2,3,1] = ReduceMean "mu"(%0, %1)
+  %7 "d": f32[2,3,8] = Sub "d"(%0, %6)
+  %8 "p": f32[2,3,8] = Pow "p"(%7, %2)
+  %9 "var": f32[2,3,1] = ReduceMean "var"(%8, %1)
+  %10 "ve": f32[2,3,1] = Add "ve"(%9, %3)
+  %11 "sd": f32[2,3,1] = Sqrt "sd"(%10)
+  %12 "n": f32[2,3,8] = Div "n"(%7, %11)
+  %13 "sc": f32[2,3,8] = Mul "sc"(%12, %4)
+  %16 "y": f32[2,3,8] = Add "y"(%13, %5)
+}}"#,
+        g = vals(8, 9),
+        b = vals(8, 10)
+    )
+}
+
+#[test]
+fn layernorm_and_rmsnorm() {
+    let g = fires("fuse-layernorm", &layernorm(), "LayerNormalization");
+    assert_eq!(g.nodes.len(), 1);
+    // Over the middle axis it is not a LayerNorm over the last axis.
+    let mid = layernorm()
+        .replace("const [-1]", "const [1]")
+        .replace("f32[2,3,1]", "f32[2,1,8]");
+    check_not_applicable("fuse-layernorm", &mid);
+    let rms = format!(
+        r#"graph "g"(%0 "x": f32[2,8]) -> (%10) {{
+  %1 "ax": i64[1] = const [-1]
+  %2 "two": f32[] = const [2.0]
+  %3 "eps": f32[] = const [1e-6]
+  %4 "gamma": f32[8] = const {g}
+  %5 "p": f32[2,8] = Pow "p"(%0, %2)
+  %6 "ms": f32[2,1] = ReduceMean "ms"(%5, %1)
+  %7 "e": f32[2,1] = Add "e"(%6, %3)
+  %8 "r": f32[2,1] = Sqrt "r"(%7)
+  %9 "n": f32[2,8] = Div "n"(%0, %8)
+  %10 "y": f32[2,8] = Mul "y"(%9, %4)
+}}"#,
+        g = vals(8, 11)
+    );
+    fires("fuse-rmsnorm", &rms, "RMSNormalization");
+    check_not_applicable("fuse-rmsnorm", &rms.replace("[2.0]", "[3.0]"));
+}
+
+#[test]
+fn softmax() {
+    let src = r#"graph "g"(%0 "x": f32[3,5]) -> (%6) {
+  %1 "ax": i64[1] = const [1]
+  %2 "mx": f32[3,1] = ReduceMax "mx"(%0, %1)
+  %3 "d": f32[3,5] = Sub "d"(%0, %2)
+  %4 "e": f32[3,5] = Exp "e"(%3)
+  %5 "s": f32[3,1] = ReduceSum "s"(%4, %1)
+  %6 "y": f32[3,5] = Div "y"(%4, %5)
+}"#;
+    fires("fuse-softmax", src, "Softmax");
+    check_not_applicable(
+        "fuse-softmax",
+        &src.replace("ReduceSum \"s\"(%4, %1)", "ReduceSum \"s\"(%3, %1)"),
+    );
+}
+
+fn attention(mask: &str) -> String {
+    format!(
+        r#"graph "g"(%0 "q": f32[1,2,4,3], %1 "k": f32[1,4,2,3], %2 "v": f32[1,2,4,3]) -> (%9) {{
+  %3 "c": f32[] = const [0.57735026]
+  %4 "mask": f32[1,1,4,4] = const {mask}
+  %5 "kt": f32[1,2,3,4] = Transpose "kt"(%1) {{perm=ints[0,2,3,1]}}
+  %6 "s": f32[1,2,4,4] = MatMul "s"(%0, %5)
+  %7 "sc": f32[1,2,4,4] = Mul "sc"(%6, %3)
+  %8 "p": f32[1,2,4,4] = Add "p"(%7, %4)
+  %10 "sm": f32[1,2,4,4] = Softmax "sm"(%8) {{axis=-1}}
+  %9 "o": f32[1,2,4,3] = MatMul "o"(%10, %2)
+}}"#
+    )
+}
+
+#[test]
+fn attention_with_masks() {
+    let causal = "[0.0, -10000.0, -10000.0, -10000.0, 0.0, 0.0, -10000.0, -10000.0, 0.0, 0.0, 0.0, -10000.0, 0.0, 0.0, 0.0, 0.0]";
+    let g = fires("fuse-attention", &attention(causal), "Attention");
+    let att = g.nodes.iter().find(|n| n.op.name() == "Attention").unwrap();
+    assert_eq!(
+        att.attrs.int_or("is_causal", 0).unwrap(),
+        1,
+        "a causal mask becomes is_causal"
+    );
+    let padding = "[0.0, 0.0, 0.0, -10000.0, 0.0, 0.0, 0.0, -10000.0, 0.0, 0.0, 0.0, -10000.0, 0.0, 0.0, 0.0, -10000.0]";
+    let g = fires("fuse-attention", &attention(padding), "Attention");
+    let att = g.nodes.iter().find(|n| n.op.name() == "Attention").unwrap();
+    assert_eq!(att.attrs.int_or("is_causal", 0).unwrap(), 0);
+    assert!(att.inputs[3].is_some(), "a padding mask stays an input");
+    // Softmax over another axis is not attention.
+    check_not_applicable(
+        "fuse-attention",
+        &attention(padding).replace("{axis=-1}", "{axis=2}"),
+    );
+}
+
+#[test]
+fn sibling_gemms_merge() {
+    let src = format!(
+        r#"graph "g"(%0 "x": f32[5,6]) -> (%7, %8, %9) {{
+  %1 "wq": f32[6,4] = const {a}
+  %2 "wk": f32[6,4] = const {b}
+  %3 "wv": f32[6,4] = const {c}
+  %4 "bq": f32[4] = const [0.1, 0.2, 0.3, 0.4]
+  %5 "bk": f32[4] = const [0.5, 0.6, 0.7, 0.8]
+  %6 "bv": f32[4] = const [0.9, 1.0, 1.1, 1.2]
+  %7 "q": f32[5,4] = FusedMatMul "q"(%0, %1, %4)
+  %8 "k": f32[5,4] = FusedMatMul "k"(%0, %2, %5)
+  %9 "v": f32[5,4] = FusedMatMul "v"(%0, %3, %6)
+}}"#,
+        a = vals(24, 12),
+        b = vals(24, 13),
+        c = vals(24, 14)
+    );
+    let g = fires("fuse-sibling-matmul", &src, "Slice");
+    let gemms = g
+        .nodes
+        .iter()
+        .filter(|n| n.op.name() == "FusedMatMul")
+        .count();
+    assert_eq!(gemms, 1, "{}", gopt_ir::text::print(&g));
+    // Different activations do not merge.
+    let mixed = src
+        .replace(
+            "\"k\"(%0, %2, %5)",
+            "\"k\"(%0, %2, %5) {activation=\"relu\"}",
+        )
+        .replace(
+            "\"v\"(%0, %3, %6)",
+            "\"v\"(%0, %3, %6) {activation=\"tanh\"}",
+        );
+    check_not_applicable("fuse-sibling-matmul", &mixed);
+}
+
+fn conv(after: &str, extra: &str) -> String {
+    format!(
+        r#"graph "g"(%0 "x": f32[1,3,6,6]{extra}) -> (%9) {{
+  %1 "w": f32[4,3,3,3] = const {w}
+  %2 "b": f32[4] = const [0.1, -0.1, 0.2, -0.2]
+  %3 "lo": f32[] = const [0.0]
+  %4 "hi": f32[] = const [6.0]
+  %5 "c": f32[1,4,6,6] = FusedConv "c"(%0, %1, %2) {{pads=ints[1,1,1,1]}}
+  {after}
+}}"#,
+        w = vals(108, 15)
+    )
+}
+
+#[test]
+fn conv_epilogues() {
+    let src = r#"graph "g"(%0 "x": f32[1,3,6,6]) -> (%3) {
+  %1 "w": f32[4,3,1,1] = const [1.0, 0.5, -0.5, 0.25, 0.0, 1.0, -1.0, 2.0, 0.5, 0.5, 0.5, 0.5]
+  %2 "b": f32[4] = const [0.1, -0.1, 0.2, -0.2]
+  %3 "c": f32[1,4,6,6] = Conv "c"(%0, %1, %2)
+}"#;
+    fires("fuse-conv", src, "FusedConv");
+    let clip = conv(r#"%9 "y": f32[1,4,6,6] = Clip "relu6"(%5, %3, %4)"#, "");
+    let g = fires("fuse-conv-clip", &clip, "FusedConv");
+    assert_eq!(g.nodes.len(), 1);
+    check_not_applicable(
+        "fuse-conv-clip",
+        &conv(r#"%9 "y": f32[1,4,6,6] = Clip "c2"(%0, %3, %4)"#, "")
+            .replace("f32[1,4,6,6] = Clip", "f32[1,3,6,6] = Clip")
+            .replace("-> (%9)", "-> (%9)"),
+    );
+    let res = conv(
+        r#"%9 "y": f32[1,4,6,6] = Add "res"(%5, %8)"#,
+        ", %8 \"r\": f32[1,4,6,6]",
+    );
+    let g = fires("fuse-conv-residual", &res, "FusedConv");
+    assert_eq!(g.nodes.len(), 1);
+}
+
+#[test]
+fn layout_padding() {
+    let pad = |n: usize| {
+        format!(
+            r#"graph "g"(%0 "x": f32[2,5,64]) -> (%3) {{
+  %1 "w": f32[64,{n}] = const {w}
+  %2 "b": f32[{n}] = const {b}
+  %3 "y": f32[2,5,{n}] = FusedMatMul "m"(%0, %1, %2)
+}}"#,
+            w = vals(64 * n, 16),
+            b = vals(n, 17)
+        )
+    };
+    let g = fires("layout-pad-matmul-n", &pad(100), "Slice");
+    let mm = g
+        .nodes
+        .iter()
+        .find(|n| n.op.name() == "FusedMatMul")
+        .unwrap();
+    assert_eq!(mm.attrs.int("pad_n").unwrap(), Some(100));
+    check_not_applicable("layout-pad-matmul-n", &pad(128));
+}
+
+#[test]
+fn precision_rules() {
+    let src = fused_then("Relu");
+    let g = check_rewrite("precision-matmul", &src, &src);
+    let _ = g;
+    check_not_applicable(
+        "precision-cast-pair",
+        r#"graph "g"(%0 "x": f32[3]) -> (%2) {
+  %1 "a": bf16[3] = Cast "a"(%0) {to=dtype bf16}
+  %2 "b": f32[3] = Cast "b"(%1) {to=dtype f32}
+}"#,
+    );
+    check_rewrite(
+        "precision-cast-pair",
+        r#"graph "g"(%0 "x": bf16[3]) -> (%3) {
+  %1 "a": f32[3] = Cast "a"(%0) {to=dtype f32}
+  %2 "b": bf16[3] = Cast "b"(%1) {to=dtype bf16}
+  %3 "y": bf16[3] = Relu "r"(%2)
+}"#,
+        r#"graph "g"(%0 "x": bf16[3]) -> (%1) {
+  %1 "y": bf16[3] = Relu "r"(%0)
+}"#,
+    );
+}
