@@ -88,7 +88,7 @@ pub fn specialize(
             report: None,
         });
     }
-    let o = gopt_passes::optimize(&g, &opts.config)?;
+    let o = gopt_passes::optimize(g, &opts.config)?;
     Ok(Variant {
         bucket: bucket.clone(),
         graph: o.graph,

@@ -35,10 +35,20 @@ fn conformance_cpu() {
         expected_cases.len()
     );
     let results = run_cases(&cases, &Options::default(), |_| {});
+    // The same cases compiled first (specialized and optimized as `gopt test` does by
+    // default): the optimizer must keep every listed pass.
+    let optimized = Options {
+        pipeline: Some(gopt::pipeline::Options::default()),
+        ..Options::default()
+    };
+    let opt_results = run_cases(&cases, &optimized, |_| {});
     let totals = Totals::of(&results);
     let listed =
         read_manifest(&root.join("tests/conformance/cpu.manifest")).expect("read cpu.manifest");
     let check = check_manifest(&results, &listed);
+    let opt_check = check_manifest(&opt_results, &listed);
+    let opt_totals = Totals::of(&opt_results);
+    let unoptimized = opt_results.iter().filter(|r| r.note.is_some()).count();
 
     // Printed with `--nocapture` by scripts/test.sh, so CI logs show the totals.
     println!("conformance (CPU backend): {totals}");
@@ -46,6 +56,10 @@ fn conformance_cpu() {
         "{:.1}% of {} cases pass on CPU",
         totals.pass_percent(),
         totals.total()
+    );
+    println!(
+        "conformance (CPU backend, optimized first): {opt_totals} ({unoptimized} ran \
+         unoptimized: their shapes need run-time values)"
     );
     // The floor the project commits to (issue: at least 80% of all generated cases).
     assert!(
@@ -64,6 +78,7 @@ fn conformance_cpu() {
     }
     let panics: Vec<&str> = results
         .iter()
+        .chain(&opt_results)
         .filter(|r| {
             r.status == Status::Fail
                 && r.message
@@ -85,6 +100,13 @@ fn conformance_cpu() {
         let _ = writeln!(
             problems,
             "  {status} {name}: {}",
+            msg.as_deref().unwrap_or("")
+        );
+    }
+    for (name, status, msg) in &opt_check.regressions {
+        let _ = writeln!(
+            problems,
+            "  {status} {name} (optimized): {}",
             msg.as_deref().unwrap_or("")
         );
     }

@@ -23,17 +23,29 @@ pub struct Loaded {
     pub names: HashMap<Id, String>,
     /// Per IR node (by index): its class and its e-node.
     pub node_terms: Vec<(Id, Term)>,
+    /// Values that sub-graphs (If/Loop/Scan bodies) read by name: their classes and
+    /// names. They are extracted like outputs and keep their names, since the bodies'
+    /// captures resolve by name.
+    pub pinned: Vec<(Id, String)>,
 }
 
-/// Adds a verified graph to a fresh e-graph.
+/// Adds a verified graph to a fresh e-graph (its constants copied).
 pub fn to_egraph(g: &Verified) -> Result<Loaded> {
+    to_egraph_parts(g, g.constants.clone())
+}
+
+/// [`to_egraph`] with the constants handed over instead of copied.
+pub fn to_egraph_parts(
+    g: &Graph,
+    consts: std::collections::BTreeMap<ValueId, gopt_ir::Tensor>,
+) -> Result<Loaded> {
     let inputs: Vec<TensorType> = g
         .inputs
         .iter()
         .map(|&v| g.ty(v).cloned())
         .collect::<std::result::Result<_, _>>()?;
     let mut eg = Egraph::new(Facts::new(inputs));
-    let (roots, names, node_terms) = add_graph(&mut eg, g)?;
+    let (roots, names, node_terms, pinned) = add_parts(&mut eg, g, consts)?;
     eg.analysis.roots = roots.clone();
     eg.rebuild();
     Ok(Loaded {
@@ -41,22 +53,39 @@ pub fn to_egraph(g: &Verified) -> Result<Loaded> {
         roots,
         names,
         node_terms,
+        pinned,
     })
 }
 
-/// What [`add_graph`] returns: output classes, value names by class, per-node terms.
-pub type Added = (Vec<Id>, HashMap<Id, String>, Vec<(Id, Term)>);
+/// What [`add_graph`] returns: output classes, value names by class, per-node terms,
+/// and the values sub-graphs capture by name (see [`Loaded::pinned`]).
+pub type Added = (
+    Vec<Id>,
+    HashMap<Id, String>,
+    Vec<(Id, Term)>,
+    Vec<(Id, String)>,
+);
 
 /// Adds a verified graph to an existing e-graph whose inputs have the same types (its
 /// inputs become the same leaves, so two graphs over the same inputs can be compared
 /// class by class — how rule tests check that a rewrite reached its goal).
 pub fn add_graph(eg: &mut Egraph, g: &Verified) -> Result<Added> {
+    add_parts(eg, g, g.constants.clone())
+}
+
+/// [`add_graph`] with the constants handed over (moved into the e-graph, not copied:
+/// a model's weights are most of its memory).
+pub fn add_parts(
+    eg: &mut Egraph,
+    g: &Graph,
+    consts: std::collections::BTreeMap<ValueId, gopt_ir::Tensor>,
+) -> Result<Added> {
     let mut class: HashMap<ValueId, Id> = HashMap::new();
     for (i, &v) in g.inputs.iter().enumerate() {
         class.insert(v, eg.add(Term::Leaf(Leaf::Input(i as u32))));
     }
-    for (&v, t) in &g.constants {
-        let leaf = eg.analysis.intern_const(std::sync::Arc::new(t.clone()));
+    for (v, t) in consts {
+        let leaf = eg.analysis.intern_const(std::sync::Arc::new(t));
         class.insert(v, eg.add(Term::Leaf(leaf)));
     }
     let absent = eg.add(Term::Leaf(Leaf::Absent));
@@ -102,7 +131,16 @@ pub fn add_graph(eg: &mut Egraph, g: &Verified) -> Result<Added> {
             names.entry(*id).or_insert_with(|| val.name.clone());
         }
     }
-    Ok((roots, names, node_terms))
+    let mut pinned: Vec<(Id, String)> = Vec::new();
+    for uses in g.capture_uses() {
+        for v in uses {
+            let name = g.value(v).name.clone();
+            if let (false, Some(c)) = (pinned.iter().any(|(_, n)| *n == name), class.get(&v)) {
+                pinned.push((*c, name));
+            }
+        }
+    }
+    Ok((roots, names, node_terms, pinned))
 }
 
 /// Ops whose trailing optional inputs the rules match on get them as explicit absent
@@ -126,8 +164,9 @@ pub fn to_graph(
     choice: &HashMap<Id, Term>,
     roots: &[Id],
     names: &HashMap<Id, String>,
+    pinned: &[(Id, String)],
     source: &Graph,
-) -> Result<Graph> {
+) -> Result<Rebuilt> {
     let mut out = Graph::new(&source.name);
     let mut b = Builder {
         eg,
@@ -136,10 +175,23 @@ pub fn to_graph(
         made: HashMap::new(),
         g: &mut out,
         count: 0,
+        consts: Vec::new(),
     };
     for &v in &source.inputs {
         let ty = source.ty(v)?.clone();
         b.g.add_input(&source.value(v).name, ty);
+    }
+    for (c, name) in pinned {
+        let v = b.value(*c)?;
+        if b.g.value(v).name != *name {
+            b.g.add_node(
+                &format!("{name}/pinned"),
+                gopt_ir::Op::Shape(gopt_ir::ops::ShapeOp::Identity),
+                Default::default(),
+                vec![Some(v)],
+                &[name],
+            );
+        }
     }
     let mut outs = Vec::new();
     for (k, &r) in roots.iter().enumerate() {
@@ -167,8 +219,42 @@ pub fn to_graph(
             outs.push(b.g.nodes[n.index()].outputs[0]);
         }
     }
+    let consts = std::mem::take(&mut b.consts);
     out.outputs = outs;
-    Ok(out)
+    Ok(Rebuilt { graph: out, consts })
+}
+
+/// A rebuilt graph whose constants are still in the e-graph's table.
+#[derive(Debug)]
+pub struct Rebuilt {
+    /// The graph; constant values are declared but not yet filled.
+    pub graph: Graph,
+    /// Which constant-table entry each constant value takes.
+    pub consts: Vec<(ValueId, u32)>,
+}
+
+impl Rebuilt {
+    /// Fills the constants from the table (moving each tensor when nothing else holds
+    /// it, as after the e-graph is dropped).
+    pub fn fill_constants(self, table: Vec<std::sync::Arc<gopt_ir::Tensor>>) -> Graph {
+        let mut table: Vec<Option<std::sync::Arc<gopt_ir::Tensor>>> =
+            table.into_iter().map(Some).collect();
+        let mut g = self.graph;
+        let mut first: HashMap<u32, ValueId> = HashMap::new();
+        for (v, i) in self.consts {
+            let t = match table[i as usize].take() {
+                Some(a) => std::sync::Arc::try_unwrap(a).unwrap_or_else(|a| (*a).clone()),
+                // One table entry read by two values: the second one copies the first.
+                None => match first.get(&i).and_then(|f| g.constants.get(f)) {
+                    Some(t) => t.clone(),
+                    None => continue,
+                },
+            };
+            first.entry(i).or_insert(v);
+            g.constants.insert(v, t);
+        }
+        g
+    }
 }
 
 /// Names by canonical class: when classes merged, the earliest-added class's name wins
@@ -190,6 +276,7 @@ struct Builder<'a> {
     made: HashMap<Id, Vec<ValueId>>,
     g: &'a mut Graph,
     count: usize,
+    consts: Vec<(ValueId, u32)>,
 }
 
 impl Builder<'_> {
@@ -257,9 +344,14 @@ impl Builder<'_> {
         match node {
             Term::Leaf(Leaf::Input(i)) => Ok(vec![self.g.inputs[*i as usize]]),
             Term::Leaf(Leaf::Const(i)) => {
-                let t = (*eg.analysis.consts[*i as usize]).clone();
+                // The tensor is filled in by `fill_constants` once the e-graph is gone
+                // (then it moves instead of being copied).
+                let t = &eg.analysis.consts[*i as usize];
                 let name = self.name(c, "const");
-                Ok(vec![self.g.add_const(&name, t)])
+                let ty = TensorType::new(t.dtype(), gopt_ir::dim::shape_of(t.shape()));
+                let v = self.g.add_value(&name, Some(ty));
+                self.consts.push((v, *i));
+                Ok(vec![v])
             }
             Term::Leaf(l) => Err(PassError::Internal(format!("leaf {l} chosen as a value"))),
             Term::Out([k, n]) => {

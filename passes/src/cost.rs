@@ -9,7 +9,7 @@
 use crate::analysis::{attrs_of, Egraph};
 use crate::lang::{Leaf, Term};
 use gopt_ir::ops::{AttentionOp, ControlOp, FusedOp, ImageOp, NnOp, ReduceOp, ShapeOp};
-use gopt_ir::{DType, Op};
+use gopt_ir::{Attrs, DType, Op, TensorType};
 use serde::Serialize;
 
 /// What the cost model knows about the target.
@@ -238,46 +238,73 @@ pub fn node_cost(t: &Target, eg: &Egraph, class: egg::Id, n: &Term) -> f64 {
     if data.error.is_some() || data.tys.is_empty() {
         return f64::INFINITY;
     }
-    let k = kind(key.0);
-    if k == Kind::Free {
+    if kind(key.0) == Kind::Free {
         return 0.0;
     }
-    let bytes_of = |id: egg::Id| -> f64 {
-        let d = &eg[id].data;
-        d.tys
-            .iter()
-            .map(|ty| {
-                let n: f64 = ty
-                    .shape
-                    .iter()
-                    .map(|d| d.known().unwrap_or(1) as f64)
-                    .product();
-                n * ty.dtype.size() as f64
-            })
-            .sum()
+    let Some(attrs) = attrs_of(eg, ch[0]) else {
+        return f64::INFINITY;
     };
-    let inputs: Vec<egg::Id> = ch[1..]
+    let inputs: Vec<&TensorType> = ch[1..]
         .iter()
-        .copied()
-        .filter(|&c| {
+        .filter(|&&c| {
             !eg[c]
                 .nodes
                 .iter()
                 .any(|n| matches!(n, Term::Leaf(Leaf::Absent)))
         })
+        .filter_map(|&c| eg[c].data.tys.first())
         .collect();
-    let bytes: f64 = inputs.iter().map(|&c| bytes_of(c)).sum::<f64>() + bytes_of(class);
+    op_cost(t, key.0, attrs, &inputs, &data.tys)
+}
+
+/// Estimated seconds for `op` with these attributes and present inputs' and outputs'
+/// types (what both the e-graph and a finished graph's report cost).
+pub fn op_cost(
+    t: &Target,
+    op: Op,
+    attrs: &Attrs,
+    inputs: &[&TensorType],
+    outputs: &[TensorType],
+) -> f64 {
+    let k = kind(op);
+    if k == Kind::Free {
+        return 0.0;
+    }
+    let bytes_of = |ty: &TensorType| -> f64 {
+        let n: f64 = ty
+            .shape
+            .iter()
+            .map(|d| d.known().unwrap_or(1) as f64)
+            .product();
+        n * ty.dtype.size() as f64
+    };
+    let bytes: f64 =
+        inputs.iter().map(|t| bytes_of(t)).sum::<f64>() + outputs.iter().map(bytes_of).sum::<f64>();
     let mem = bytes / t.bandwidth;
-    let shape = |id: egg::Id| eg[id].data.shape();
+    let shape = |i: usize| inputs.get(i).and_then(|t| gopt_ir::dim::concrete(&t.shape));
+    let dt = inputs.first().map(|t| t.dtype);
+    let out_shape = outputs
+        .first()
+        .and_then(|t| gopt_ir::dim::concrete(&t.shape));
     let compute = match k {
-        Kind::Free => 0.0,
-        Kind::Stream => 0.0,
-        Kind::Gemm => gemm_time(t, eg, key.0, ch, &inputs, &shape).unwrap_or(mem),
-        Kind::Conv => conv_time(t, eg, ch, &inputs, class).unwrap_or(mem),
-        Kind::Attention => attention_time(t, eg, &inputs).unwrap_or(mem),
+        Kind::Free | Kind::Stream => 0.0,
+        Kind::Gemm => match op {
+            Op::Nn(NnOp::MatMul | NnOp::Gemm) | Op::Fused(FusedOp::FusedMatMul) => {
+                gemm_time(t, op, attrs, shape(0), shape(1), dt).unwrap_or(mem)
+            }
+            // Quantized and einsum forms: inputs are not (A, B); bytes bound them.
+            _ => mem,
+        },
+        Kind::Conv => match op {
+            Op::Nn(NnOp::Conv) | Op::Fused(FusedOp::FusedConv) => {
+                conv_time(t, shape(1), out_shape, dt).unwrap_or(mem)
+            }
+            _ => mem,
+        },
+        Kind::Attention => attention_time(t, shape(0), shape(1), dt).unwrap_or(mem),
     };
     let mut time = mem.max(compute) + t.launch();
-    let wide_math = inputs.first().and_then(|&c| eg[c].data.dtype()) == Some(DType::F32);
+    let wide_math = dt == Some(DType::F32);
     if t.low_precision.is_some()
         && wide_math
         && matches!(k, Kind::Gemm | Kind::Conv | Kind::Attention)
@@ -285,7 +312,7 @@ pub fn node_cost(t: &Target, eg: &Egraph, class: egg::Id, n: &Term) -> f64 {
         time *= 1e3;
     }
     // At equal estimates the fused form wins: it is what later fusions extend.
-    match key.0 {
+    match op {
         Op::Fused(_) => time * (1.0 - 1e-6),
         _ => time,
     }
@@ -294,16 +321,13 @@ pub fn node_cost(t: &Target, eg: &Egraph, class: egg::Id, n: &Term) -> f64 {
 /// GEMM FLOPs over the unit's rate, with tile quantization and an alignment penalty.
 fn gemm_time(
     t: &Target,
-    eg: &Egraph,
     op: Op,
-    ch: &[egg::Id],
-    inputs: &[egg::Id],
-    shape: &dyn Fn(egg::Id) -> Option<Vec<usize>>,
+    attrs: &Attrs,
+    a: Option<Vec<usize>>,
+    b: Option<Vec<usize>>,
+    dt: Option<DType>,
 ) -> Option<f64> {
-    let a = shape(*inputs.first()?)?;
-    let b = shape(*inputs.get(1)?)?;
-    let dt = eg[inputs[0]].data.dtype()?;
-    let attrs = attrs_of(eg, ch[0])?;
+    let (a, b, dt) = (a?, b?, dt?);
     let trans_b = match op {
         Op::Nn(NnOp::Gemm) => attrs.int_or("transB", 0).ok()? != 0,
         _ => attrs.int_or("trans_b", 0).ok()? != 0,
@@ -335,25 +359,29 @@ pub fn gemm_compute(t: &Target, batch: usize, m: usize, n: usize, k: usize, dt: 
 
 fn conv_time(
     t: &Target,
-    eg: &Egraph,
-    _ch: &[egg::Id],
-    inputs: &[egg::Id],
-    class: egg::Id,
+    w: Option<Vec<usize>>,
+    y: Option<Vec<usize>>,
+    dt: Option<DType>,
 ) -> Option<f64> {
-    let w = eg[*inputs.get(1)?].data.shape()?;
-    let y = eg[class].data.shape()?;
-    let dt = eg[inputs[0]].data.dtype()?;
-    let per_out: usize = w[1..].iter().product();
+    let (w, y, dt) = (w?, y?, dt?);
+    let per_out: usize = w.get(1..)?.iter().product();
     let flops = 2.0 * (y.iter().product::<usize>() * per_out) as f64;
     // Depthwise convolutions do not use tensor cores.
-    let rate = if w[1] == 1 { t.fp32 } else { t.gemm_rate(dt) };
+    let rate = if w.get(1) == Some(&1) {
+        t.fp32
+    } else {
+        t.gemm_rate(dt)
+    };
     Some(flops / rate)
 }
 
-fn attention_time(t: &Target, eg: &Egraph, inputs: &[egg::Id]) -> Option<f64> {
-    let q = eg[*inputs.first()?].data.shape()?;
-    let k = eg[*inputs.get(1)?].data.shape()?;
-    let dt = eg[inputs[0]].data.dtype()?;
+fn attention_time(
+    t: &Target,
+    q: Option<Vec<usize>>,
+    k: Option<Vec<usize>>,
+    dt: Option<DType>,
+) -> Option<f64> {
+    let (q, k, dt) = (q?, k?, dt?);
     if q.len() != 4 || k.len() != 4 {
         return None;
     }

@@ -191,8 +191,9 @@ pub struct Optimized {
     pub report: PassReport,
 }
 
-/// Optimizes a verified graph (normally specialized to one bucket).
-pub fn optimize(g: &Verified, cfg: &Config) -> Result<Optimized> {
+/// Optimizes a verified graph (normally specialized to one bucket). The graph is taken
+/// by value: its weights move into the e-graph and back out, never copied.
+pub fn optimize(g: Verified, cfg: &Config) -> Result<Optimized> {
     let start = Instant::now();
     let target = cfg.target();
     // "Before" is costed as the user's graph runs today: fp32, no precision policy.
@@ -200,8 +201,10 @@ pub fn optimize(g: &Verified, cfg: &Config) -> Result<Optimized> {
         low_precision: None,
         ..target.clone()
     };
-    let before = report::census(g, &plain);
-    let loaded = convert::to_egraph(g)?;
+    let before = report::census(&g, &plain);
+    let mut source = g.into_inner();
+    let consts = std::mem::take(&mut source.constants);
+    let loaded = convert::to_egraph_parts(&source, consts)?;
     let rules = rules::table(cfg);
     let runner = Runner::default()
         .with_egraph(loaded.egraph)
@@ -220,8 +223,23 @@ pub fn optimize(g: &Verified, cfg: &Config) -> Result<Optimized> {
         None => "not run".to_string(),
     };
     let t1 = Instant::now();
-    let ex = extract::extract(&runner.egraph, &target, &loaded.roots);
-    let out = convert::to_graph(&runner.egraph, &ex.choice, &loaded.roots, &loaded.names, g)?;
+    let mut wanted = loaded.roots.clone();
+    wanted.extend(loaded.pinned.iter().map(|(c, _)| *c));
+    let ex = extract::extract(&runner.egraph, &target, &wanted);
+    let rebuilt = convert::to_graph(
+        &runner.egraph,
+        &ex.choice,
+        &loaded.roots,
+        &loaded.names,
+        &loaded.pinned,
+        &source,
+    )?;
+    let Runner {
+        egraph, iterations, ..
+    } = runner;
+    let table = egraph.analysis.consts.clone();
+    drop(egraph);
+    let out = rebuilt.fill_constants(table);
     let mut out = gopt_ir::verify(out)
         .map_err(|e| PassError::Internal(format!("extracted graph does not verify: {e}")))?
         .into_inner();
@@ -238,7 +256,7 @@ pub fn optimize(g: &Verified, cfg: &Config) -> Result<Optimized> {
     let group_ms = t2.elapsed().as_secs_f64() * 1e3;
     let after = report::census(&graph, &plain);
     let report = PassReport::new(report::Inputs {
-        runner: &runner,
+        iterations: &iterations,
         stop,
         before,
         after,

@@ -4,10 +4,9 @@
 //! costs, each kernel's precision, and the estimated time before and after.
 
 use crate::analysis::Egraph;
-use crate::cost::{kind, node_cost, Kind, Target};
+use crate::cost::{kind, node_cost, op_cost, Kind, Target};
 use crate::lang::Term;
 use crate::Config;
-use egg::Runner;
 use gopt_ir::ops::{AttentionOp, ElementwiseOp, FusedOp, ReduceOp, ShapeOp};
 use gopt_ir::{Graph, Op, ValueId};
 use serde::Serialize;
@@ -41,7 +40,8 @@ pub struct Census {
     pub kernel_list: Vec<Kernel>,
 }
 
-/// Counts the nodes and kernels of `g` and estimates each kernel with the cost model.
+/// Counts the nodes and kernels of a verified graph and estimates each kernel with the
+/// cost model (from the graph's own types: no copy of its weights).
 pub fn census(g: &Graph, t: &Target) -> Census {
     let mut ops = BTreeMap::new();
     for n in &g.nodes {
@@ -49,23 +49,29 @@ pub fn census(g: &Graph, t: &Target) -> Census {
     }
     let mut kernel_list = Vec::new();
     let mut est = 0.0;
-    if let Ok(v) = gopt_ir::verify(g.clone()) {
-        if let Ok(l) = crate::convert::to_egraph(&v) {
-            for (i, n) in v.nodes.iter().enumerate() {
-                if kind(n.op) == Kind::Free {
-                    continue;
-                }
-                let (class, term) = &l.node_terms[i];
-                let us = node_cost(t, &l.egraph, *class, term) * 1e6;
-                est += if us.is_finite() { us } else { 0.0 };
-                kernel_list.push(Kernel {
-                    name: n.name.clone(),
-                    op: describe_op(g, n),
-                    precision: precision_of(&v, n),
-                    est_us: us,
-                });
-            }
+    for n in &g.nodes {
+        if kind(n.op) == Kind::Free {
+            continue;
         }
+        let ins: Vec<&gopt_ir::TensorType> = n
+            .inputs
+            .iter()
+            .flatten()
+            .filter_map(|v| g.value(*v).ty.as_ref())
+            .collect();
+        let outs: Vec<gopt_ir::TensorType> = n
+            .outputs
+            .iter()
+            .filter_map(|v| g.value(*v).ty.clone())
+            .collect();
+        let us = op_cost(t, n.op, &n.attrs, &ins, &outs) * 1e6;
+        est += if us.is_finite() { us } else { 0.0 };
+        kernel_list.push(Kernel {
+            name: n.name.clone(),
+            op: describe_op(g, n),
+            precision: precision_of(g, n),
+            est_us: us,
+        });
     }
     Census {
         nodes: g.nodes.len(),
@@ -192,8 +198,8 @@ pub struct AttentionStats {
 
 /// What [`PassReport::new`] needs.
 pub struct Inputs<'a> {
-    /// The finished runner.
-    pub runner: &'a Runner<Term, crate::analysis::Facts>,
+    /// The saturation's iterations.
+    pub iterations: &'a [egg::Iteration<()>],
     /// Stop reason in words.
     pub stop: String,
     /// Census before.
@@ -215,7 +221,7 @@ impl PassReport {
     pub fn new(i: Inputs) -> PassReport {
         let mut fired: BTreeMap<String, usize> = BTreeMap::new();
         let mut iterations = Vec::new();
-        for it in &i.runner.iterations {
+        for it in i.iterations {
             let mut applied = 0;
             for (r, n) in &it.applied {
                 *fired.entry(r.to_string()).or_insert(0) += n;

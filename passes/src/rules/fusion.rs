@@ -564,6 +564,21 @@ fn sibling_matmul(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
             break;
         }
     }
+    // The same weight twice is one GEMM seen with and without its bias (the bare form
+    // is a child of the biased one): keep the biased form only.
+    let weights: Vec<Id> = members.iter().map(|m| eg.find(m.1)).collect();
+    let mut keep = Vec::new();
+    for (i, m) in members.iter().enumerate() {
+        let dup_with_bias = members.iter().enumerate().any(|(j, o)| {
+            j != i
+                && weights[j] == weights[i]
+                && (o.2.is_some() > m.2.is_some() || (o.2.is_some() == m.2.is_some() && j < i))
+        });
+        if !dup_with_bias {
+            keep.push(*m);
+        }
+    }
+    let mut members = keep;
     if members.len() < 2 {
         return None;
     }
@@ -585,28 +600,20 @@ fn sibling_matmul(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
         return None;
     }
     let ns: Vec<usize> = ws.iter().map(|w| w.shape()[1]).collect();
-    let total: usize = ns.iter().sum();
-    let mut wcat = vec![0.0; k * total];
-    let mut bcat = vec![0.0; total];
-    let mut off = 0;
-    for (i, w) in ws.iter().enumerate() {
-        let wv = w.to_f64_vec();
-        for r in 0..k {
-            wcat[r * total + off..r * total + off + ns[i]]
-                .copy_from_slice(&wv[r * ns[i]..(r + 1) * ns[i]]);
-        }
-        if let Some(b) = members[i].2.and_then(|b| konst(eg, b)) {
-            if b.len() != ns[i] {
-                return None;
-            }
-            bcat[off..off + ns[i]].copy_from_slice(&b.to_f64_vec());
-        }
-        off += ns[i];
+    let mut biases = Vec::with_capacity(members.len());
+    for (i, m) in members.iter().enumerate() {
+        let b = match m.2.and_then(|b| konst(eg, b)) {
+            Some(b) if b.len() == ns[i] && b.dtype() == dt => b.reshape(&[ns[i]]).ok()?,
+            Some(_) => return None,
+            None => Tensor::zeros(dt, &[ns[i]]),
+        };
+        biases.push(std::sync::Arc::new(b));
     }
+    let wcat = super::concat(&ws, 1)?;
     let any_bias = members.iter().any(|m| m.2.is_some());
-    let w = add_const(eg, Tensor::from_f64s(dt, &[k, total], &wcat).ok()?);
+    let w = add_const(eg, wcat);
     let b = if any_bias {
-        Some(add_const(eg, Tensor::from_f64s(dt, &[total], &bcat).ok()?))
+        Some(add_const(eg, super::concat(&biases, 0)?))
     } else {
         None
     };

@@ -152,6 +152,34 @@ pub fn absent(eg: &Egraph, s: &Subst, name: &str) -> bool {
     is_absent(eg, var(s, name))
 }
 
+/// Concatenates tensors of one float dtype along `axis`, in their own dtype (weights
+/// are large: no round trip through f64).
+pub fn concat(ts: &[Arc<Tensor>], axis: usize) -> Option<Tensor> {
+    use ndarray::{concatenate, ArrayD, ArrayViewD, Axis};
+    fn cat<T: Clone>(v: Vec<ArrayViewD<'_, T>>, axis: usize) -> Option<ArrayD<T>> {
+        concatenate(Axis(axis), &v).ok()
+    }
+    macro_rules! arm {
+        ($variant:ident) => {{
+            let views: Option<Vec<_>> = ts
+                .iter()
+                .map(|t| match &**t {
+                    Tensor::$variant(a) => Some(a.view()),
+                    _ => None,
+                })
+                .collect();
+            cat(views?, axis).map(Tensor::$variant)
+        }};
+    }
+    match ts.first()?.dtype() {
+        DType::F32 => arm!(F32),
+        DType::F16 => arm!(F16),
+        DType::BF16 => arm!(BF16),
+        DType::F64 => arm!(F64),
+        _ => None,
+    }
+}
+
 /// The absent-input class.
 pub fn none(eg: &mut Egraph) -> Id {
     eg.add(Term::Leaf(Leaf::Absent))

@@ -74,7 +74,7 @@ pub fn check_rewrite(rule: &str, before: &str, after: &str) -> Verified {
         .with_iter_limit(6)
         .run(std::slice::from_ref(&r));
     let mut eg = runner.egraph;
-    let (aroots, _, _) = add_graph(&mut eg, &a).expect("expected graph loads");
+    let (aroots, _, _, _) = add_graph(&mut eg, &a).expect("expected graph loads");
     eg.rebuild();
     for (k, (x, y)) in l.roots.iter().zip(&aroots).enumerate() {
         assert_eq!(
@@ -84,7 +84,9 @@ pub fn check_rewrite(rule: &str, before: &str, after: &str) -> Verified {
         );
     }
     let ex = extract(&eg, &Target::h200(), &l.roots);
-    let g = to_graph(&eg, &ex.choice, &l.roots, &l.names, &b).expect("extracts");
+    let g = to_graph(&eg, &ex.choice, &l.roots, &l.names, &l.pinned, &b)
+        .expect("extracts")
+        .fill_constants(eg.analysis.consts.clone());
     let g = verify(g).unwrap_or_else(|e| panic!("{rule}: extracted graph does not verify: {e}"));
     let ins = inputs(&b);
     let want = interp::run(&b, &ins).expect("before runs");
