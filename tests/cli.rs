@@ -769,3 +769,121 @@ fn verbose_prints_the_cause_chain() {
     assert_eq!(out.code, 2);
     assert!(out.stderr.starts_with("error: "), "{}", out.stderr);
 }
+
+// ---- optimizer options ------------------------------------------------------------------
+
+#[test]
+fn compile_explains_the_optimizer() {
+    let out = gopt(&[
+        "compile",
+        &model_path("gpt2_small"),
+        "--bind",
+        "batch=1",
+        "--bind",
+        "seq=128",
+        "--explain",
+    ]);
+    assert_ok(&out);
+    for needle in [
+        "rules fired: ",
+        "stopped: saturated",
+        "2 attention blocks (2 causal, 2 with Q/K/V from one GEMM)",
+        "5 LayerNorms",
+        "estimated time: ",
+        "kernel precision: ",
+    ] {
+        assert!(
+            out.stdout.contains(needle),
+            "missing `{needle}`:\n{}",
+            out.stdout
+        );
+    }
+}
+
+#[test]
+fn compile_writes_reports_and_buckets() {
+    let dir = scratch("compile_writes_reports_and_buckets");
+    let d = dir.display().to_string();
+    let out = gopt(&[
+        "compile",
+        &model_path("bert_small"),
+        "--buckets",
+        "batch=1,2",
+        "--buckets",
+        "seq=64,128",
+        "--precision",
+        "bf16",
+        "-o",
+        &d,
+        "--json",
+    ]);
+    assert_ok(&out);
+    let json: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    assert_eq!(
+        json["buckets"].as_array().map(Vec::len),
+        Some(4),
+        "2 x 2 buckets"
+    );
+    assert_eq!(json["buckets"][0]["optimizer"]["precision"], "bf16");
+    for f in [
+        "report.json",
+        "report.md",
+        "batch=1,seq=64.ir",
+        "batch=2,seq=128.ir",
+    ] {
+        assert!(dir.join(f).is_file(), "{f} not written");
+    }
+}
+
+#[test]
+fn bad_optimizer_options_are_errors() {
+    let m = model_path("bert_small");
+    assert_error(
+        &gopt(&["compile", &m, "--precision", "fp8"]),
+        &["--precision fp8", "bf16"],
+    );
+    assert_error(
+        &gopt(&["compile", &m, "--disable", "fusion,speed"]),
+        &["--disable speed", "unknown pass"],
+    );
+    assert_error(
+        &gopt(&["compile", &m, "--buckets", "seq"]),
+        &["--buckets seq", "NAME=SIZE"],
+    );
+    assert_error(&gopt(&["compile", &m, "--buckets", "seq=0"]), &["positive"]);
+    assert_error(
+        &gopt(&["compile", &m, "--buckets", "height=32"]),
+        &["no symbolic dim `height`", "batch"],
+    );
+    assert_error(
+        &gopt(&["compile", &m, "--time-limit", "0"]),
+        &["--time-limit"],
+    );
+}
+
+#[test]
+fn a_run_that_fits_no_bucket_is_refused_with_the_reason() {
+    let dir = scratch("a_run_that_fits_no_bucket_is_refused_with_the_reason");
+    // gpt2_small has no attention-mask input: padding its sequence could change results.
+    let ids = gopt::Tensor::from_i64s(&[1; 50])
+        .reshape(&[1, 50])
+        .expect("reshape");
+    let ids = write_npy(&dir, "ids.npy", &ids);
+    let out = gopt(&[
+        "run",
+        &model_path("gpt2_small"),
+        "--input",
+        &format!("input_ids={ids}"),
+        "--buckets",
+        "seq=64,128",
+    ]);
+    assert_error(&out, &["`seq` = 50", "no attention-mask input"]);
+    // Without an explicit bucket list the run is specialized to its exact size.
+    let out = gopt(&[
+        "run",
+        &model_path("gpt2_small"),
+        "--input",
+        &format!("input_ids={ids}"),
+    ]);
+    assert_ok(&out);
+}

@@ -24,11 +24,20 @@ const LIST_MAX: usize = 12;
                   became constant (the Shape -> Gather -> Concat -> Reshape sub-graphs \
                   exporters emit) is folded away. The report gives each stage's time, the \
                   node count before and after folding, the op histogram, the shape \
-                  computations and symbolic dims that remain, and the weights.",
+                  computations and symbolic dims that remain, and the weights. Then \
+                  the optimizer runs per shape bucket (the --bind sizes, or every \
+                  combination of bucket sizes): equality saturation with the fusion, \
+                  layout and precision rules, extraction under a roofline cost model of \
+                  an H200, element-wise grouping. One line per bucket summarizes it; \
+                  --explain shows rules fired, e-graph growth and stop reason, fusions, \
+                  padding, kernel precisions and estimated time before -> after.",
     after_help = "Examples:\n  \
         gopt compile tests/data/models/bert_small/model.onnx --bind batch=1 --bind seq=128\n  \
         gopt compile tests/data/models/mobilenet_v2/model.onnx\n  \
-        gopt compile model.onnx --bind batch=8 --json"
+        gopt compile model.onnx --bind batch=8 --json\n  \
+        gopt compile tests/data/models/gpt2_small/model.onnx --bind batch=1 --bind seq=128 --explain\n  \
+        gopt compile tests/data/models/bert_small/model.onnx --precision bf16 --buckets batch=1,8 --buckets seq=128 -o out/\n  \
+        gopt compile model.onnx --bind batch=1 --disable fusion,layout --print-ir"
 )]
 pub struct Args {
     /// The model file (.onnx).
@@ -48,6 +57,10 @@ pub struct Args {
     /// Print each bucket's optimized graph in the IR text format (large constants elided).
     #[arg(long)]
     pub print_ir: bool,
+    /// Write the compile report to DIR: `report.json` (what --json prints), `report.md`
+    /// (what --explain prints) and each bucket's optimized graph as `<bucket>.ir`.
+    #[arg(short, long = "output", value_name = "DIR")]
+    pub out: Option<PathBuf>,
 }
 
 /// The optimizer options `compile`, `run` and `test` share.
@@ -194,6 +207,13 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     });
     let t = Instant::now();
     let mut buckets = Vec::new();
+    let mut graphs = Vec::new();
+    let spinner = (progress && combos.len() == 1).then(|| {
+        let s = indicatif::ProgressBar::new_spinner();
+        s.set_message("optimizing");
+        s.enable_steady_tick(Duration::from_millis(120));
+        s
+    });
     for c in &combos {
         let v = gopt::pipeline::specialize(&model.model, c, &opts).with_context(|| {
             let b: Vec<String> = c.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -206,14 +226,17 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         if let Some(b) = &bar {
             b.inc(1);
         }
-        if args.print_ir {
+        if args.print_ir || args.out.is_some() {
             let text = gopt::ir::text::print_with(
                 &v.graph,
                 gopt::ir::text::PrintOptions {
                     max_inline_elements: 8,
                 },
             );
-            outln!("{text}");
+            if args.print_ir {
+                outln!("{text}");
+            }
+            graphs.push((bucket_name(&v.bucket), text));
         }
         buckets.push(BucketReport {
             bucket: v.bucket,
@@ -222,6 +245,9 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     }
     if let Some(b) = bar {
         b.finish_and_clear();
+    }
+    if let Some(s) = spinner {
+        s.finish_and_clear();
     }
     stage("optimize", t);
     let report = Report {
@@ -232,11 +258,21 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         after,
         buckets,
     };
+    if let Some(dir) = &args.out {
+        write_artifact(dir, &report, &graphs)?;
+    }
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_text(&report, &gopt::report::input_symbols(&model.model.graph));
         print_buckets(&report.buckets, args.explain);
+        if let Some(dir) = &args.out {
+            outln!(
+                "wrote {}/report.json, report.md and {} graph(s)",
+                dir.display(),
+                graphs.len()
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
@@ -336,6 +372,45 @@ fn print_text(r: &Report, input_symbols: &[String]) {
         human_count(g.params as u64),
         human_bytes(g.weight_bytes as u64)
     );
+}
+
+fn bucket_name(b: &std::collections::BTreeMap<String, u64>) -> String {
+    let name: Vec<String> = b.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    if name.is_empty() {
+        "static".to_string()
+    } else {
+        name.join(",")
+    }
+}
+
+fn write_artifact(
+    dir: &std::path::Path,
+    report: &Report,
+    graphs: &[(String, String)],
+) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    let write = |name: &str, text: &str| {
+        let p = dir.join(name);
+        std::fs::write(&p, text).with_context(|| format!("cannot write {}", p.display()))
+    };
+    write("report.json", &serde_json::to_string_pretty(report)?)?;
+    let mut md = format!("# gopt compile report: {}\n\n", report.model);
+    for b in &report.buckets {
+        md += &format!("## bucket {}\n\n", bucket_name(&b.bucket));
+        match &b.optimizer {
+            Some(r) => {
+                md += "```text\n";
+                md += &r.explain();
+                md += "```\n\n";
+            }
+            None => md += "not optimized (--disable all)\n\n",
+        }
+    }
+    write("report.md", &md)?;
+    for (name, text) in graphs {
+        write(&format!("{name}.ir"), text)?;
+    }
+    Ok(())
 }
 
 fn print_buckets(buckets: &[BucketReport], explain: bool) {

@@ -18,7 +18,10 @@ use std::time::Instant;
                   prints, for each output, its dtype, shape, min/max/mean/std and first \
                   values. With -o the outputs are written to a folder, one file per output \
                   named after it. A dtype, rank or shape mismatch is an error (exit 2) that \
-                  names the input and what was expected.",
+                  names the input and what was expected. The model is compiled first: \
+                  specialized to the bucket that holds the inputs (inputs padded, outputs \
+                  sliced back) and optimized with the same options as `gopt compile`; \
+                  `--disable all` runs it as imported.",
     after_help = "Examples:\n  \
         gopt run model.onnx --input input_ids=ids.npy --input attention_mask=mask.npy\n  \
         gopt run model.onnx -i input_0.pb -i input_1.pb -o out/ --format pb\n  \
