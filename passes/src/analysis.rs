@@ -67,8 +67,8 @@ pub struct Facts {
     /// Attribute sets, by `Leaf::Attrs` index; 0 is the empty set.
     pub attrs: Vec<Attrs>,
     attrs_index: HashMap<String, u32>,
-    /// (rule, class) pairs a building rule has already rewritten.
-    pub applied: std::collections::HashSet<(egg::Symbol, Id)>,
+    /// Matches (rule, class, bound classes) a building rule has already rewritten.
+    pub applied: std::collections::HashSet<(egg::Symbol, Id, Vec<Id>)>,
     /// Sibling merges: each member's class and the slice of the merged GEMM that can
     /// replace it (extraction tries switching a whole group at once).
     pub groups: Vec<Vec<(Id, Term)>>,

@@ -4,7 +4,8 @@
 //! launch. Views (reshape, squeeze, identity, output projections) cost nothing. GEMMs lose
 //! efficiency when their dims are not multiples of the tensor-core tile (rounded up to 64)
 //! and when rows are not 16-byte aligned (no vector loads), which is what makes padding
-//! pay. The defaults are the H200 figures measured in DESIGN.md.
+//! pay. Casts cost only their extra write (backends fold them into the neighbouring
+//! kernel's loads or stores). The defaults are the H200 figures measured in DESIGN.md.
 
 use crate::analysis::{attrs_of, Egraph};
 use crate::lang::{Leaf, Term};
@@ -303,6 +304,11 @@ pub fn op_cost(
         },
         Kind::Attention => attention_time(t, shape(0), shape(1), dt).unwrap_or(mem),
     };
+    // A dtype cast is stored by the kernel that produces (or consumes) its operand, as
+    // Inductor and TensorRT fuse them: it costs its extra write, not a launch.
+    if op == Op::Elementwise(gopt_ir::ops::ElementwiseOp::Cast) {
+        return outputs.iter().map(bytes_of).sum::<f64>() / t.bandwidth;
+    }
     let mut time = mem.max(compute) + t.launch();
     let wide_math = dt == Some(DType::F32);
     if t.low_precision.is_some()

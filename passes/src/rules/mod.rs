@@ -25,7 +25,10 @@ pub type Build = fn(&mut Egraph, Id, &Subst) -> Option<Id>;
 
 /// An applier made of a [`Build`] function: adds what it builds and merges it with the
 /// matched class, unless inference rejects it.
-pub struct FnApplier(pub Build);
+pub struct FnApplier {
+    build: Build,
+    vars: Vec<Var>,
+}
 
 impl Applier<Term, Facts> for FnApplier {
     fn apply_one(
@@ -37,12 +40,13 @@ impl Applier<Term, Facts> for FnApplier {
         rule: Symbol,
     ) -> Vec<Id> {
         // Builders make fresh constants (padded or concatenated weights) that hash-consing
-        // cannot share, so each rule builds at most once per class.
-        let key = (rule, eg.find(eclass));
+        // cannot share, so each rule builds at most once per match (class and bindings).
+        let bound: Vec<Id> = self.vars.iter().map(|v| eg.find(subst[*v])).collect();
+        let key = (rule, eg.find(eclass), bound.clone());
         if eg.analysis.applied.contains(&key) {
             return vec![];
         }
-        let Some(new) = (self.0)(eg, eclass, subst) else {
+        let Some(new) = (self.build)(eg, eclass, subst) else {
             return vec![];
         };
         eg.analysis.applied.insert(key);
@@ -51,7 +55,8 @@ impl Applier<Term, Facts> for FnApplier {
         }
         if eg.union(eclass, new) {
             let root = eg.find(eclass);
-            eg.analysis.applied.insert((rule, root));
+            let bound: Vec<Id> = bound.iter().map(|&b| eg.find(b)).collect();
+            eg.analysis.applied.insert((rule, root, bound));
             vec![eclass]
         } else {
             vec![]
@@ -64,7 +69,9 @@ pub fn rule(name: &str, lhs: &str, build: Build) -> Rule {
     let pat: Pattern<Term> = lhs
         .parse()
         .unwrap_or_else(|e| panic!("rule {name}: bad pattern {lhs}: {e}"));
-    Rewrite::new(name, pat, FnApplier(build)).unwrap_or_else(|e| panic!("rule {name}: {e}"))
+    let vars = egg::Searcher::<Term, Facts>::vars(&pat);
+    Rewrite::new(name, pat, FnApplier { build, vars })
+        .unwrap_or_else(|e| panic!("rule {name}: {e}"))
 }
 
 /// A rule whose both sides are patterns (guarded by the types check of [`FnApplier`]

@@ -65,6 +65,13 @@ pub fn inputs(g: &Verified) -> Vec<Tensor> {
 /// Runs `rule` alone to saturation on `before`; returns the extracted graph.
 #[track_caller]
 pub fn check_rewrite(rule: &str, before: &str, after: &str) -> Verified {
+    check_rewrite_within(rule, before, after, None)
+}
+
+/// [`check_rewrite`] for a rule that changes rounding (precision rules): the extracted
+/// graph must stay within relative L2 error `l2` of the input graph.
+#[track_caller]
+pub fn check_rewrite_within(rule: &str, before: &str, after: &str, l2: Option<f64>) -> Verified {
     let r = by_name(rule).unwrap_or_else(|| panic!("no rule {rule}"));
     let b = load(before);
     let a = load(after);
@@ -95,6 +102,13 @@ pub fn check_rewrite(rule: &str, before: &str, after: &str) -> Verified {
     for (w, o) in want.iter().zip(&got) {
         let (w, o) = (w.to_f64_vec(), o.to_f64_vec());
         assert_eq!(w.len(), o.len());
+        if let Some(l2) = l2 {
+            let num: f64 = w.iter().zip(&o).map(|(p, q)| (p - q) * (p - q)).sum();
+            let den: f64 = w.iter().map(|p| p * p).sum();
+            let rel = (num / den.max(1e-30)).sqrt();
+            assert!(rel <= l2, "{rule}: relative L2 error {rel:e} > {l2:e}\n{}", print(&g));
+            continue;
+        }
         for (p, q) in w.iter().zip(&o) {
             assert!(
                 (p - q).abs() <= 1e-4 + 1e-4 * p.abs(),
