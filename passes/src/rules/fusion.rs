@@ -179,7 +179,10 @@ fn gemm(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
     let (a, w, c) = (var(s, "?a"), var(s, "?w"), var(s, "?c"));
     let trans_b = g.int_or("transB", 0).ok()?;
     let ws = shape(eg, w)?;
-    let n = if trans_b != 0 { ws[0] } else { ws[1] };
+    let n = *ws.get(if trans_b != 0 { 0 } else { 1 })?;
+    if ws.len() != 2 {
+        return None;
+    }
     let bias = if is_absent(eg, c) {
         None
     } else if is_row_bias(eg, c, n) {
@@ -210,10 +213,10 @@ fn matmul_unflatten(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
     let ws = shape(eg, w)?;
     let f = attrs(eg, s, "?f")?;
     let trans_b = f.int_or("trans_b", 0).ok()? != 0;
-    let n = if trans_b { ws[0] } else { ws[1] };
     if ws.len() != 2 || !absent(eg, s, "?res") || xs.len() < 2 {
         return None;
     }
+    let n = if trans_b { ws[0] } else { ws[1] };
     let mut expect = xs[..xs.len() - 1].to_vec();
     expect.push(n);
     if out != expect {

@@ -74,8 +74,8 @@ pub fn rule(name: &str, lhs: &str, build: Build) -> Rule {
         .unwrap_or_else(|e| panic!("rule {name}: {e}"))
 }
 
-/// A rule whose both sides are patterns (guarded by the types check of [`FnApplier`]
-/// is not needed: pattern rules here only drop or reorder nodes).
+/// A rule whose both sides are patterns (used only where the right side is a variable
+/// of the left, so types cannot change).
 pub fn pattern_rule(name: &str, lhs: &str, rhs: &str) -> Rule {
     let l: Pattern<Term> = lhs.parse().unwrap_or_else(|e| panic!("rule {name}: {e}"));
     let r: Pattern<Term> = rhs.parse().unwrap_or_else(|e| panic!("rule {name}: {e}"));
