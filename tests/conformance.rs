@@ -59,7 +59,7 @@ fn conformance_cpu() {
     );
     println!(
         "conformance (CPU backend, optimized first): {opt_totals} ({unoptimized} ran \
-         unoptimized: their shapes need run-time values)"
+         unoptimized: they cannot be specialized)"
     );
     // The floor the project commits to (issue: at least 80% of all generated cases).
     assert!(

@@ -491,7 +491,9 @@ fn padding(g: &Graph, t: &Target) -> Vec<Padding> {
             continue;
         };
         let m: usize = a[..a.len() - 1].iter().product();
-        let (Some(&k), Some(&nn)) = (w.first(), w.get(1)) else { continue };
+        let (Some(&k), Some(&nn)) = (w.first(), w.get(1)) else {
+            continue;
+        };
         let (k0, n0) = (pk.map_or(k, |v| v as usize), pn.map_or(nn, |v| v as usize));
         let before = crate::cost::gemm_compute(t, 1, m, n0, k0, dt) * 1e6;
         let after = crate::cost::gemm_compute(t, 1, m, nn, k, dt) * 1e6;

@@ -371,10 +371,23 @@ fn precision_rules() {
     // relative L2 <= 2e-2.
     let src = fused_then("Relu");
     let g = common::check_rewrite_within("precision-matmul", &src, &src, Some(2e-2));
-    let mm = g.nodes.iter().find(|n| n.op.name() == "FusedMatMul").unwrap();
+    let mm = g
+        .nodes
+        .iter()
+        .find(|n| n.op.name() == "FusedMatMul")
+        .unwrap();
     let a = g.ty(mm.inputs[0].unwrap()).unwrap();
-    assert_eq!(a.dtype, gopt_ir::DType::BF16, "lowered: {}", gopt_ir::text::print(&g));
-    assert_eq!(g.ty(g.outputs[0]).unwrap().dtype, gopt_ir::DType::F32, "output type kept");
+    assert_eq!(
+        a.dtype,
+        gopt_ir::DType::BF16,
+        "lowered: {}",
+        gopt_ir::text::print(&g)
+    );
+    assert_eq!(
+        g.ty(g.outputs[0]).unwrap().dtype,
+        gopt_ir::DType::F32,
+        "output type kept"
+    );
     check_not_applicable(
         "precision-cast-pair",
         r#"graph "g"(%0 "x": f32[3]) -> (%2) {

@@ -106,7 +106,11 @@ pub fn check_rewrite_within(rule: &str, before: &str, after: &str, l2: Option<f6
             let num: f64 = w.iter().zip(&o).map(|(p, q)| (p - q) * (p - q)).sum();
             let den: f64 = w.iter().map(|p| p * p).sum();
             let rel = (num / den.max(1e-30)).sqrt();
-            assert!(rel <= l2, "{rule}: relative L2 error {rel:e} > {l2:e}\n{}", print(&g));
+            assert!(
+                rel <= l2,
+                "{rule}: relative L2 error {rel:e} > {l2:e}\n{}",
+                print(&g)
+            );
             continue;
         }
         for (p, q) in w.iter().zip(&o) {
