@@ -3,7 +3,8 @@
 #   1. the Python venv with the pinned onnx (scripts/python-env.sh),
 #   2. the ONNX backend conformance cases in tests/data/conformance (generated once,
 #      skipped while up to date),
-#   3. every crate's tests in the optimized test profile, snapshots never auto-accepted,
+#   3. every crate's tests in the optimized test profile, snapshots never auto-accepted
+#      (NVRTC from the venv's CUDA 13.0 wheels compiles every generated CUDA kernel),
 #   4. a check that no snapshot is left pending review (*.snap.new).
 # Extra arguments go to `cargo test` (e.g. `scripts/test.sh -p gopt-ir`).
 set -euo pipefail
@@ -15,6 +16,10 @@ step() { echo "==> $*" >&2; }
 
 step "python environment"
 bash scripts/python-env.sh >/dev/null
+# NVRTC and the CUDA headers come from the venv's pinned wheels (no GPU needed).
+CU13="$(.venv/bin/python -c 'import nvidia, os; print(os.path.join(list(nvidia.__path__)[0], "cu13"))')"
+export LD_LIBRARY_PATH="$CU13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export GOPT_CUDA_INCLUDE="$CU13/include"
 
 step "conformance data"
 .venv/bin/python scripts/gen-conformance.py tests/data/conformance

@@ -27,6 +27,7 @@ pub mod tensor_io;
 pub mod testing;
 
 pub use error::{GoptError, Result};
+pub use gopt_codegen as codegen;
 pub use gopt_frontends as frontends;
 pub use gopt_frontends::{ImportError, Imported, Inspection};
 pub use gopt_ir as ir;

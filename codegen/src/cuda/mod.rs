@@ -1,0 +1,71 @@
+//! The CUDA emitter: kernel source for the nodes of a specialized graph, compiled with
+//! NVRTC for the device's architecture. So far this covers element-wise nodes (single
+//! ops and `FusedElementwise` groups); GEMMs and convolutions go to cuBLASLt and cuDNN
+//! calls, and reductions, attention and data movement get their templates next (the
+//! plan reports the nodes it has no kernel for, by name).
+
+pub mod elementwise;
+
+use crate::Result;
+use gopt_ir::{Graph, Op};
+use serde::Serialize;
+
+/// Helpers every module includes (dtype conversions, activations).
+pub const PRELUDE: &str = include_str!("prelude.cuh");
+
+/// One generated kernel.
+#[derive(Clone, Debug, Serialize)]
+pub struct Kernel {
+    /// Entry point name (`extern "C"`).
+    pub name: String,
+    /// The graph node it computes.
+    pub node: String,
+    /// CUDA C source of the kernel alone (the module adds [`PRELUDE`]).
+    pub source: String,
+    /// Threads to launch (one per element, or per 16-byte vector).
+    pub threads: usize,
+    /// Whether it moves 16 bytes per access.
+    pub vectorized: bool,
+}
+
+/// The kernels this emitter makes for `g`, in node order, and the nodes it leaves to
+/// other emitters or library calls (name and op).
+pub fn emit_elementwise(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
+    let mut kernels = Vec::new();
+    let mut others = Vec::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        match n.op {
+            Op::Elementwise(_) | Op::Fused(gopt_ir::ops::FusedOp::FusedElementwise) => {
+                kernels.push(elementwise::emit(
+                    g,
+                    n,
+                    &format!("k{i}_{}", ident(n.op.name())),
+                )?);
+            }
+            _ => others.push((n.name.clone(), n.op.name().to_string())),
+        }
+    }
+    Ok((kernels, others))
+}
+
+/// One compilable module: the prelude and every kernel.
+pub fn module_source(kernels: &[Kernel]) -> String {
+    let mut s = String::from(PRELUDE);
+    for k in kernels {
+        s.push('\n');
+        s.push_str(&k.source);
+    }
+    s
+}
+
+fn ident(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_lowercase()
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}

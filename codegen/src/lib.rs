@@ -1,0 +1,32 @@
+//! gopt-codegen: turns an optimized, verified graph into an execution plan — the
+//! kernels in order, each value's place in one device arena (offsets planned from value
+//! lifetimes, so memory is reused) — and emits kernel source for the CUDA backend.
+//! Kernel templates are `.cu` files next to their emitter, filled by [`template`].
+#![warn(missing_docs)]
+
+pub mod cuda;
+pub mod memory;
+pub mod template;
+
+/// Errors of code generation.
+#[derive(Debug, thiserror::Error)]
+pub enum CodegenError {
+    /// An op (or a mode of one) this backend has no kernel for, with the node.
+    #[error("node `{node}` ({op}): the {backend} backend has no kernel for {what}")]
+    Unsupported {
+        /// Node name.
+        node: String,
+        /// Op name.
+        op: String,
+        /// Backend name.
+        backend: &'static str,
+        /// What is missing.
+        what: String,
+    },
+    /// A graph the planner cannot lay out (symbolic shapes, missing types).
+    #[error("{0}")]
+    Plan(String),
+}
+
+/// Result alias of code generation.
+pub type Result<T> = std::result::Result<T, CodegenError>;
