@@ -33,6 +33,7 @@ pub use gopt_frontends::{ImportError, Imported, Inspection};
 pub use gopt_ir as ir;
 pub use gopt_ir::{Bindings, DType, Graph, IrError, Model, Tensor, Verified};
 pub use gopt_passes as passes;
+pub use gopt_runtime as runtime;
 
 use gopt_ir::{bind_dims, fold_constants, interp, verify};
 use std::path::Path;

@@ -278,6 +278,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         source,
         threads,
         vectorized,
+        inputs: params.iter().map(|v| v.0).collect(),
     })
 }
 

@@ -26,6 +26,9 @@ pub struct Kernel {
     pub threads: usize,
     /// Whether it moves 16 bytes per access.
     pub vectorized: bool,
+    /// The graph values its tensor parameters read, in parameter order (indices of
+    /// `ValueId`s; the output comes last and is not listed).
+    pub inputs: Vec<u32>,
 }
 
 /// The kernels this emitter makes for `g`, in node order, and the nodes it leaves to

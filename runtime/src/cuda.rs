@@ -1,0 +1,196 @@
+//! The CUDA executor (so far: compile a module with NVRTC for the device's architecture
+//! and launch element-wise kernels on uploaded tensors; plans with library calls and
+//! CUDA-graph capture build on this).
+
+use crate::{Result, RuntimeError};
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
+};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
+use gopt_codegen::cuda::Kernel;
+use gopt_ir::{DType, Tensor};
+use std::sync::Arc;
+
+/// One GPU, its context and a stream.
+pub struct Device {
+    ctx: Arc<CudaContext>,
+    stream: Arc<CudaStream>,
+    /// `sm_XY` of the device.
+    pub arch: String,
+    /// The device's name.
+    pub name: String,
+}
+
+fn drv(what: impl Into<String>) -> impl FnOnce(cudarc::driver::DriverError) -> RuntimeError {
+    let what = what.into();
+    move |e| RuntimeError::Driver {
+        what,
+        msg: format!("{e:?}"),
+    }
+}
+
+impl Device {
+    /// Opens GPU 0, after checking the driver and NVRTC libraries exist (cudarc panics
+    /// when they do not).
+    pub fn open() -> Result<Device> {
+        // SAFETY: these only try to load the shared libraries.
+        if !unsafe { cudarc::driver::sys::is_culib_present() } {
+            return Err(RuntimeError::NoCuda("driver"));
+        }
+        if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+            return Err(RuntimeError::NoCuda("NVRTC"));
+        }
+        let ctx = CudaContext::new(0).map_err(drv("opening GPU 0"))?;
+        let (major, minor) = ctx
+            .compute_capability()
+            .map_err(drv("reading the compute capability"))?;
+        let name = ctx.name().map_err(drv("reading the device name"))?;
+        let stream = ctx.default_stream();
+        Ok(Device {
+            ctx,
+            stream,
+            arch: format!("sm_{major}{minor}"),
+            name,
+        })
+    }
+
+    /// Compiles a module for this device (CUDA headers from `GOPT_CUDA_INCLUDE`, else
+    /// `/usr/local/cuda/include`).
+    pub fn compile(&self, what: &str, src: &str) -> Result<Arc<CudaModule>> {
+        let include =
+            std::env::var("GOPT_CUDA_INCLUDE").unwrap_or_else(|_| "/usr/local/cuda/include".into());
+        let arch: &'static str = Box::leak(self.arch.clone().into_boxed_str());
+        let opts = CompileOptions {
+            arch: Some(arch),
+            include_paths: vec![include],
+            options: vec!["--std=c++17".into()],
+            ..Default::default()
+        };
+        let ptx = compile_ptx_with_opts(src, opts).map_err(|e| RuntimeError::Compile {
+            what: what.to_string(),
+            log: format!("{e:?}"),
+        })?;
+        self.ctx
+            .load_module(ptx)
+            .map_err(drv(format!("loading module {what}")))
+    }
+
+    /// Uploads a tensor's bytes.
+    pub fn upload(&self, t: &Tensor) -> Result<CudaSlice<u8>> {
+        let bytes = to_bytes(t);
+        self.stream
+            .clone_htod(&bytes)
+            .map_err(drv("uploading a tensor"))
+    }
+
+    /// Runs one element-wise kernel of `module` on `inputs` (the kernel's tensor
+    /// parameters, in order) and returns its output.
+    pub fn run_elementwise(
+        &self,
+        module: &Arc<CudaModule>,
+        kernel: &Kernel,
+        inputs: &[&Tensor],
+        out: (DType, &[usize]),
+    ) -> Result<Tensor> {
+        let f: CudaFunction = module
+            .load_function(&kernel.name)
+            .map_err(drv(format!("finding kernel {}", kernel.name)))?;
+        let bufs: Vec<CudaSlice<u8>> = inputs
+            .iter()
+            .map(|t| self.upload(t))
+            .collect::<Result<_>>()?;
+        let n: usize = out.1.iter().product();
+        let out_bytes = n * elem_size(out.0);
+        let mut o: CudaSlice<u8> = self
+            .stream
+            .alloc_zeros(out_bytes.max(1))
+            .map_err(drv("allocating an output"))?;
+        let threads = u32::try_from(kernel.threads.max(1))
+            .map_err(|_| RuntimeError::Usage("kernel too large".into()))?;
+        let blocks = threads.div_ceil(256).min(65_535 * 16);
+        let cfg = LaunchConfig {
+            grid_dim: (blocks, 1, 1),
+            block_dim: (256, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut b = self.stream.launch_builder(&f);
+        for buf in &bufs {
+            b.arg(buf);
+        }
+        b.arg(&mut o);
+        // SAFETY: the kernel's parameters are exactly its tensor inputs then its output,
+        // each a device buffer of the size the emitter assumed.
+        unsafe { b.launch(cfg) }.map_err(drv(format!("launching {}", kernel.name)))?;
+        self.stream
+            .synchronize()
+            .map_err(drv(format!("running {}", kernel.name)))?;
+        let host: Vec<u8> = self
+            .stream
+            .clone_dtoh(&o)
+            .map_err(drv("downloading an output"))?;
+        from_bytes(out.0, out.1, &host[..out_bytes])
+    }
+}
+
+fn elem_size(dt: DType) -> usize {
+    match dt {
+        DType::Bool => 1,
+        d => d.size(),
+    }
+}
+
+/// A tensor's elements as bytes, row-major.
+pub fn to_bytes(t: &Tensor) -> Vec<u8> {
+    fn raw<T: Copy>(a: &ndarray::ArrayD<T>) -> Vec<u8> {
+        let a = a.as_standard_layout();
+        let s = a.as_slice().unwrap_or(&[]);
+        // SAFETY: T is a plain numeric type (or bool/half), so its bytes are its value.
+        unsafe { std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)) }
+            .to_vec()
+    }
+    gopt_ir::with_tensor!(t, a => raw(a))
+}
+
+/// A tensor from row-major bytes.
+pub fn from_bytes(dt: DType, shape: &[usize], bytes: &[u8]) -> Result<Tensor> {
+    fn fill<T: Copy + Default>(shape: &[usize], bytes: &[u8]) -> Option<ndarray::ArrayD<T>> {
+        let n: usize = shape.iter().product();
+        if bytes.len() != n * std::mem::size_of::<T>() {
+            return None;
+        }
+        let mut v = vec![T::default(); n];
+        // SAFETY: sizes checked; T is plain data.
+        unsafe {
+            std::ptr::copy_nonoverlapping(bytes.as_ptr(), v.as_mut_ptr() as *mut u8, bytes.len())
+        };
+        ndarray::ArrayD::from_shape_vec(shape.to_vec(), v).ok()
+    }
+    let bad = || {
+        RuntimeError::Usage(format!(
+            "{} bytes do not make a {dt} tensor of {shape:?}",
+            bytes.len()
+        ))
+    };
+    Ok(match dt {
+        DType::F32 => Tensor::F32(fill(shape, bytes).ok_or_else(bad)?),
+        DType::F16 => Tensor::F16(fill(shape, bytes).ok_or_else(bad)?),
+        DType::BF16 => Tensor::BF16(fill(shape, bytes).ok_or_else(bad)?),
+        DType::F64 => Tensor::F64(fill(shape, bytes).ok_or_else(bad)?),
+        DType::I8 => Tensor::I8(fill(shape, bytes).ok_or_else(bad)?),
+        DType::I16 => Tensor::I16(fill(shape, bytes).ok_or_else(bad)?),
+        DType::I32 => Tensor::I32(fill(shape, bytes).ok_or_else(bad)?),
+        DType::I64 => Tensor::I64(fill(shape, bytes).ok_or_else(bad)?),
+        DType::U8 => Tensor::U8(fill(shape, bytes).ok_or_else(bad)?),
+        DType::U16 => Tensor::U16(fill(shape, bytes).ok_or_else(bad)?),
+        DType::U32 => Tensor::U32(fill(shape, bytes).ok_or_else(bad)?),
+        DType::U64 => Tensor::U64(fill(shape, bytes).ok_or_else(bad)?),
+        DType::Bool => {
+            if bytes.iter().any(|&b| b > 1) {
+                return Err(RuntimeError::Usage(
+                    "a bool output holds a byte other than 0 or 1".into(),
+                ));
+            }
+            Tensor::Bool(fill(shape, bytes).ok_or_else(bad)?)
+        }
+    })
+}

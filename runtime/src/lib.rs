@@ -1,0 +1,36 @@
+//! gopt-runtime: executors for the plans `gopt-codegen` makes. The CUDA executor loads
+//! the driver and NVRTC at run time (cudarc's dynamic loading), so a machine without a
+//! GPU gets a clear error naming what is missing instead of a crash at start-up.
+#![warn(missing_docs)]
+
+pub mod cuda;
+
+/// Errors of the executors.
+#[derive(Debug, thiserror::Error)]
+pub enum RuntimeError {
+    /// No CUDA driver (or no NVRTC) on this machine.
+    #[error("no CUDA {0} library on this machine (`libcuda.so` comes with the NVIDIA driver, `libnvrtc.so.13` with the CUDA toolkit): use another backend, e.g. --backend cpu")]
+    NoCuda(&'static str),
+    /// A CUDA driver call failed.
+    #[error("CUDA {what}: {msg}")]
+    Driver {
+        /// What was being done (naming the kernel when there is one).
+        what: String,
+        /// The driver's message.
+        msg: String,
+    },
+    /// NVRTC rejected a module.
+    #[error("NVRTC could not compile {what}: {log}")]
+    Compile {
+        /// Which module.
+        what: String,
+        /// The compiler's log.
+        log: String,
+    },
+    /// Inputs that do not fit a kernel.
+    #[error("{0}")]
+    Usage(String),
+}
+
+/// Result alias of the executors.
+pub type Result<T> = std::result::Result<T, RuntimeError>;
