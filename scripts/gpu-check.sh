@@ -27,6 +27,6 @@ export GOPT_REPO="$REPO"
 {
     echo "== $(date -u +%FT%TZ) commit $(cat gpu-bin/COMMIT 2>/dev/null || echo unknown)"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
-    echo "== element-wise kernels against the interpreter"
+    echo "== generated kernels against the interpreter, and their bandwidth"
     ./gpu-bin/cuda_kernels --ignored --nocapture --test-threads 1
 } 2>&1 | tee "$OUT/gpu-check.log"

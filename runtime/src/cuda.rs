@@ -83,9 +83,9 @@ impl Device {
             .map_err(drv("uploading a tensor"))
     }
 
-    /// Runs one element-wise kernel of `module` on `inputs` (the kernel's tensor
+    /// Runs one kernel of `module` (element-wise or row) on `inputs` (the kernel's tensor
     /// parameters, in order) and returns its output.
-    pub fn run_elementwise(
+    pub fn run_kernel(
         &self,
         module: &Arc<CudaModule>,
         kernel: &Kernel,
@@ -129,6 +129,97 @@ impl Device {
             .clone_dtoh(&o)
             .map_err(drv("downloading an output"))?;
         from_bytes(out.0, out.1, &host[..out_bytes])
+    }
+}
+
+/// Timing of repeated launches of one kernel.
+#[derive(Clone, Debug)]
+pub struct Timing {
+    /// Median time per launch over the timed batches, µs.
+    pub median_us: f64,
+    /// Fastest batch's time per launch, µs.
+    pub min_us: f64,
+}
+
+impl Device {
+    /// Times `kernel` on device-resident random-free inputs (zeros of the given shapes):
+    /// warm-up, then `batches` batches of `per_batch` launches between CUDA events.
+    pub fn time_kernel(
+        &self,
+        module: &Arc<CudaModule>,
+        kernel: &Kernel,
+        inputs: &[(DType, Vec<usize>)],
+        out: (DType, &[usize]),
+        batches: usize,
+        per_batch: usize,
+    ) -> Result<Timing> {
+        let f: CudaFunction = module
+            .load_function(&kernel.name)
+            .map_err(drv(format!("finding kernel {}", kernel.name)))?;
+        let mut bufs: Vec<CudaSlice<u8>> = Vec::new();
+        for (dt, shape) in inputs {
+            let n: usize = shape.iter().product::<usize>() * elem_size(*dt);
+            // Ones-like bytes (0x3c) rather than zeros: never an all-zero input.
+            let host = vec![0x3cu8; n.max(1)];
+            bufs.push(
+                self.stream
+                    .clone_htod(&host)
+                    .map_err(drv("uploading an input"))?,
+            );
+        }
+        let n: usize = out.1.iter().product::<usize>() * elem_size(out.0);
+        let mut o: CudaSlice<u8> = self
+            .stream
+            .alloc_zeros(n.max(1))
+            .map_err(drv("allocating an output"))?;
+        let cfg = LaunchConfig {
+            grid_dim: (kernel.grid.max(1), 1, 1),
+            block_dim: (kernel.block.max(32), 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let launch = |o: &mut CudaSlice<u8>| -> Result<()> {
+            let mut b = self.stream.launch_builder(&f);
+            for buf in &bufs {
+                b.arg(buf);
+            }
+            b.arg(o);
+            // SAFETY: as in `run_kernel`: tensor inputs then the output, sized as emitted.
+            unsafe { b.launch(cfg) }
+                .map(|_| ())
+                .map_err(drv(format!("launching {}", kernel.name)))
+        };
+        for _ in 0..per_batch.max(3) {
+            launch(&mut o)?;
+        }
+        let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+        let mut per_launch = Vec::with_capacity(batches);
+        for _ in 0..batches.max(1) {
+            let start = self
+                .ctx
+                .new_event(flags)
+                .map_err(drv("creating an event"))?;
+            let end = self
+                .ctx
+                .new_event(flags)
+                .map_err(drv("creating an event"))?;
+            start
+                .record(&self.stream)
+                .map_err(drv("recording an event"))?;
+            for _ in 0..per_batch.max(1) {
+                launch(&mut o)?;
+            }
+            end.record(&self.stream)
+                .map_err(drv("recording an event"))?;
+            end.synchronize()
+                .map_err(drv(format!("running {}", kernel.name)))?;
+            let ms = start.elapsed_ms(&end).map_err(drv("reading an event"))?;
+            per_launch.push(f64::from(ms) * 1e3 / per_batch.max(1) as f64);
+        }
+        per_launch.sort_by(|a, b| a.total_cmp(b));
+        Ok(Timing {
+            median_us: per_launch[per_launch.len() / 2],
+            min_us: per_launch[0],
+        })
     }
 }
 

@@ -1,10 +1,12 @@
 //! The CUDA emitter: kernel source for the nodes of a specialized graph, compiled with
 //! NVRTC for the device's architecture. So far this covers element-wise nodes (single
-//! ops and `FusedElementwise` groups); GEMMs and convolutions go to cuBLASLt and cuDNN
-//! calls, and reductions, attention and data movement get their templates next (the
-//! plan reports the nodes it has no kernel for, by name).
+//! ops and `FusedElementwise` groups) and row kernels (LayerNorm, RMSNorm, softmax over
+//! the last axis); GEMMs and convolutions go to cuBLASLt and cuDNN calls, and attention
+//! and data movement get their templates next (the emitter reports the nodes it has no
+//! kernel for, by name).
 
 pub mod elementwise;
+pub mod rows;
 
 use crate::Result;
 use gopt_ir::{Graph, Op};
@@ -29,22 +31,24 @@ pub struct Kernel {
     /// The graph values its tensor parameters read, in parameter order (indices of
     /// `ValueId`s; the output comes last and is not listed).
     pub inputs: Vec<u32>,
+    /// Blocks to launch.
+    pub grid: u32,
+    /// Threads per block.
+    pub block: u32,
 }
 
-/// The kernels this emitter makes for `g`, in node order, and the nodes it leaves to
-/// other emitters or library calls (name and op).
-pub fn emit_elementwise(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
+/// The kernels these emitters make for `g` (element-wise nodes and row kernels), in
+/// node order, and the nodes left to other emitters or library calls (name and op).
+pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
     let mut kernels = Vec::new();
     let mut others = Vec::new();
     for (i, n) in g.nodes.iter().enumerate() {
+        let name = format!("k{i}_{}", ident(n.op.name()));
         match n.op {
             Op::Elementwise(_) | Op::Fused(gopt_ir::ops::FusedOp::FusedElementwise) => {
-                kernels.push(elementwise::emit(
-                    g,
-                    n,
-                    &format!("k{i}_{}", ident(n.op.name())),
-                )?);
+                kernels.push(elementwise::emit(g, n, &name)?);
             }
+            op if rows::handles(op) => kernels.push(rows::emit(g, n, &name)?),
             _ => others.push((n.name.clone(), n.op.name().to_string())),
         }
     }

@@ -1,0 +1,175 @@
+//! Row kernels: LayerNormalization, RMSNormalization and Softmax over the last axis, one
+//! block per row, statistics in fp32 (two passes over the row for the variance, which
+//! stays accurate where a one-pass sum of squares cancels).
+
+use super::elementwise::storage;
+use super::Kernel;
+use crate::template::fill;
+use crate::{CodegenError, Result};
+use gopt_ir::ops::ReduceOp;
+use gopt_ir::{DType, Graph, Node, Op};
+
+const TEMPLATE: &str = include_str!("rows.cu");
+/// Threads per row.
+pub const BLOCK: u32 = 256;
+
+fn unsupported(node: &Node, what: &str) -> CodegenError {
+    CodegenError::Unsupported {
+        node: node.name.clone(),
+        op: node.op.name().into(),
+        backend: "CUDA",
+        what: what.into(),
+    }
+}
+
+fn ld(_dt: DType, v: &str) -> String {
+    format!("gopt_ld({v})")
+}
+
+fn st(dt: DType, v: &str) -> String {
+    match dt {
+        DType::F16 => format!("__float2half_rn({v})"),
+        DType::BF16 => format!("__float2bfloat16_rn({v})"),
+        DType::F32 => v.to_string(),
+        other => format!("({})({v})", storage(other)),
+    }
+}
+
+/// Whether this emitter handles `op`.
+pub fn handles(op: Op) -> bool {
+    matches!(
+        op,
+        Op::Reduce(ReduceOp::LayerNormalization | ReduceOp::RMSNormalization | ReduceOp::Softmax)
+    )
+}
+
+/// Emits the row kernel for `node`.
+pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
+    let x = node
+        .inputs
+        .first()
+        .copied()
+        .flatten()
+        .ok_or_else(|| unsupported(node, "a missing input"))?;
+    let ty = g.ty(x).map_err(|e| CodegenError::Plan(e.to_string()))?;
+    let shape =
+        gopt_ir::dim::concrete(&ty.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
+    let rank = shape.len() as i64;
+    let d = *shape
+        .last()
+        .ok_or_else(|| unsupported(node, "a scalar input"))?;
+    let rows: usize = shape[..shape.len() - 1].iter().product();
+    let axis = node
+        .attrs
+        .int_or("axis", -1)
+        .map_err(|e| CodegenError::Plan(e.to_string()))?;
+    if axis != -1 && axis != rank - 1 {
+        return Err(unsupported(
+            node,
+            "a normalization over an axis other than the last",
+        ));
+    }
+    if node.outputs.len() != 1 {
+        return Err(unsupported(node, "the optional mean/inv-std-dev outputs"));
+    }
+    let dt = ty.dtype;
+    if !matches!(dt, DType::F32 | DType::F16 | DType::BF16) {
+        return Err(unsupported(node, &format!("{dt} data")));
+    }
+    let t = storage(dt);
+    let mut params = vec![format!("const {t}* __restrict__ x")];
+    let per_row = |k: usize| -> Result<Option<DType>> {
+        match node.inputs.get(k).copied().flatten() {
+            None => Ok(None),
+            Some(v) => {
+                let pt = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;
+                let ps = gopt_ir::dim::concrete(&pt.shape)
+                    .ok_or_else(|| unsupported(node, "symbolic shapes"))?;
+                if ps.iter().product::<usize>() != d || ps.last() != Some(&d) {
+                    return Err(unsupported(
+                        node,
+                        "a scale or bias that is not one value per column",
+                    ));
+                }
+                Ok(Some(pt.dtype))
+            }
+        }
+    };
+    let loop_ = |body: &str| {
+        format!("    for (int c = threadIdx.x; c < {d}; c += blockDim.x) {{ {body} }}\n")
+    };
+    let xv = ld(dt, "xr[c]");
+    let body = match node.op {
+        Op::Reduce(ReduceOp::Softmax) => {
+            format!(
+                "    float m = __int_as_float(0xff800000);\n{}    m = gopt_block_max_{name}(m, red);\n    float s = 0.0f;\n{}    s = gopt_block_sum_{name}(s, red);\n    const float inv = 1.0f / s;\n{}",
+                loop_(&format!("m = fmaxf(m, {xv});")),
+                loop_(&format!("s += expf({xv} - m);")),
+                loop_(&format!("yr[c] = {};", st(dt, &format!("expf({xv} - m) * inv"))))
+            )
+        }
+        Op::Reduce(op @ (ReduceOp::LayerNormalization | ReduceOp::RMSNormalization)) => {
+            let eps = node
+                .attrs
+                .float_or("epsilon", 1e-5)
+                .map_err(|e| CodegenError::Plan(e.to_string()))?;
+            let rms = op == ReduceOp::RMSNormalization;
+            let scale = per_row(1)?;
+            let bias = if rms { None } else { per_row(2)? };
+            if let Some(s) = scale {
+                params.push(format!("const {}* __restrict__ scale", storage(s)));
+            }
+            if let Some(b) = bias {
+                params.push(format!("const {}* __restrict__ bias", storage(b)));
+            }
+            let sc = scale
+                .map(|s| ld(s, "scale[c]"))
+                .unwrap_or_else(|| "1.0f".into());
+            let bi = bias
+                .map(|b| format!(" + {}", ld(b, "bias[c]")))
+                .unwrap_or_default();
+            let mean = if rms {
+                "    const float mean = 0.0f;\n".to_string()
+            } else {
+                format!(
+                    "    float s = 0.0f;\n{}    const float mean = gopt_block_sum_{name}(s, red) / {d}.0f;\n",
+                    loop_(&format!("s += {xv};"))
+                )
+            };
+            format!(
+                "{mean}    float q = 0.0f;\n{}    const float rstd = rsqrtf(gopt_block_sum_{name}(q, red) / {d}.0f + {eps:e}f);\n{}",
+                loop_(&format!("const float v = {xv} - mean; q += v * v;")),
+                loop_(&format!("yr[c] = {};", st(dt, &format!("({xv} - mean) * rstd * {sc}{bi}"))))
+            )
+        }
+        _ => return Err(unsupported(node, "this op (not a row kernel)")),
+    };
+    params.push(format!("{t}* __restrict__ out"));
+    let what = node.op.name();
+    let block = BLOCK.to_string();
+    let d_s = d.to_string();
+    let params_s = params.join(", ");
+    let source = fill(
+        TEMPLATE,
+        &[
+            ("what", what),
+            ("block", &block),
+            ("d", &d_s),
+            ("name", name),
+            ("params", &params_s),
+            ("t", t),
+            ("body", &body),
+        ],
+    )?;
+    let inputs = node.inputs.iter().flatten().map(|v| v.0).collect();
+    Ok(Kernel {
+        name: name.to_string(),
+        node: node.name.clone(),
+        source,
+        threads: rows * BLOCK as usize,
+        vectorized: false,
+        inputs,
+        grid: u32::try_from(rows).map_err(|_| CodegenError::Plan("too many rows".into()))?,
+        block: BLOCK,
+    })
+}
