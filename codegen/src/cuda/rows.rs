@@ -10,6 +10,9 @@ use gopt_ir::ops::ReduceOp;
 use gopt_ir::{DType, Graph, Node, Op};
 
 const TEMPLATE: &str = include_str!("rows.cu");
+const REGISTERS: &str = include_str!("rows_reg.cu");
+/// Most elements one thread keeps in registers (larger rows loop over global memory).
+pub const MAX_PER_THREAD: usize = 64;
 /// Threads per row.
 pub const BLOCK: u32 = 256;
 
@@ -95,6 +98,9 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
             }
         }
     };
+    if let Some(k) = emit_registers(node, name, &shape, dt, &per_row)? {
+        return Ok(k);
+    }
     let loop_ = |body: &str| {
         format!("    for (int c = threadIdx.x; c < {d}; c += blockDim.x) {{ {body} }}\n")
     };
@@ -172,4 +178,102 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         grid: u32::try_from(rows).map_err(|_| CodegenError::Plan("too many rows".into()))?,
         block: BLOCK,
     })
+}
+
+/// The register-cached variant: rows whose length is a multiple of the 16-byte vector
+/// and fits `MAX_PER_THREAD` elements per thread.
+fn emit_registers(
+    node: &Node,
+    name: &str,
+    shape: &[usize],
+    dt: DType,
+    per_row: &dyn Fn(usize) -> Result<Option<DType>>,
+) -> Result<Option<Kernel>> {
+    let d = *shape.last().unwrap_or(&0);
+    let rows: usize = shape[..shape.len() - 1].iter().product();
+    let vec = 16 / dt.size();
+    if d == 0 || d % vec != 0 {
+        return Ok(None);
+    }
+    let lanes = d / vec;
+    let block = lanes.next_power_of_two().clamp(32, BLOCK as usize);
+    let per = lanes.div_ceil(block) * vec;
+    if per > MAX_PER_THREAD {
+        return Ok(None);
+    }
+    let t = storage(dt);
+    let mut params = vec![format!("const {t}* __restrict__ x")];
+    let for_all = |body: &str| {
+        format!(
+            "#pragma unroll\n    for (int k = 0; k < {per} / {vec}; ++k) {{ if (!ok[k]) continue; for (int e = 0; e < {vec}; ++e) {{ const float x_ = v[k * {vec} + e]; {body} }} }}\n"
+        )
+    };
+    let (body, store) = match node.op {
+        Op::Reduce(ReduceOp::Softmax) => (
+            format!(
+                "    float m = __int_as_float(0xff800000);\n    {}    m = gopt_block_max_{name}(m, red);\n    float s = 0.0f;\n    {}    const float inv = 1.0f / gopt_block_sum_{name}(s, red);\n",
+                for_all("m = fmaxf(m, x_);"),
+                for_all("s += expf(x_ - m);")
+            ),
+            st(dt, "expf(v[k * VEC + e] - m) * inv"),
+        ),
+        Op::Reduce(op @ (ReduceOp::LayerNormalization | ReduceOp::RMSNormalization)) => {
+            let eps = node.attrs.float_or("epsilon", 1e-5).map_err(|e| CodegenError::Plan(e.to_string()))?;
+            let rms = op == ReduceOp::RMSNormalization;
+            let scale = per_row(1)?;
+            let bias = if rms { None } else { per_row(2)? };
+            if let Some(sd) = scale {
+                params.push(format!("const {}* __restrict__ scale", storage(sd)));
+            }
+            if let Some(b) = bias {
+                params.push(format!("const {}* __restrict__ bias", storage(b)));
+            }
+            let sc = scale.map(|_| "gopt_ld(scale[c])".to_string()).unwrap_or_else(|| "1.0f".into());
+            let bi = bias.map(|_| " + gopt_ld(bias[c])".to_string()).unwrap_or_default();
+            let mean = if rms {
+                "    const float mean = 0.0f;\n".to_string()
+            } else {
+                format!(
+                    "    float s = 0.0f;\n    {}    const float mean = gopt_block_sum_{name}(s, red) / {d}.0f;\n",
+                    for_all("s += x_;")
+                )
+            };
+            (
+                format!(
+                    "{mean}    float q = 0.0f;\n    {}    const float rstd = rsqrtf(gopt_block_sum_{name}(q, red) / {d}.0f + {eps:e}f);\n",
+                    for_all("const float u = x_ - mean; q += u * u;")
+                ),
+                st(dt, &format!("(v[k * VEC + e] - mean) * rstd * {sc}{bi}")),
+            )
+        }
+        _ => return Ok(None),
+    };
+    params.push(format!("{t}* __restrict__ out"));
+    let vec_s = vec.to_string();
+    let store = store.replace("VEC", &vec_s);
+    let source = fill(
+        REGISTERS,
+        &[
+            ("what", node.op.name()),
+            ("block", &block.to_string()),
+            ("d", &d.to_string()),
+            ("per", &per.to_string()),
+            ("vec", &vec_s),
+            ("name", name),
+            ("params", &params.join(", ")),
+            ("t", t),
+            ("body", &body),
+            ("store", &store),
+        ],
+    )?;
+    Ok(Some(Kernel {
+        name: name.to_string(),
+        node: node.name.clone(),
+        source,
+        threads: rows * block,
+        vectorized: true,
+        inputs: node.inputs.iter().flatten().map(|v| v.0).collect(),
+        grid: u32::try_from(rows).map_err(|_| CodegenError::Plan("too many rows".into()))?,
+        block: block as u32,
+    }))
 }
