@@ -105,12 +105,9 @@ impl Device {
             .stream
             .alloc_zeros(out_bytes.max(1))
             .map_err(drv("allocating an output"))?;
-        let threads = u32::try_from(kernel.threads.max(1))
-            .map_err(|_| RuntimeError::Usage("kernel too large".into()))?;
-        let blocks = threads.div_ceil(256).min(65_535 * 16);
         let cfg = LaunchConfig {
-            grid_dim: (blocks, 1, 1),
-            block_dim: (256, 1, 1),
+            grid_dim: (kernel.grid.max(1), 1, 1),
+            block_dim: (kernel.block.max(32), 1, 1),
             shared_mem_bytes: 0,
         };
         let mut b = self.stream.launch_builder(&f);
