@@ -208,6 +208,7 @@ fn emit_registers(
             "#pragma unroll\n    for (int k = 0; k < {per} / {vec}; ++k) {{ if (!ok[k]) continue; for (int e = 0; e < {vec}; ++e) {{ const float x_ = v[k * {vec} + e]; {body} }} }}\n"
         )
     };
+    let mut pre = String::new();
     let (body, store) = match node.op {
         Op::Reduce(ReduceOp::Softmax) => (
             format!(
@@ -228,8 +229,19 @@ fn emit_registers(
             if let Some(b) = bias {
                 params.push(format!("const {}* __restrict__ bias", storage(b)));
             }
-            let sc = scale.map(|_| "gopt_ld(scale[c])".to_string()).unwrap_or_else(|| "1.0f".into());
-            let bi = bias.map(|_| " + gopt_ld(bias[c])".to_string()).unwrap_or_default();
+            // Per-column parameters in x's storage type load 16 bytes at a time too.
+            let mut param = |p: &str, pd: DType| -> String {
+                if pd == dt {
+                    pre += &format!(
+                        "        union {{ uint4 u; {t} e[{vec}]; }} {p}v;\n        {p}v.u = reinterpret_cast<const uint4*>({p})[c0 / {vec}];\n"
+                    );
+                    format!("gopt_ld({p}v.e[e])")
+                } else {
+                    format!("gopt_ld({p}[c])")
+                }
+            };
+            let sc = scale.map(|sd| param("scale", sd)).unwrap_or_else(|| "1.0f".into());
+            let bi = bias.map(|bd| format!(" + {}", param("bias", bd))).unwrap_or_default();
             let mean = if rms {
                 "    const float mean = 0.0f;\n".to_string()
             } else {
@@ -263,6 +275,7 @@ fn emit_registers(
             ("params", &params.join(", ")),
             ("t", t),
             ("body", &body),
+            ("pre", &pre),
             ("store", &store),
         ],
     )?;

@@ -49,7 +49,7 @@ extern "C" __global__ void {{name}}({{params}}) {
         if (!ok[k]) continue;
         const int c0 = (k * {{block}} + threadIdx.x) * {{vec}};
         union { uint4 u; {{t}} e[{{vec}}]; } s;
-#pragma unroll
+{{pre}}#pragma unroll
         for (int e = 0; e < {{vec}}; ++e) {
             const int c = c0 + e;
             s.e[e] = {{store}};
