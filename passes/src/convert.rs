@@ -146,11 +146,12 @@ pub fn add_parts(
 /// Ops whose trailing optional inputs the rules match on get them as explicit absent
 /// leaves, so one pattern covers both forms (`Conv(x, w)` is `(Conv a x w none)`).
 fn padded_arity(op: gopt_ir::Op) -> usize {
-    use gopt_ir::ops::{AttentionOp, ElementwiseOp, FusedOp, NnOp};
+    use gopt_ir::ops::{AttentionOp, ElementwiseOp, FusedOp, NnOp, ShapeOp};
     use gopt_ir::Op;
     match op {
         Op::Nn(NnOp::Conv | NnOp::Gemm) => 3,
         Op::Elementwise(ElementwiseOp::Clip) => 3,
+        Op::Shape(ShapeOp::Squeeze) => 2,
         Op::Fused(FusedOp::FusedMatMul | FusedOp::FusedConv) => 4,
         Op::Attention(AttentionOp::Attention) => 4,
         _ => 0,

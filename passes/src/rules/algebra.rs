@@ -19,10 +19,9 @@ pub fn rules() -> Vec<Rule> {
         pattern_rule("algebra-identity", "(Identity ?a ?x)", "?x"),
         // Cast(x, dtype(x)) = x
         rule("algebra-cast-same", "(Cast ?a ?x)", cast_same),
-        // Reshape(x, shape(x)) = x (also Flatten/Squeeze/Unsqueeze that change nothing)
+        // Reshape(x, shape(x)) = x (also a Squeeze that changes nothing)
         rule("algebra-reshape-same", "(Reshape ?a ?x ?s)", same_shape),
         rule("algebra-squeeze-same", "(Squeeze ?a ?x ?s)", same_shape),
-        rule("algebra-unsqueeze-same", "(Unsqueeze ?a ?x ?s)", same_shape),
         // Transpose(x, identity) = x
         rule(
             "algebra-transpose-identity",
