@@ -108,7 +108,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     let body = match node.op {
         Op::Reduce(ReduceOp::Softmax) => {
             format!(
-                "    float m = __int_as_float(0xff800000);\n{}    m = gopt_block_max_{name}(m, red);\n    float s = 0.0f;\n{}    s = gopt_block_sum_{name}(s, red);\n    const float inv = 1.0f / s;\n{}",
+                "    float m = __int_as_float(0xff800000);\n{}    m = gopt_block_max(m, red);\n    float s = 0.0f;\n{}    s = gopt_block_sum(s, red);\n    const float inv = 1.0f / s;\n{}",
                 loop_(&format!("m = fmaxf(m, {xv});")),
                 loop_(&format!("s += expf({xv} - m);")),
                 loop_(&format!("yr[c] = {};", st(dt, &format!("expf({xv} - m) * inv"))))
@@ -138,12 +138,12 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
                 "    const float mean = 0.0f;\n".to_string()
             } else {
                 format!(
-                    "    float s = 0.0f;\n{}    const float mean = gopt_block_sum_{name}(s, red) / {d}.0f;\n",
+                    "    float s = 0.0f;\n{}    const float mean = gopt_block_sum(s, red) / {d}.0f;\n",
                     loop_(&format!("s += {xv};"))
                 )
             };
             format!(
-                "{mean}    float q = 0.0f;\n{}    const float rstd = rsqrtf(gopt_block_sum_{name}(q, red) / {d}.0f + {eps:e}f);\n{}",
+                "{mean}    float q = 0.0f;\n{}    const float rstd = rsqrtf(gopt_block_sum(q, red) / {d}.0f + {eps:e}f);\n{}",
                 loop_(&format!("const float v = {xv} - mean; q += v * v;")),
                 loop_(&format!("yr[c] = {};", st(dt, &format!("({xv} - mean) * rstd * {sc}{bi}"))))
             )
@@ -212,7 +212,7 @@ fn emit_registers(
     let (body, store) = match node.op {
         Op::Reduce(ReduceOp::Softmax) => (
             format!(
-                "    float m = __int_as_float(0xff800000);\n    {}    m = gopt_block_max_{name}(m, red);\n    float s = 0.0f;\n    {}    const float inv = 1.0f / gopt_block_sum_{name}(s, red);\n",
+                "    float m = __int_as_float(0xff800000);\n    {}    m = gopt_block_max(m, red);\n    float s = 0.0f;\n    {}    const float inv = 1.0f / gopt_block_sum(s, red);\n",
                 for_all("m = fmaxf(m, x_);"),
                 for_all("s += expf(x_ - m);")
             ),
@@ -246,13 +246,13 @@ fn emit_registers(
                 "    const float mean = 0.0f;\n".to_string()
             } else {
                 format!(
-                    "    float s = 0.0f;\n    {}    const float mean = gopt_block_sum_{name}(s, red) / {d}.0f;\n",
+                    "    float s = 0.0f;\n    {}    const float mean = gopt_block_sum(s, red) / {d}.0f;\n",
                     for_all("s += x_;")
                 )
             };
             (
                 format!(
-                    "{mean}    float q = 0.0f;\n    {}    const float rstd = rsqrtf(gopt_block_sum_{name}(q, red) / {d}.0f + {eps:e}f);\n",
+                    "{mean}    float q = 0.0f;\n    {}    const float rstd = rsqrtf(gopt_block_sum(q, red) / {d}.0f + {eps:e}f);\n",
                     for_all("const float u = x_ - mean; q += u * u;")
                 ),
                 st(dt, &format!("(v[k * VEC + e] - mean) * rstd * {sc}{bi}")),
