@@ -87,7 +87,7 @@ fn every_generated_kernel_of_the_shared_models_compiles_for_sm90() {
             vectorized += kernels.iter().filter(|k| k.vectorized).count();
         }
     }
-    println!("cuda: {compiled} kernels (element-wise and row) compiled for sm_90 ({vectorized} vectorized)");
+    println!("cuda: {compiled} kernels (element-wise, row, data movement) compiled for sm_90 ({vectorized} vectorized)");
     assert!(
         compiled >= 20,
         "only {compiled} kernels: the emitter lost coverage"

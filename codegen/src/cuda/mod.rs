@@ -1,11 +1,12 @@
 //! The CUDA emitter: kernel source for the nodes of a specialized graph, compiled with
 //! NVRTC for the device's architecture. So far this covers element-wise nodes (single
 //! ops and `FusedElementwise` groups) and row kernels (LayerNorm, RMSNorm, softmax over
-//! the last axis); GEMMs and convolutions go to cuBLASLt and cuDNN calls, and attention
-//! and data movement get their templates next (the emitter reports the nodes it has no
-//! kernel for, by name).
+//! the last axis) and data movement (transpose, slice, gather, expand, concat, view
+//! copies); GEMMs and convolutions go to cuBLASLt and cuDNN calls and attention gets its
+//! template next (the emitter reports the nodes it has no kernel for, by name).
 
 pub mod elementwise;
+pub mod movement;
 pub mod rows;
 
 use crate::Result;
@@ -37,7 +38,7 @@ pub struct Kernel {
     pub block: u32,
 }
 
-/// The kernels these emitters make for `g` (element-wise nodes and row kernels), in
+/// The kernels these emitters make for `g` (element-wise, row and data-movement), in
 /// node order, and the nodes left to other emitters or library calls (name and op).
 pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
     let mut kernels = Vec::new();
@@ -49,6 +50,7 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
                 kernels.push(elementwise::emit(g, n, &name)?);
             }
             op if rows::handles(op) => kernels.push(rows::emit(g, n, &name)?),
+            op if movement::handles(op) => kernels.push(movement::emit(g, n, &name)?),
             _ => others.push((n.name.clone(), n.op.name().to_string())),
         }
     }
