@@ -125,17 +125,30 @@ fn generated_kernels_match_the_interpreter_on_the_gpu() {
                     .eval(&EvalCx { lookup: &lookup }, node, &ins)
                     .unwrap_or_else(|e| panic!("{e}"));
                 let params: Vec<&Tensor> = k.inputs.iter().map(|v| &values[v]).collect();
-                let out_ty = g.ty(node.outputs[0]).expect("typed");
-                let shape = gopt::ir::dim::concrete(&out_ty.shape).expect("static");
+                let outs: Vec<(DType, Vec<usize>)> = k
+                    .outputs
+                    .iter()
+                    .map(|o| {
+                        let ty = g.ty(gopt::ir::ValueId(*o)).expect("typed");
+                        (ty.dtype, gopt::ir::dim::concrete(&ty.shape).expect("static"))
+                    })
+                    .collect();
                 let got = dev
-                    .run_kernel(&module, k, &params, (out_ty.dtype, &shape))
+                    .run_kernel(&module, k, &params, &outs)
                     .unwrap_or_else(|e| panic!("{e}"));
-                close(&got, &want[0]).unwrap_or_else(|m| {
-                    panic!(
-                        "{name} {precision}: kernel {} for node `{}`: {m}\n{}",
-                        k.name, k.node, k.source
-                    )
-                });
+                for (o, got) in k.outputs.iter().zip(&got) {
+                    let j = node
+                        .outputs
+                        .iter()
+                        .position(|v| v.0 == *o)
+                        .expect("a kernel writes its node's outputs");
+                    close(got, &want[j]).unwrap_or_else(|m| {
+                        panic!(
+                            "{name} {precision}: kernel {} for node `{}` output {j}: {m}\n{}",
+                            k.name, k.node, k.source
+                        )
+                    });
+                }
                 checked += 1;
             }
         }

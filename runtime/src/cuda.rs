@@ -83,15 +83,16 @@ impl Device {
             .map_err(drv("uploading a tensor"))
     }
 
-    /// Runs one kernel of `module` (element-wise or row) on `inputs` (the kernel's tensor
-    /// parameters, in order) and returns its output.
+    /// Runs one kernel of `module` on `inputs` (the kernel's input parameters, in order)
+    /// and returns its outputs, of the given dtypes and shapes (the parameters after the
+    /// inputs).
     pub fn run_kernel(
         &self,
         module: &Arc<CudaModule>,
         kernel: &Kernel,
         inputs: &[&Tensor],
-        out: (DType, &[usize]),
-    ) -> Result<Tensor> {
+        outs: &[(DType, Vec<usize>)],
+    ) -> Result<Vec<Tensor>> {
         let f: CudaFunction = module
             .load_function(&kernel.name)
             .map_err(drv(format!("finding kernel {}", kernel.name)))?;
@@ -99,33 +100,49 @@ impl Device {
             .iter()
             .map(|t| self.upload(t))
             .collect::<Result<_>>()?;
-        let n: usize = out.1.iter().product();
-        let out_bytes = n * elem_size(out.0);
-        let mut o: CudaSlice<u8> = self
-            .stream
-            .alloc_zeros(out_bytes.max(1))
-            .map_err(drv("allocating an output"))?;
-        let cfg = LaunchConfig {
-            grid_dim: (kernel.grid.max(1), 1, 1),
-            block_dim: (kernel.block.max(32), 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let mut obufs: Vec<CudaSlice<u8>> = Vec::with_capacity(outs.len());
+        for (dt, shape) in outs {
+            let n = shape.iter().product::<usize>() * elem_size(*dt);
+            obufs.push(
+                self.stream
+                    .alloc_zeros(n.max(1))
+                    .map_err(drv("allocating an output"))?,
+            );
+        }
         let mut b = self.stream.launch_builder(&f);
         for buf in &bufs {
             b.arg(buf);
         }
-        b.arg(&mut o);
-        // SAFETY: the kernel's parameters are exactly its tensor inputs then its output,
+        for o in &mut obufs {
+            b.arg(o);
+        }
+        // SAFETY: the kernel's parameters are exactly its tensor inputs then its outputs,
         // each a device buffer of the size the emitter assumed.
-        unsafe { b.launch(cfg) }.map_err(drv(format!("launching {}", kernel.name)))?;
+        unsafe { b.launch(launch_config(kernel)) }
+            .map_err(drv(format!("launching {}", kernel.name)))?;
         self.stream
             .synchronize()
             .map_err(drv(format!("running {}", kernel.name)))?;
-        let host: Vec<u8> = self
-            .stream
-            .clone_dtoh(&o)
-            .map_err(drv("downloading an output"))?;
-        from_bytes(out.0, out.1, &host[..out_bytes])
+        outs.iter()
+            .zip(&obufs)
+            .map(|((dt, shape), o)| {
+                let n = shape.iter().product::<usize>() * elem_size(*dt);
+                let host: Vec<u8> = self
+                    .stream
+                    .clone_dtoh(o)
+                    .map_err(drv("downloading an output"))?;
+                from_bytes(*dt, shape, &host[..n])
+            })
+            .collect()
+    }
+}
+
+/// The launch shape the emitter chose for `k`.
+pub fn launch_config(k: &Kernel) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (k.grid.max(1), 1, 1),
+        block_dim: (k.block.max(32), 1, 1),
+        shared_mem_bytes: k.shared_mem,
     }
 }
 
@@ -169,11 +186,7 @@ impl Device {
             .stream
             .alloc_zeros(n.max(1))
             .map_err(drv("allocating an output"))?;
-        let cfg = LaunchConfig {
-            grid_dim: (kernel.grid.max(1), 1, 1),
-            block_dim: (kernel.block.max(32), 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg = launch_config(kernel);
         let launch = |o: &mut CudaSlice<u8>| -> Result<()> {
             let mut b = self.stream.launch_builder(&f);
             for buf in &bufs {

@@ -30,8 +30,12 @@ pub struct Kernel {
     /// Whether it moves 16 bytes per access.
     pub vectorized: bool,
     /// The graph values its tensor parameters read, in parameter order (indices of
-    /// `ValueId`s; the output comes last and is not listed).
+    /// `ValueId`s).
     pub inputs: Vec<u32>,
+    /// The graph values it writes, as the parameters after the inputs, in order.
+    pub outputs: Vec<u32>,
+    /// Dynamic shared memory per block, bytes.
+    pub shared_mem: u32,
     /// Blocks to launch.
     pub grid: u32,
     /// Threads per block.

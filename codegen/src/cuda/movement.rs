@@ -260,6 +260,8 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         inputs,
         grid: u32::try_from(n.div_ceil(256).clamp(1, 65_535 * 32)).unwrap_or(u32::MAX),
         block: 256,
+        outputs: vec![node.outputs[0].0],
+        shared_mem: 0,
     })
 }
 

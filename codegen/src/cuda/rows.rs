@@ -177,6 +177,8 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         inputs,
         grid: u32::try_from(rows).map_err(|_| CodegenError::Plan("too many rows".into()))?,
         block: BLOCK,
+        outputs: vec![node.outputs[0].0],
+        shared_mem: 0,
     })
 }
 
@@ -288,5 +290,7 @@ fn emit_registers(
         inputs: node.inputs.iter().flatten().map(|v| v.0).collect(),
         grid: u32::try_from(rows).map_err(|_| CodegenError::Plan("too many rows".into()))?,
         block: block as u32,
+        outputs: vec![node.outputs[0].0],
+        shared_mem: 0,
     }))
 }
