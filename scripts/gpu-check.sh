@@ -1,32 +1,99 @@
 #!/usr/bin/env bash
-# On the GPU machine (no Rust toolchain there): runs the test binaries built here and
-# carried along, against the real GPU, and leaves logs in $OUT.
+# The GPU machine's whole check, in one call (it has no Rust toolchain: binaries are
+# built here and carried along in gpu-bin/, compressed to stay under the 64 MiB carry).
 #
-# Here:   scripts/gpu-check.sh --build      (builds and copies the binaries to gpu-bin/)
-# There:  scripts/gpu-check.sh              (needs gpu-bin/, writes $OUT/gpu-check.log)
-set -euo pipefail
+# Here:   scripts/gpu-check.sh --build   builds gopt and the GPU test binaries
+#                                        (test-opt profile), packs them and the
+#                                        conformance cases into gpu-bin/
+# There:  scripts/gpu-check.sh [--no-bench] [--no-conformance] [--tests a,b]
+#         1. the generated kernels against the interpreter, and their bandwidth
+#            (tests/cuda_kernels.rs, cuda_attention.rs, cuda_conv.rs, --ignored);
+#         2. the shared models through CUDA against their reference data
+#            (`gopt test --backend cuda`: fp32, then bf16 and fp16 by relative L2);
+#         3. the conformance cases through CUDA;
+#         4. bench/gpu-bench.sh: ResNet-50, BERT-base, GPT-2 against PyTorch eager and
+#            torch.compile in the same run.
+#         Logs and JSON go to $OUT; a summary is printed last.
+set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
+TESTS=(cuda_kernels cuda_attention cuda_conv)
 
 if [[ "${1:-}" == "--build" ]]; then
-    cargo test --profile test-opt --test cuda_kernels --no-run 2>&1 | tail -1
-    bin="$(ls -t target/test-opt/deps/cuda_kernels-* | grep -v '\.d$' | head -1)"
-    mkdir -p gpu-bin
-    cp "$bin" gpu-bin/cuda_kernels
-    strip gpu-bin/cuda_kernels 2>/dev/null || true
-    ls -la gpu-bin
+    set -e
+    cargo build --profile test-opt --bin gopt 2>&1 | tail -1
+    args=(); for t in "${TESTS[@]}"; do args+=(--test "$t"); done
+    cargo test --profile test-opt "${args[@]}" --no-run 2>&1 | tail -1
+    rm -rf gpu-bin && mkdir -p gpu-bin
+    cp target/test-opt/gopt gpu-bin/gopt
+    for t in "${TESTS[@]}"; do
+        bin="$(ls -t target/test-opt/deps/"$t"-* | grep -v '\.d$' | head -1)"
+        cp "$bin" "gpu-bin/$t"
+    done
+    strip gpu-bin/* 2>/dev/null || true
+    gzip -9 gpu-bin/*
+    tar czf gpu-bin/conformance.tgz -C tests/data conformance
+    git rev-parse --short HEAD > gpu-bin/COMMIT
+    git diff --quiet HEAD || echo "+dirty" >> gpu-bin/COMMIT
+    du -sh gpu-bin; ls -la gpu-bin
     exit 0
 fi
 
+BENCH=1; CONF=1
+while (($#)); do
+    case "$1" in
+        --no-bench) BENCH=0 ;;
+        --no-conformance) CONF=0 ;;
+        --tests) IFS=, read -r -a TESTS <<< "$2"; shift ;;
+    esac
+    shift
+done
 OUT="${OUT:-/tmp/gopt-gpu-out}"
 mkdir -p "$OUT"
 export LD_LIBRARY_PATH="/usr/local/cuda/lib64${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export GOPT_CUDA_INCLUDE="${GOPT_CUDA_INCLUDE:-/usr/local/cuda/include}"
 export GOPT_REPO="$REPO"
+export GOPT_CACHE_DIR="$OUT/ptx-cache"
+BIN="$REPO/gpu-bin/bin"
+mkdir -p "$BIN"
+for f in gpu-bin/*.gz; do gunzip -c "$f" > "$BIN/$(basename "$f" .gz)"; chmod +x "$BIN/$(basename "$f" .gz)"; done
+[[ -d tests/data/conformance ]] || tar xzf gpu-bin/conformance.tgz -C tests/data
+summary=()
+log() { echo "$*"; summary+=("$*"); }
 {
-    echo "== $(date -u +%FT%TZ) commit $(cat gpu-bin/COMMIT 2>/dev/null || echo unknown)"
+    echo "== $(date -u +%FT%TZ) commit $(tr '\n' ' ' < gpu-bin/COMMIT)"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
-    echo "== generated kernels against the interpreter, and their bandwidth"
-    ./gpu-bin/cuda_kernels --ignored --nocapture --test-threads 1
+    for t in "${TESTS[@]}"; do
+        [[ -n "$t" ]] || continue
+        echo "== $t (--ignored)"
+        if "$BIN/$t" --ignored --nocapture --test-threads 1 > "$OUT/$t.log" 2>&1; then
+            log "$t: $(grep -E '^test result' "$OUT/$t.log" | tail -1)"
+        else
+            log "$t: FAILED ($(grep -E '^test result|panicked' "$OUT/$t.log" | head -3 | tr '\n' ' '))"
+        fi
+        grep -E '^(cuda|bandwidth|attention|conv|timing|  )' "$OUT/$t.log" | head -40
+    done
+    for p in fp32 bf16 fp16; do
+        echo "== shared models through CUDA, $p"
+        "$BIN/gopt" test tests/data/models --backend cuda --precision "$p" --atol 1e-4 -j 4 > "$OUT/models_$p.log" 2>&1
+        log "models $p: $(tail -1 "$OUT/models_$p.log")"
+        grep -v '^PASS' "$OUT/models_$p.log" | head -20
+    done
+    echo "== shared models, kernel by kernel (no CUDA graph), fp32"
+    "$BIN/gopt" test tests/data/models --backend cuda --no-cuda-graph --atol 1e-4 -j 4 > "$OUT/models_nograph.log" 2>&1
+    log "models fp32 no CUDA graph: $(tail -1 "$OUT/models_nograph.log")"
+    if [[ "$CONF" == 1 ]]; then
+        echo "== conformance through CUDA"
+        "$BIN/gopt" test tests/data/conformance --backend cuda -j 16 > "$OUT/conformance_cuda.log" 2>&1
+        log "conformance cuda: $(tail -1 "$OUT/conformance_cuda.log")"
+        grep -E '^FAIL' "$OUT/conformance_cuda.log" | head -30
+    fi
+    if [[ "$BENCH" == 1 ]]; then
+        echo "== benchmark"
+        bash bench/gpu-bench.sh "$BIN/gopt" "$OUT/bench" 2>&1 | tail -30
+    fi
+    echo "== summary"
+    printf '%s\n' "${summary[@]}"
 } 2>&1 | tee "$OUT/gpu-check.log"
+rm -rf "$OUT/ptx-cache"

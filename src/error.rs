@@ -37,6 +37,12 @@ pub enum GoptError {
     /// The optimizer failed or was given options it cannot honour.
     #[error(transparent)]
     Passes(#[from] gopt_passes::PassError),
+    /// Code generation failed (an op or mode a backend has no kernel for).
+    #[error(transparent)]
+    Codegen(#[from] gopt_codegen::CodegenError),
+    /// A backend failed at run time (no GPU, a driver or library error).
+    #[error(transparent)]
+    Runtime(#[from] gopt_runtime::RuntimeError),
     /// A bad option value.
     #[error("{0}")]
     Usage(String),
@@ -62,7 +68,10 @@ impl GoptError {
             GoptError::Import(e) => e.is_unsupported(),
             GoptError::Ir(e) => ir_is_unsupported(e),
             GoptError::Passes(gopt_passes::PassError::Ir(e)) => ir_is_unsupported(e),
+            GoptError::Codegen(gopt_codegen::CodegenError::Unsupported { .. }) => true,
             GoptError::Io { .. }
+            | GoptError::Codegen(_)
+            | GoptError::Runtime(_)
             | GoptError::TensorFile { .. }
             | GoptError::Inputs(_)
             | GoptError::Passes(_)

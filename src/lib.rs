@@ -20,12 +20,15 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod compiled;
+pub mod cuda;
 pub mod error;
 pub mod pipeline;
 pub mod report;
 pub mod tensor_io;
 pub mod testing;
 
+pub use compiled::{compile, compile_buckets, Compiled};
 pub use error::{GoptError, Result};
 pub use gopt_codegen as codegen;
 pub use gopt_frontends as frontends;

@@ -19,7 +19,8 @@ use std::process::ExitCode;
         gopt inspect model.onnx\n  \
         gopt compile model.onnx --bind batch=1 --bind seq=128\n  \
         gopt run model.onnx --input input_ids=ids.npy -o out/\n  \
-        gopt test tests/data/conformance\n\n\
+        gopt test tests/data/conformance\n  \
+        gopt bench model.onnx --batch 32 --seq 128 --precision bf16\n\n\
         Exit codes: 0 success, 1 test failures, 2 errors (bad model, bad input, bad usage).\n\
         Run `gopt help <command>` for each command's options and examples."
 )]
@@ -37,6 +38,7 @@ enum Command {
     Run(cli::run::Args),
     Test(cli::test::Args),
     Compile(cli::compile::Args),
+    Bench(cli::bench::Args),
 }
 
 fn main() -> ExitCode {
@@ -46,6 +48,7 @@ fn main() -> ExitCode {
         Command::Run(a) => cli::run::main(a),
         Command::Test(a) => cli::test::main(a),
         Command::Compile(a) => cli::compile::main(a),
+        Command::Bench(a) => cli::bench::main(a),
     };
     match result {
         Ok(code) => code,

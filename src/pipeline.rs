@@ -5,7 +5,7 @@
 
 use crate::{GoptError, Result};
 use gopt_ir::ops::ShapeOp;
-use gopt_ir::{interp, Attrs, Bindings, Dim, Graph, Model, Node, Op, Tensor, ValueId, Verified};
+use gopt_ir::{Attrs, Bindings, Dim, Graph, Model, Node, Op, Tensor, ValueId, Verified};
 use gopt_passes::bucket::{self, Plan};
 use gopt_passes::{Config, Pass, PassReport, Precision};
 use std::collections::BTreeMap;
@@ -19,6 +19,30 @@ pub struct Options {
     pub buckets: Vec<(String, Vec<u64>)>,
     /// Skip the optimizer entirely (run the graph as imported and folded).
     pub no_optimize: bool,
+    /// Where [`run`] executes.
+    pub backend: Backend,
+    /// CUDA: launch the plan step by step instead of replaying a captured CUDA graph.
+    pub no_cuda_graph: bool,
+}
+
+/// Where a compiled graph executes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Backend {
+    /// The CPU reference interpreter.
+    #[default]
+    Cpu,
+    /// NVIDIA GPUs: generated CUDA kernels and cuBLASLt, replayed as a CUDA graph.
+    Cuda,
+}
+
+impl Backend {
+    /// The name the CLI and reports use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Backend::Cpu => "cpu",
+            Backend::Cuda => "cuda",
+        }
+    }
 }
 
 impl Options {
@@ -58,6 +82,7 @@ impl Options {
             config: cfg,
             buckets,
             no_optimize,
+            ..Options::default()
         })
     }
 }
@@ -135,35 +160,48 @@ pub fn bucket_for(
 pub struct RunOutcome {
     /// Outputs, sliced back to the run's sizes.
     pub outputs: Vec<Tensor>,
-    /// The variant that ran.
-    pub variant: Variant,
 }
 
-/// Checks inputs, picks the bucket, specializes and optimizes, pads, runs on the CPU
-/// reference interpreter and slices the outputs back.
-pub fn run(model: &Model, inputs: &[Tensor], opts: &Options) -> Result<RunOutcome> {
+/// Compiles `model` for the bucket `inputs` need and runs it once on the chosen backend
+/// (the CPU reference interpreter, or the CUDA plan): [`crate::Compiled::run`] on a
+/// fresh [`crate::Compiled`].
+pub fn run(model: &crate::Imported, inputs: &[Tensor], opts: &Options) -> Result<RunOutcome> {
+    let mut c = crate::Compiled::empty(model, opts);
+    Ok(RunOutcome {
+        outputs: c.run(inputs)?,
+    })
+}
+
+/// Pads (or slices) each input to its bucket's dims.
+pub(crate) fn pad_inputs(
+    model: &Model,
+    inputs: &[Tensor],
+    bucket: &BTreeMap<String, u64>,
+) -> Result<Vec<Tensor>> {
     let g = &model.graph;
-    let actual = interp::check_inputs(g, inputs)?;
-    let bucket = bucket_for(model, &actual, opts)?;
-    let variant = specialize(model, &bucket, opts)?;
-    let padded = inputs
+    inputs
         .iter()
         .zip(&g.inputs)
-        .map(|(t, &v)| resize(t, &dims_of(g, v), &bucket))
-        .collect::<Result<Vec<_>>>()?;
-    let outs = interp::run(&variant.graph, &padded)?;
-    let actual_map: BTreeMap<String, u64> = actual.into_iter().collect();
-    let padded_any = bucket.iter().any(|(k, v)| actual_map.get(k) != Some(v));
-    let outputs = if padded_any {
-        let dims = output_dims(model, &actual_map)?;
-        outs.iter()
-            .zip(&dims)
-            .map(|(t, d)| resize(t, d, &actual_map))
-            .collect::<Result<Vec<_>>>()?
-    } else {
-        outs
-    };
-    Ok(RunOutcome { outputs, variant })
+        .map(|(t, &v)| resize(t, &dims_of(g, v), bucket))
+        .collect()
+}
+
+/// Slices outputs computed at the bucket's sizes back to the run's own sizes.
+pub(crate) fn slice_outputs(
+    model: &Model,
+    outs: Vec<Tensor>,
+    bucket: &BTreeMap<String, u64>,
+    actual: &BTreeMap<String, u64>,
+) -> Result<Vec<Tensor>> {
+    let padded_any = bucket.iter().any(|(k, v)| actual.get(k) != Some(v));
+    if !padded_any {
+        return Ok(outs);
+    }
+    let dims = output_dims(model, actual)?;
+    outs.iter()
+        .zip(&dims)
+        .map(|(t, d)| resize(t, d, actual))
+        .collect()
 }
 
 /// The outputs' shapes at the run's own sizes: the model specialized to them (bound and

@@ -218,7 +218,7 @@ fn f32_tensor(shape: &[usize]) -> gopt::Tensor {
 fn help_teaches_each_subcommand() {
     let out = gopt(&["--help"]);
     assert_ok(&out);
-    for cmd in ["inspect", "run", "test", "compile"] {
+    for cmd in ["inspect", "run", "test", "compile", "bench"] {
         assert!(out.stdout.contains(cmd), "{}", out.stdout);
         let sub = gopt(&[cmd, "--help"]);
         assert_ok(&sub);
@@ -886,4 +886,89 @@ fn a_run_that_fits_no_bucket_is_refused_with_the_reason() {
         &format!("input_ids={ids}"),
     ]);
     assert_ok(&out);
+}
+
+#[test]
+fn compile_writes_a_cuda_artifact() {
+    let dir = scratch("compile_writes_a_cuda_artifact");
+    let out_dir = dir.join("bert.gopt");
+    let out = gopt(&[
+        "compile",
+        &model_path("bert_small"),
+        "--precision",
+        "bf16",
+        "--buckets",
+        "batch=1,2",
+        "--buckets",
+        "seq=64",
+        "-o",
+        &out_dir.display().to_string(),
+    ]);
+    assert_ok(&out);
+    assert!(out.stdout.contains("cuda: "), "{}", out.stdout);
+    assert!(out.stdout.contains("cuBLASLt GEMMs"), "{}", out.stdout);
+    for f in ["plan.json", "kernels.cu", "weights.bin", "model.onnx", "report.json"] {
+        assert!(out_dir.join(f).is_file(), "{f} missing");
+    }
+    let plan: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out_dir.join("plan.json")).expect("plan"))
+            .expect("plan.json is JSON");
+    assert_eq!(plan["buckets"].as_array().map(Vec::len), Some(2));
+    assert_eq!(plan["format"], "gopt-artifact-1");
+    let cu = std::fs::read_to_string(out_dir.join("kernels.cu")).expect("kernels.cu");
+    assert!(cu.contains("extern \"C\" __global__"));
+    // The two buckets share one weights blob (each constant once).
+    let w = std::fs::metadata(out_dir.join("weights.bin")).expect("weights").len();
+    let per = plan["buckets"][0]["plan"]["weights_bytes"].as_u64().expect("bytes");
+    assert!(w <= per + per / 2, "weights.bin {w} B for buckets of {per} B each");
+}
+
+#[test]
+fn cuda_without_a_gpu_is_a_clear_error() {
+    // CI has no GPU: the CUDA backend must say so and suggest another, not crash.
+    if std::path::Path::new("/dev/nvidia0").exists() {
+        return;
+    }
+    let out = gopt(&[
+        "run",
+        &model_path("mobilenet_v2"),
+        "-i",
+        &root()
+            .join("tests/data/models/mobilenet_v2/test_data_set_0/input_0.pb")
+            .display()
+            .to_string(),
+        "--backend",
+        "cuda",
+    ]);
+    assert_error(&out, &["no CUDA", "use another backend"]);
+    let out = gopt(&["bench", &model_path("bert_small"), "--batch", "1", "--seq", "32"]);
+    assert_error(&out, &["no CUDA", "use another backend"]);
+}
+
+#[test]
+fn bench_on_the_cpu_and_its_errors() {
+    let out = gopt(&[
+        "bench",
+        &model_path("bert_small"),
+        "--backend",
+        "cpu",
+        "--batch",
+        "1",
+        "--seq",
+        "32",
+        "--iters",
+        "2",
+        "--warmup",
+        "0",
+        "--json",
+    ]);
+    assert_ok(&out);
+    let r: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    assert_eq!(r["iters"], 2);
+    assert!(r["p50_ms"].as_f64().expect("p50") > 0.0);
+    assert_eq!(r["bucket"]["seq"], 32);
+    let out = gopt(&["bench", &model_path("bert_small"), "--batch", "1", "--backend", "cpu"]);
+    assert_error(&out, &["symbolic dims without a size", "seq"]);
+    let out = gopt(&["bench", &model_path("bert_small"), "--iters", "0", "--backend", "cpu"]);
+    assert_error(&out, &["--iters"]);
 }

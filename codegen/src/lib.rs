@@ -6,6 +6,7 @@
 
 pub mod cuda;
 pub mod memory;
+pub mod plan;
 pub mod template;
 
 /// Errors of code generation.

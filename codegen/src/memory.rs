@@ -2,9 +2,9 @@
 //! arena, chosen from value lifetimes so buffers whose lifetimes do not overlap share
 //! bytes (TFLite's greedy-by-size: largest first, each at the lowest offset that no
 //! overlapping-in-time buffer occupies). Views (reshape, squeeze, unsqueeze, flatten,
-//! identity) alias their input and extend its lifetime. Graph inputs live from the
-//! start, outputs to the end; weights are not in the arena (uploaded once, shared by
-//! every bucket).
+//! identity) alias their input and extend its lifetime. Graph inputs live for the whole
+//! run (a plan may execute again on inputs copied in once), outputs to the end;
+//! weights are not in the arena (uploaded once, shared by every bucket).
 
 use crate::{CodegenError, Result};
 use gopt_ir::ops::ShapeOp;
@@ -94,8 +94,11 @@ pub fn plan(g: &Graph) -> Result<Layout> {
         e.0 = e.0.min(at);
         e.1 = e.1.max(at);
     };
+    // Graph inputs live for the whole run: a plan may execute again (a benchmark, a
+    // replayed CUDA graph) on the inputs copied in once.
     for &v in &g.inputs {
         touch(v, 0, &mut life);
+        touch(v, steps, &mut life);
     }
     for (i, n) in g.nodes.iter().enumerate() {
         for v in n.inputs.iter().flatten() {

@@ -94,3 +94,32 @@ fn symbolic_shapes_are_an_error() {
     let e = plan(&g).expect_err("symbolic");
     assert!(e.to_string().contains("specialized"), "{e}");
 }
+
+#[test]
+fn graph_inputs_keep_their_bytes_for_the_whole_run() {
+    // A plan executes again on inputs copied in once (benchmarks, CUDA-graph replays):
+    // nothing may reuse an input's bytes, even after its last reader.
+    let g = gopt_ir::verify(
+        parse(
+            r#"graph "g"(%0 "x": f32[1024]) -> (%4) {
+  %1 "a": f32[1024] = Relu "r1"(%0)
+  %2 "b": f32[1024] = Relu "r2"(%1)
+  %3 "c": f32[1024] = Relu "r3"(%2)
+  %4 "y": f32[1024] = Relu "r4"(%3)
+}"#,
+        )
+        .expect("parses"),
+    )
+    .expect("verifies");
+    let l = plan(&g).expect("plans");
+    let x = &l.buffers[l.slots[&g.inputs[0]]];
+    for (i, b) in l.buffers.iter().enumerate() {
+        if i == l.slots[&g.inputs[0]] {
+            continue;
+        }
+        assert!(
+            b.offset >= x.offset + x.bytes || x.offset >= b.offset + b.bytes,
+            "{b:?} reuses the input's bytes {x:?}"
+        );
+    }
+}

@@ -458,3 +458,68 @@ fn every_rule_has_a_firing_and_a_not_applicable_test() {
     }
     assert!(missing.is_empty(), "rules without both tests: {missing:#?}");
 }
+
+#[test]
+fn casts_move_through_data_movement() {
+    // Exact: each element rounds the same wherever it moves.
+    check_rewrite(
+        "precision-cast-transpose",
+        r#"graph "g"(%0 "x": f32[2,3]) -> (%2) {
+  %1 "t": f32[3,2] = Transpose "t"(%0) {perm=ints[1,0]}
+  %2 "c": bf16[3,2] = Cast "c"(%1) {to=dtype bf16}
+}"#,
+        r#"graph "g"(%0 "x": f32[2,3]) -> (%2) {
+  %1 "c": bf16[2,3] = Cast "c"(%0) {to=dtype bf16}
+  %2 "t": bf16[3,2] = Transpose "t"(%1) {perm=ints[1,0]}
+}"#,
+    );
+    check_not_applicable(
+        "precision-cast-transpose",
+        r#"graph "g"(%0 "x": f32[2,3]) -> (%2) {
+  %1 "c": bf16[2,3] = Cast "c"(%0) {to=dtype bf16}
+  %2 "t": bf16[3,2] = Transpose "t"(%1) {perm=ints[1,0]}
+}"#,
+    );
+    check_rewrite(
+        "precision-cast-reshape",
+        r#"graph "g"(%0 "x": f32[2,3]) -> (%3) {
+  %1 "s": i64[1] = const [6]
+  %2 "r": f32[6] = Reshape "r"(%0, %1)
+  %3 "c": bf16[6] = Cast "c"(%2) {to=dtype bf16}
+}"#,
+        r#"graph "g"(%0 "x": f32[2,3]) -> (%3) {
+  %1 "s": i64[1] = const [6]
+  %2 "c": bf16[2,3] = Cast "c"(%0) {to=dtype bf16}
+  %3 "r": bf16[6] = Reshape "r"(%2, %1)
+}"#,
+    );
+    check_not_applicable(
+        "precision-cast-reshape",
+        r#"graph "g"(%0 "x": f32[2,3]) -> (%1) {
+  %1 "c": bf16[2,3] = Cast "c"(%0) {to=dtype bf16}
+}"#,
+    );
+    check_rewrite(
+        "precision-cast-slice",
+        r#"graph "g"(%0 "x": f32[2,6]) -> (%5) {
+  %1 "b": i64[1] = const [2]
+  %2 "e": i64[1] = const [4]
+  %3 "a": i64[1] = const [1]
+  %4 "s": f32[2,2] = Slice "s"(%0, %1, %2, %3)
+  %5 "c": bf16[2,2] = Cast "c"(%4) {to=dtype bf16}
+}"#,
+        r#"graph "g"(%0 "x": f32[2,6]) -> (%5) {
+  %1 "b": i64[1] = const [2]
+  %2 "e": i64[1] = const [4]
+  %3 "a": i64[1] = const [1]
+  %4 "c": bf16[2,6] = Cast "c"(%0) {to=dtype bf16}
+  %5 "s": bf16[2,2] = Slice "s"(%4, %1, %2, %3)
+}"#,
+    );
+    check_not_applicable(
+        "precision-cast-slice",
+        r#"graph "g"(%0 "x": f32[2,6]) -> (%1) {
+  %1 "c": bf16[2,6] = Cast "c"(%0) {to=dtype bf16}
+}"#,
+    );
+}

@@ -6,17 +6,18 @@ use crate::{Result, RuntimeError};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
+use std::path::{Path, PathBuf};
 use gopt_codegen::cuda::Kernel;
 use gopt_ir::{DType, Tensor};
 use std::sync::Arc;
 
 /// One GPU, its context and a stream.
 pub struct Device {
-    ctx: Arc<CudaContext>,
-    stream: Arc<CudaStream>,
+    pub(crate) ctx: Arc<CudaContext>,
+    pub(crate) stream: Arc<CudaStream>,
     /// `sm_XY` of the device.
-    pub arch: String,
+    pub arch: &'static str,
     /// The device's name.
     pub name: String,
 }
@@ -49,27 +50,44 @@ impl Device {
         Ok(Device {
             ctx,
             stream,
-            arch: format!("sm_{major}{minor}"),
+            arch: arch_name(major, minor),
             name,
         })
     }
 
     /// Compiles a module for this device (CUDA headers from `GOPT_CUDA_INCLUDE`, else
-    /// `/usr/local/cuda/include`).
+    /// `/usr/local/cuda/include`), through the PTX cache (see [`ptx_cache_dir`]).
     pub fn compile(&self, what: &str, src: &str) -> Result<Arc<CudaModule>> {
         let include =
             std::env::var("GOPT_CUDA_INCLUDE").unwrap_or_else(|_| "/usr/local/cuda/include".into());
-        let arch: &'static str = Box::leak(self.arch.clone().into_boxed_str());
-        let opts = CompileOptions {
-            arch: Some(arch),
-            include_paths: vec![include],
-            options: vec!["--std=c++17".into()],
-            ..Default::default()
+        let key = format!("{}\n{}\n{}\n--std=c++17\n", nvrtc_version(), self.arch, include);
+        let cached = ptx_cache_dir().map(|d| d.join(format!("{:016x}", fnv1a(key.as_bytes(), src.as_bytes()))));
+        let hit = cached.as_ref().and_then(|p| {
+            let keyed = std::fs::read_to_string(p.with_extension("cu")).ok()?;
+            (keyed.strip_prefix(key.as_str())? == src)
+                .then(|| std::fs::read_to_string(p.with_extension("ptx")).ok())
+                .flatten()
+        });
+        let ptx = match hit {
+            Some(text) => Ptx::from_src(text),
+            None => {
+                let opts = CompileOptions {
+                    arch: Some(self.arch),
+                    include_paths: vec![include],
+                    options: vec!["--std=c++17".into()],
+                    ..Default::default()
+                };
+                let ptx = compile_ptx_with_opts(src, opts).map_err(|e| RuntimeError::Compile {
+                    what: what.to_string(),
+                    log: format!("{e:?}"),
+                })?;
+                if let Some(p) = &cached {
+                    // A cache that cannot be written only costs the next compile.
+                    let _ = store(p, &format!("{key}{src}"), &ptx.to_src());
+                }
+                ptx
+            }
         };
-        let ptx = compile_ptx_with_opts(src, opts).map_err(|e| RuntimeError::Compile {
-            what: what.to_string(),
-            log: format!("{e:?}"),
-        })?;
         self.ctx
             .load_module(ptx)
             .map_err(drv(format!("loading module {what}")))
@@ -231,6 +249,57 @@ impl Device {
             min_us: per_launch[0],
         })
     }
+}
+
+/// `sm_XY` as NVRTC wants it (a `'static` string: one per architecture, interned).
+fn arch_name(major: i32, minor: i32) -> &'static str {
+    static NAMES: std::sync::Mutex<Vec<&'static str>> = std::sync::Mutex::new(Vec::new());
+    let name = format!("sm_{major}{minor}");
+    let mut names = NAMES.lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(n) = names.iter().find(|n| **n == name) {
+        return n;
+    }
+    let n: &'static str = Box::leak(name.into_boxed_str());
+    names.push(n);
+    n
+}
+
+/// Where compiled PTX is kept: `$GOPT_CACHE_DIR`, else `$XDG_CACHE_HOME/gopt/ptx`, else
+/// `~/.cache/gopt/ptx`. Entries are keyed by a hash of the source, the architecture, the
+/// NVRTC version and the options, and the key text is stored beside the PTX and compared
+/// in full, so a hash collision is a miss, never a wrong module.
+pub fn ptx_cache_dir() -> Option<PathBuf> {
+    if let Some(d) = std::env::var_os("GOPT_CACHE_DIR") {
+        return Some(PathBuf::from(d));
+    }
+    let base = std::env::var_os("XDG_CACHE_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?;
+    Some(base.join("gopt").join("ptx"))
+}
+
+fn nvrtc_version() -> String {
+    let (mut major, mut minor) = (0, 0);
+    // SAFETY: NVRTC was found by `Device::open`; the call only writes two ints.
+    unsafe { cudarc::nvrtc::sys::nvrtcVersion(&mut major, &mut minor) };
+    format!("nvrtc {major}.{minor}")
+}
+
+fn fnv1a(a: &[u8], b: &[u8]) -> u64 {
+    a.iter().chain(b).fold(0xcbf29ce484222325u64, |h, &x| {
+        (h ^ u64::from(x)).wrapping_mul(0x100000001b3)
+    })
+}
+
+fn store(p: &Path, key: &str, ptx: &str) -> std::io::Result<()> {
+    if let Some(d) = p.parent() {
+        std::fs::create_dir_all(d)?;
+    }
+    let tmp = p.with_extension(format!("tmp{}", std::process::id()));
+    std::fs::write(&tmp, ptx)?;
+    std::fs::rename(&tmp, p.with_extension("ptx"))?;
+    std::fs::write(&tmp, key)?;
+    std::fs::rename(&tmp, p.with_extension("cu"))
 }
 
 fn elem_size(dt: DType) -> usize {

@@ -3,7 +3,9 @@
 //! GPU gets a clear error naming what is missing instead of a crash at start-up.
 #![warn(missing_docs)]
 
+pub mod blas;
 pub mod cuda;
+pub mod exec;
 
 /// Errors of the executors.
 #[derive(Debug, thiserror::Error)]

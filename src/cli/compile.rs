@@ -58,9 +58,24 @@ pub struct Args {
     #[arg(long)]
     pub print_ir: bool,
     /// Write the compile report to DIR: `report.json` (what --json prints), `report.md`
-    /// (what --explain prints) and each bucket's optimized graph as `<bucket>.ir`.
+    /// (what --explain prints) and each bucket's optimized graph as `<bucket>.ir`; with
+    /// `--target cuda` also the artifact `gopt run DIR` loads: `plan.json`, `kernels.cu`,
+    /// `weights.bin`, `model.onnx`.
     #[arg(short, long = "output", value_name = "DIR")]
     pub out: Option<PathBuf>,
+    /// Code generation target: `cuda` (an execution plan per bucket: kernels, cuBLASLt
+    /// GEMMs, arena; no GPU needed to compile) or `none` (stop after the optimizer).
+    #[arg(long, value_enum, default_value_t = Target::Cuda)]
+    pub target: Target,
+}
+
+/// What `compile` generates code for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Target {
+    /// NVIDIA GPUs (CUDA C kernels for NVRTC, cuBLASLt GEMMs, a liveness-planned arena).
+    Cuda,
+    /// No code generation: the optimized graphs and the report only.
+    None,
 }
 
 /// The optimizer options `compile`, `run` and `test` share.
@@ -133,6 +148,36 @@ struct BucketReport {
     bucket: std::collections::BTreeMap<String, u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     optimizer: Option<gopt::passes::PassReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    cuda: Option<CudaSummary>,
+}
+
+/// A bucket's CUDA plan in numbers.
+#[derive(Serialize)]
+struct CudaSummary {
+    kernels: usize,
+    gemms: usize,
+    launches: usize,
+    arena_bytes: usize,
+    unplanned_bytes: usize,
+    weights_bytes: usize,
+}
+
+impl CudaSummary {
+    fn of(p: &gopt::codegen::plan::CudaPlan) -> CudaSummary {
+        CudaSummary {
+            kernels: p.kernels.len(),
+            gemms: p
+                .steps
+                .iter()
+                .filter(|s| matches!(s, gopt::codegen::plan::Step::Gemm(_)))
+                .count(),
+            launches: p.launches(),
+            arena_bytes: p.arena_bytes,
+            unplanned_bytes: p.unplanned_bytes,
+            weights_bytes: p.weights_bytes,
+        }
+    }
 }
 
 /// Runs `gopt compile`.
@@ -214,18 +259,15 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         s.enable_steady_tick(Duration::from_millis(120));
         s
     });
-    for c in &combos {
-        let v = gopt::pipeline::specialize(&model.model, c, &opts).with_context(|| {
-            let b: Vec<String> = c.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            format!(
-                "cannot optimize {} for bucket {}",
-                args.model.display(),
-                b.join(" ")
-            )
-        })?;
-        if let Some(b) = &bar {
-            b.inc(1);
+    let mut opts = opts;
+    if args.target == Target::Cuda {
+        opts.backend = gopt::pipeline::Backend::Cuda;
+    }
+    let compiled = gopt::compile_buckets(&model, &opts, &combos, |b| {
+        if let Some(bar) = &bar {
+            bar.inc(1);
         }
+        let Some(v) = &b.variant else { return };
         if args.print_ir || args.out.is_some() {
             let text = gopt::ir::text::print_with(
                 &v.graph,
@@ -238,9 +280,13 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             }
             graphs.push((bucket_name(&v.bucket), text));
         }
+    })
+    .with_context(|| format!("cannot compile {}", args.model.display()))?;
+    for b in compiled.buckets() {
         buckets.push(BucketReport {
-            bucket: v.bucket,
-            optimizer: v.report,
+            bucket: b.sizes.clone(),
+            optimizer: b.variant.as_ref().and_then(|v| v.report.clone()),
+            cuda: b.plan.as_ref().map(CudaSummary::of),
         });
     }
     if let Some(b) = bar {
@@ -260,6 +306,11 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     };
     if let Some(dir) = &args.out {
         write_artifact(dir, &report, &graphs)?;
+        if args.target == Target::Cuda {
+            compiled
+                .save(dir)
+                .with_context(|| format!("cannot write the artifact to {}", dir.display()))?;
+        }
     }
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
@@ -268,9 +319,14 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         print_buckets(&report.buckets, args.explain);
         if let Some(dir) = &args.out {
             outln!(
-                "wrote {}/report.json, report.md and {} graph(s)",
+                "wrote {}/report.json, report.md and {} graph(s){}",
                 dir.display(),
-                graphs.len()
+                graphs.len(),
+                if args.target == Target::Cuda {
+                    ", plan.json, kernels.cu, weights.bin, model.onnx"
+                } else {
+                    ""
+                }
             );
         }
     }
@@ -440,6 +496,18 @@ fn print_buckets(buckets: &[BucketReport], explain: bool) {
                 r.before.est_us,
                 r.after.est_us,
                 if r.fusions.is_empty() { "nothing".into() } else { r.fusions.join("; ") }
+            );
+        }
+        if let Some(c) = &b.cuda {
+            outln!(
+                "  cuda: {} kernels + {} cuBLASLt GEMMs, {} launches per run (one CUDA graph); \
+                 arena {} (one buffer per value: {}), weights {} shared by the buckets",
+                c.kernels,
+                c.gemms,
+                c.launches,
+                human_bytes(c.arena_bytes as u64),
+                human_bytes(c.unplanned_bytes as u64),
+                human_bytes(c.weights_bytes as u64)
             );
         }
     }

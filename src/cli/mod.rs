@@ -1,6 +1,7 @@
 //! Pieces the subcommands share: exit codes, error printing, stdout that survives a
 //! closed pipe, and the `--backend` choice.
 
+pub mod bench;
 pub mod compile;
 pub mod inspect;
 pub mod run;
@@ -18,6 +19,18 @@ pub const EXIT_FAILED: u8 = 1;
 pub enum Backend {
     /// The CPU reference interpreter.
     Cpu,
+    /// An NVIDIA GPU: generated CUDA kernels and cuBLASLt, replayed as a CUDA graph.
+    Cuda,
+}
+
+impl Backend {
+    /// The pipeline's backend.
+    pub fn pipeline(self) -> gopt::pipeline::Backend {
+        match self {
+            Backend::Cpu => gopt::pipeline::Backend::Cpu,
+            Backend::Cuda => gopt::pipeline::Backend::Cuda,
+        }
+    }
 }
 
 /// Writes a line to stdout; if stdout is closed (`gopt test | head`), exits quietly

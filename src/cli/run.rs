@@ -29,7 +29,8 @@ use std::time::Instant;
         -i tests/data/models/mobilenet_v2/test_data_set_0/input_0.pb --json"
 )]
 pub struct Args {
-    /// The model file (.onnx).
+    /// The model file (.onnx), or an artifact folder `gopt compile -o DIR` wrote (its
+    /// plans run without optimizing again).
     pub model: PathBuf,
     /// An input as NAME=FILE, or FILE alone to bind the next unbound input in order.
     /// FILE is .npy or .pb. Repeat for each input.
@@ -38,6 +39,9 @@ pub struct Args {
     /// Where to execute.
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     pub backend: Backend,
+    /// CUDA: launch kernel by kernel instead of replaying a captured CUDA graph.
+    #[arg(long)]
+    pub no_cuda_graph: bool,
     /// Write each output to DIR/<output name>.<format> (DIR is created if needed).
     #[arg(short, long = "output-dir", value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -81,8 +85,15 @@ struct Report {
 /// Runs `gopt run`.
 pub fn main(args: &Args) -> Result<ExitCode> {
     let t0 = Instant::now();
-    let model = gopt::load_model(&args.model)
-        .with_context(|| format!("cannot import {}", args.model.display()))?;
+    // A folder is an artifact `gopt compile -o` wrote: its plans run as compiled.
+    let artifact = args.model.is_dir();
+    let model_file = if artifact {
+        args.model.join("model.onnx")
+    } else {
+        args.model.clone()
+    };
+    let model = gopt::load_model(&model_file)
+        .with_context(|| format!("cannot import {}", model_file.display()))?;
     let import_time = t0.elapsed();
     let graph = &model.model.graph;
     let names = gopt::input_names(graph);
@@ -95,13 +106,21 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     }
     let inputs = gopt::order_inputs(graph, given)?;
     let t1 = Instant::now();
-    let opts = args.opt.options()?;
-    let outputs = match args.backend {
-        Backend::Cpu => {
-            gopt::pipeline::run(&model.model, &inputs, &opts)
-                .with_context(|| format!("cannot run {}", args.model.display()))?
-                .outputs
-        }
+    let mut opts = args.opt.options()?;
+    opts.backend = args.backend.pipeline();
+    opts.no_cuda_graph = args.no_cuda_graph;
+    let outputs = if artifact {
+        let mut c = gopt::Compiled::load(&args.model, &opts)
+            .with_context(|| format!("cannot load the artifact {}", args.model.display()))?;
+        opts.backend = c.backend();
+        c.run(&inputs)
+            .with_context(|| format!("cannot run {} on {}", args.model.display(), opts.backend.name()))?
+    } else {
+        gopt::pipeline::run(&model, &inputs, &opts)
+            .with_context(|| {
+                format!("cannot run {} on {}", args.model.display(), opts.backend.name())
+            })?
+            .outputs
     };
     let run_time = t1.elapsed();
     let out_names = gopt::output_names(graph);
@@ -136,7 +155,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     }
     let report = Report {
         model: args.model.display().to_string(),
-        backend: "cpu",
+        backend: opts.backend.name(),
         import_ms: import_time.as_secs_f64() * 1e3,
         run_ms: run_time.as_secs_f64() * 1e3,
         outputs: reports,

@@ -42,6 +42,9 @@ pub struct Args {
     /// Where to execute.
     #[arg(long, value_enum, default_value_t = Backend::Cpu)]
     pub backend: Backend,
+    /// CUDA: launch kernel by kernel instead of replaying a captured CUDA graph.
+    #[arg(long)]
+    pub no_cuda_graph: bool,
     /// Relative tolerance (overrides tolerance.json).
     #[arg(long, value_name = "R")]
     pub rtol: Option<f64>,
@@ -75,13 +78,14 @@ struct Report<'a> {
 
 /// Runs `gopt test`.
 pub fn main(args: &Args) -> Result<ExitCode> {
-    let Backend::Cpu = args.backend;
     let cases = testing::discover(&args.dirs)?;
     let listed = match &args.manifest {
         Some(m) => Some(testing::read_manifest(m).context("cannot read the manifest")?),
         None => None,
     };
-    let pipeline = args.opt.options()?;
+    let mut pipeline = args.opt.options()?;
+    pipeline.backend = args.backend.pipeline();
+    pipeline.no_cuda_graph = args.no_cuda_graph;
     // Low-precision pipelines are checked by relative L2 error against the fp32
     // references (the precision rules' stated tolerance).
     let rel_l2 = pipeline.config.low_precision().map(|_| 2e-2);

@@ -322,9 +322,11 @@ fn run_set(
     let Some(p) = &opts.pipeline else {
         return run_cpu(model, inputs);
     };
-    match crate::pipeline::run(&model.model, inputs, p) {
+    match crate::pipeline::run(model, inputs, p) {
         Ok(o) => Ok(o.outputs),
         Err(e @ GoptError::Passes(_)) => Err(e),
+        // Another backend never falls back to the interpreter: its result must be its own.
+        Err(e) if p.backend != crate::pipeline::Backend::Cpu => Err(e),
         Err(e) => {
             if gopt_ir::interp::check_inputs(&model.model.graph, inputs).is_err() {
                 return Err(e);

@@ -2,22 +2,33 @@
 //! NVRTC for the device's architecture. So far this covers element-wise nodes (single
 //! ops and `FusedElementwise` groups) and row kernels (LayerNorm, RMSNorm, softmax over
 //! the last axis) and data movement (transpose, slice, gather, expand, concat, view
-//! copies); GEMMs and convolutions go to cuBLASLt and cuDNN calls and attention gets its
-//! template next (the emitter reports the nodes it has no kernel for, by name).
+//! copies) and attention (one flash-style kernel per `Attention` node); GEMMs and
+//! convolutions go to cuBLASLt and cuDNN calls (the emitter reports the nodes it has no
+//! kernel for, by name).
 
+pub mod attention;
 pub mod elementwise;
+pub mod gemm;
 pub mod movement;
 pub mod rows;
+// Convolutions, pools, reductions, split and pad (CNN kernels).
+pub mod conv;
+pub mod conv_kernels;
+pub mod conv_spec;
+pub mod pool;
+pub mod reduce;
+pub mod split_pad;
+pub mod support;
 
 use crate::Result;
 use gopt_ir::{Graph, Op};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Helpers every module includes (dtype conversions, activations).
 pub const PRELUDE: &str = include_str!("prelude.cuh");
 
 /// One generated kernel.
-#[derive(Clone, Debug, Serialize)]
+#[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Kernel {
     /// Entry point name (`extern "C"`).
     pub name: String,
@@ -55,6 +66,11 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
             }
             op if rows::handles(op) => kernels.push(rows::emit(g, n, &name)?),
             op if movement::handles(op) => kernels.push(movement::emit(g, n, &name)?),
+            op if attention::handles(op) => kernels.push(attention::emit(g, n, &name)?),
+            op if conv::handles(op) => kernels.push(conv::emit(g, n, &name)?),
+            op if pool::handles(op) => kernels.push(pool::emit(g, n, &name)?),
+            op if reduce::handles(op) => kernels.push(reduce::emit(g, n, &name)?),
+            op if split_pad::handles(op) => kernels.push(split_pad::emit(g, n, &name)?),
             _ => others.push((n.name.clone(), n.op.name().to_string())),
         }
     }

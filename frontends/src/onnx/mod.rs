@@ -36,6 +36,8 @@ pub struct Imported {
     pub ir_version: i64,
     /// Producer name and version (`pytorch 2.5`).
     pub producer: String,
+    /// The file it was read from (absent when imported from bytes).
+    pub source: Option<std::path::PathBuf>,
 }
 
 /// Reads and imports a model file; external data is resolved relative to its directory.
@@ -52,7 +54,9 @@ pub fn load(path: &Path) -> Result<Imported> {
             p
         }
     });
-    import_named(&bytes, base, &file_label(path)).map_err(|e| e.in_file(path))
+    let mut m = import_named(&bytes, base, &file_label(path)).map_err(|e| e.in_file(path))?;
+    m.source = Some(path.to_path_buf());
+    Ok(m)
 }
 
 /// Imports a model from bytes; `base_dir` is where external data files are looked up.
@@ -70,6 +74,7 @@ fn import_named(bytes: &[u8], base_dir: Option<&Path>, what: &str) -> Result<Imp
         opsets,
         ir_version: m.ir_version.unwrap_or(0),
         producer: producer(&m),
+        source: None,
     })
 }
 

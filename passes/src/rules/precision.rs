@@ -15,7 +15,10 @@
 //!
 //! Graph inputs and outputs keep their declared types: a rewrite never changes a
 //! class's type, so a lowered op is wrapped in casts or writes fp32 from its epilogue.
-//! Cast pairs that round-trip exactly (low → fp32 → low) cancel, and a cast to the low
+//! Casts move through data movement (transpose, reshape, slice: exact, each element
+//! rounds the same wherever it moves) toward where they cancel or fold, so Q/K/V slices
+//! of a fused GEMM carry the low type and the GEMM writes it. Cast pairs that
+//! round-trip exactly (low → fp32 → low) cancel, and a cast to the low
 //! type of a fused op's fp32 output becomes that op writing the low type directly (one
 //! rounding either way). Tolerance: relative L2 error 2e-2 against fp32 (bf16 keeps 8
 //! mantissa bits; fp16 10 but a narrower range).
@@ -23,7 +26,7 @@
 use super::{add_op, attrs, dtype, rule, var, Rule};
 use crate::analysis::{is_absent, Egraph};
 use egg::{Id, Subst};
-use gopt_ir::ops::{ElementwiseOp, FusedOp};
+use gopt_ir::ops::{ElementwiseOp, FusedOp, ShapeOp};
 use gopt_ir::{Attr, Attrs, DType, Op};
 
 /// The precision table for low type `low` (bf16 or f16).
@@ -58,6 +61,21 @@ pub fn rules(low: DType) -> Vec<Rule> {
         rule("precision-attention", "(Attention ?f ?q ?k ?v ?m)", att),
         // low(fp32(x)) = x for x in the low type (exact round trip)
         rule("precision-cast-pair", "(Cast ?a (Cast ?b ?x))", cast_pair),
+        // cast(transpose(x)) = transpose(cast(x)): casts move to where they cancel or
+        // fold into a GEMM's output, and data movement carries the narrower type.
+        rule("precision-cast-transpose", "(Cast ?c (Transpose ?f ?x))", |e, _, s| {
+            cast_through(e, s, Op::Shape(ShapeOp::Transpose), &[])
+        }),
+        // cast(reshape(x, s)) = reshape(cast(x), s)
+        rule("precision-cast-reshape", "(Cast ?c (Reshape ?f ?x ?s))", |e, _, s| {
+            cast_through(e, s, Op::Shape(ShapeOp::Reshape), &["?s"])
+        }),
+        // cast(slice(x, b, e, a)) = slice(cast(x), b, e, a)
+        rule(
+            "precision-cast-slice",
+            "(Cast ?c (Slice ?f ?x ?s ?e ?a))",
+            |e, _, s| cast_through(e, s, Op::Shape(ShapeOp::Slice), &["?s", "?e", "?a"]),
+        ),
         // low(FusedMatMul(.., output fp32)) = FusedMatMul(.., output low)
         rule(
             "precision-matmul-output",
@@ -153,6 +171,17 @@ fn cast_pair(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
         (DType::BF16 | DType::F16, DType::F32 | DType::F64)
     );
     (xd == outer && widens).then_some(x)
+}
+
+/// `op(cast(x), rest..)` for a matched `cast(op(x, rest..))`: casts commute with data
+/// movement (exactly: each element is rounded the same way wherever it moves).
+fn cast_through(eg: &mut Egraph, s: &Subst, op: Op, rest: &[&str]) -> Option<Id> {
+    let to = attrs(eg, s, "?c")?.dtype("to").ok()??;
+    let f = attrs(eg, s, "?f")?;
+    let x = cast(eg, var(s, "?x"), to);
+    let mut inputs = vec![Some(x)];
+    inputs.extend(rest.iter().map(|v| opt(eg, var(s, v))));
+    Some(add_op(eg, op, f, &inputs))
 }
 
 fn cast_output(eg: &mut Egraph, s: &Subst, low: DType) -> Option<Id> {

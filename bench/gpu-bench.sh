@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# On the GPU machine: exports the benchmark models and times PyTorch (bench/peers.py),
+# then times gopt on the same ONNX files (`gopt bench`, bf16, batch 1 and 32), all in
+# one run, and writes $OUT/bench.md (the table docs/benchmarks.md takes) and the JSON.
+#
+# usage: bench/gpu-bench.sh GOPT_BINARY OUT [--models resnet50,bert_base,gpt2]
+set -uo pipefail
+GOPT="$1"
+OUT="$2"
+shift 2
+MODELS="resnet50,bert_base,gpt2"
+if [[ "${1:-}" == "--models" ]]; then MODELS="$2"; fi
+mkdir -p "$OUT"
+# The ONNX files are large: they stay out of $OUT.
+MODELDIR="${MODELDIR:-/tmp/gopt-bench-models}"
+python3 "$(dirname "$0")/peers.py" "$MODELDIR" --models "$MODELS" 2>&1 | tee "$OUT/peers.log"
+cp "$MODELDIR/peers.json" "$OUT/"
+for m in ${MODELS//,/ }; do
+    seq=(); [[ "$m" != resnet50 ]] && seq=(--seq 128)
+    for b in 1 32; do
+        "$GOPT" bench "$MODELDIR/$m.onnx" --batch "$b" "${seq[@]}" --precision bf16 --json \
+            > "$OUT/gopt_${m}_b$b.json" 2> "$OUT/gopt_${m}_b$b.err" \
+            || echo "gopt bench $m b$b failed: $(tail -3 "$OUT/gopt_${m}_b$b.err")"
+        cat "$OUT/gopt_${m}_b$b.err" >> "$OUT/gopt.err"; rm -f "$OUT/gopt_${m}_b$b.err"
+    done
+    "$GOPT" bench "$MODELDIR/$m.onnx" --batch 1 "${seq[@]}" --precision bf16 --no-cuda-graph --json \
+        > "$OUT/gopt_${m}_b1_nograph.json" 2>> "$OUT/gopt.err" || true
+done
+python3 "$(dirname "$0")/table.py" "$OUT" | tee "$OUT/bench.md"

@@ -1,0 +1,154 @@
+//! [`ConvSpec`]: one convolution with every size resolved and its dtypes, which the
+//! three convolution kernels share, and the code they share: the parameter list and
+//! the fused epilogue (bias, activation, broadcast residual, one rounding at the store)
+//! written once so the kernels cannot disagree on it.
+
+use super::elementwise::storage;
+use super::support::{activation, store, strides};
+use gopt_ir::ops::fused::Activation;
+use gopt_ir::DType;
+
+/// One convolution with every size resolved (1-D convolutions have `h = kh = 1`).
+#[derive(Clone, Debug)]
+pub struct ConvSpec {
+    /// Batch, input channels, input height and width.
+    pub n: usize,
+    /// Input channels.
+    pub c: usize,
+    /// Input height (1 for 1-D).
+    pub h: usize,
+    /// Input width.
+    pub w: usize,
+    /// Output channels.
+    pub m: usize,
+    /// Groups.
+    pub group: usize,
+    /// Kernel height and width.
+    pub kh: usize,
+    /// Kernel width.
+    pub kw: usize,
+    /// Output height and width.
+    pub oh: usize,
+    /// Output width.
+    pub ow: usize,
+    /// Strides (height, width).
+    pub stride: (usize, usize),
+    /// Dilations (height, width).
+    pub dilation: (usize, usize),
+    /// Padding before the input (height, width).
+    pub pad: (usize, usize),
+    /// Spatial dims of the node (1 or 2).
+    pub spatial: usize,
+    /// Channels-last tensors (`[N, *S, C]`).
+    pub nhwc: bool,
+    /// X's (and W's) dtype.
+    pub x_dt: DType,
+    /// Y's dtype.
+    pub out_dt: DType,
+    /// Bias dtype, when there is one.
+    pub bias: Option<DType>,
+    /// Residual dtype and shape, when there is one.
+    pub residual: Option<(DType, Vec<usize>)>,
+    /// The epilogue's activation.
+    pub act: Activation,
+    /// Y's shape (in its layout).
+    pub y_shape: Vec<usize>,
+}
+
+impl ConvSpec {
+    /// Input channels per group.
+    pub fn cg(&self) -> usize {
+        self.c / self.group
+    }
+    /// Output channels per group.
+    pub fn mg(&self) -> usize {
+        self.m / self.group
+    }
+    /// Output positions per image.
+    pub fn p(&self) -> usize {
+        self.oh * self.ow
+    }
+    /// Kernel taps.
+    pub fn taps(&self) -> usize {
+        self.kh * self.kw
+    }
+
+    /// The kernel parameter list: x, w, bias?, res?, out.
+    pub fn params(&self) -> String {
+        let t = storage(self.x_dt);
+        let mut p = vec![
+            format!("const {t}* __restrict__ x"),
+            format!("const {t}* __restrict__ w"),
+        ];
+        if let Some(b) = self.bias {
+            p.push(format!("const {}* __restrict__ bias", storage(b)));
+        }
+        if let Some((r, _)) = &self.residual {
+            p.push(format!("const {}* __restrict__ res", storage(*r)));
+        }
+        p.push(format!("{}* __restrict__ out", storage(self.out_dt)));
+        p.join(", ")
+    }
+
+    /// The epilogue for accumulator expression `acc` of output channel `oc`, image `n`
+    /// and output position `p` (long long variables in scope): bias, activation,
+    /// residual, one rounding at the store.
+    pub fn epilogue(&self, acc: &str) -> String {
+        let (m, p) = (self.m, self.p());
+        let y = if self.nhwc {
+            format!("(n * {p}LL + p) * {m}LL + oc")
+        } else {
+            format!("(n * {m}LL + oc) * {p}LL + p")
+        };
+        let mut s = format!("float v_ = {acc};\n");
+        if self.bias.is_some() {
+            s += "v_ += gopt_ld(bias[oc]);\n";
+        }
+        s += &format!("v_ = {};\n", activation(self.act, "v_"));
+        if let Some((_, rs)) = &self.residual {
+            s += &format!("v_ += gopt_ld(res[{}]);\n", self.residual_index(rs, &y));
+        }
+        s += &format!("out[{y}] = {};\n", store(self.out_dt, "v_"));
+        s
+    }
+
+    /// The residual's offset for the output element at `y` (numpy broadcasting).
+    fn residual_index(&self, rs: &[usize], y: &str) -> String {
+        if rs == self.y_shape.as_slice() {
+            return y.to_string();
+        }
+        let ow = self.ow;
+        let sp: Vec<String> = if self.spatial == 1 {
+            vec!["p".into()]
+        } else {
+            vec![format!("(p / {ow}LL)"), format!("(p % {ow}LL)")]
+        };
+        let mut coords = vec!["n".to_string()];
+        if self.nhwc {
+            coords.extend(sp);
+            coords.push("oc".into());
+        } else {
+            coords.push("oc".into());
+            coords.extend(sp);
+        }
+        let lead = coords.len() - rs.len();
+        let st = strides(rs);
+        let terms: Vec<String> = rs
+            .iter()
+            .enumerate()
+            .filter(|(_, &d)| d != 1)
+            .map(|(a, _)| format!("{} * {}LL", coords[a + lead], st[a]))
+            .collect();
+        if terms.is_empty() {
+            "0".into()
+        } else {
+            terms.join(" + ")
+        }
+    }
+}
+
+/// Indents every line of `code` by `n` spaces.
+pub fn indent(code: &str, n: usize) -> String {
+    let pad = " ".repeat(n);
+    code.lines().map(|l| format!("{pad}{l}\n")).collect()
+}

@@ -1,0 +1,403 @@
+//! GEMMs (MatMul, FusedMatMul, plain Gemm) become cuBLASLt calls: the plan records each
+//! as a [`Gemm`] — the column-major problem cuBLASLt sees, its operands' values and
+//! dtypes, and which parts of the node's epilogue cuBLASLt fuses (bias, ReLU, tanh-GELU,
+//! a residual as `C` with beta = 1). What it cannot fuse (erf GELU, SiLU, tanh, sigmoid,
+//! a residual after an activation, a bias that is not one value per column) becomes a
+//! small in-place kernel after the GEMM, so no node is ever half-computed.
+//!
+//! Row-major `Y[M,N] = A[M,K]·B[K,N]` is column-major `Yᵀ[N,M] = Bᵀ[N,K]·Aᵀ[K,M]`: the
+//! call passes B as cuBLASLt's first operand and A as its second, and a bias over N is
+//! cuBLASLt's per-row bias.
+
+use super::elementwise::storage;
+use super::Kernel;
+use crate::template::fill;
+use crate::{CodegenError, Result};
+use gopt_ir::ops::{FusedOp, NnOp};
+use gopt_ir::{DType, Graph, Node, Op, ValueId};
+use serde::{Deserialize, Serialize};
+
+const POST: &str = include_str!("gemm_post.cu");
+
+/// What cuBLASLt applies after the product (its `CUBLASLT_EPILOGUE_*`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Epilogue {
+    /// Nothing.
+    None,
+    /// `max(x, 0)`.
+    Relu,
+    /// GELU, tanh approximation (cuBLASLt's GELU is the tanh form).
+    GeluTanh,
+}
+
+/// One cuBLASLt matmul: `D = epilogue(alpha · op(B)·A + beta · C + bias)` in cuBLASLt's
+/// column-major terms, batched with constant strides.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Gemm {
+    /// The node it computes.
+    pub node: String,
+    /// Row-major A (`[.., M, K]`), B (`[.., K, N]`, or `[.., N, K]` when `trans_b`).
+    pub a: u32,
+    /// See `a`.
+    pub b: u32,
+    /// A bias over N fused into the epilogue (a value of dtype `bias_dtype`).
+    pub bias: Option<u32>,
+    /// The bias's dtype as stored (cuBLASLt wants the output's; the plan converts
+    /// constants).
+    pub bias_dtype: Option<DType>,
+    /// A residual of the output's shape and dtype, added as `C` with beta = 1.
+    pub residual: Option<u32>,
+    /// The output.
+    pub out: u32,
+    /// Rows of A (all of A's batch dims folded in when B is shared).
+    pub m: u64,
+    /// Columns of the output.
+    pub n: u64,
+    /// The reduction length.
+    pub k: u64,
+    /// Batch count (1 when folded).
+    pub batch: u32,
+    /// Element strides between batches (0: broadcast).
+    pub stride_a: i64,
+    /// See `stride_a`.
+    pub stride_b: i64,
+    /// See `stride_a`.
+    pub stride_d: i64,
+    /// B is `[N, K]`.
+    pub trans_b: bool,
+    /// Scale of the product.
+    pub alpha: f32,
+    /// Dtype of A and B.
+    pub ab_dtype: DType,
+    /// Dtype of the output (and of C).
+    pub d_dtype: DType,
+    /// The activation cuBLASLt applies.
+    pub epilogue: Epilogue,
+    /// The kernel (index into the plan's kernels) that finishes the epilogue, if any.
+    pub post: Option<usize>,
+}
+
+/// Whether `op` is a GEMM this module lowers.
+pub fn handles(op: Op) -> bool {
+    matches!(
+        op,
+        Op::Nn(NnOp::MatMul) | Op::Fused(FusedOp::FusedMatMul) | Op::Nn(NnOp::Gemm)
+    )
+}
+
+fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
+    CodegenError::Unsupported {
+        node: node.name.clone(),
+        op: node.op.name().into(),
+        backend: "CUDA",
+        what: what.into(),
+    }
+}
+
+fn shape(g: &Graph, node: &Node, v: ValueId) -> Result<(DType, Vec<usize>)> {
+    let t = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;
+    let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
+    Ok((t.dtype, s))
+}
+
+/// The node's epilogue, as the IR states it.
+struct Parts {
+    act: String,
+    alpha: f32,
+    trans_b: bool,
+    bias: Option<ValueId>,
+    residual: Option<ValueId>,
+}
+
+fn parts(node: &Node) -> Result<Parts> {
+    let a = &node.attrs;
+    let err = |e: gopt_ir::IrError| unsupported(node, e.to_string());
+    let input = |i: usize| node.inputs.get(i).copied().flatten();
+    match node.op {
+        Op::Nn(NnOp::MatMul) => Ok(Parts {
+            act: "none".into(),
+            alpha: 1.0,
+            trans_b: false,
+            bias: None,
+            residual: None,
+        }),
+        Op::Fused(FusedOp::FusedMatMul) => Ok(Parts {
+            act: a.str_or("activation", "none").map_err(err)?.to_string(),
+            alpha: a.float_or("alpha", 1.0).map_err(err)?,
+            trans_b: a.int_or("trans_b", 0).map_err(err)? == 1,
+            bias: input(2),
+            residual: input(3),
+        }),
+        Op::Nn(NnOp::Gemm) => {
+            if a.int_or("transA", 0).map_err(err)? != 0 {
+                return Err(unsupported(node, "transA=1"));
+            }
+            let beta = a.float_or("beta", 1.0).map_err(err)?;
+            if input(2).is_some() && beta != 1.0 {
+                return Err(unsupported(node, format!("beta={beta} with a C input")));
+            }
+            Ok(Parts {
+                act: "none".into(),
+                alpha: a.float_or("alpha", 1.0).map_err(err)?,
+                trans_b: a.int_or("transB", 0).map_err(err)? == 1,
+                bias: input(2),
+                residual: None,
+            })
+        }
+        _ => Err(unsupported(node, "not a GEMM")),
+    }
+}
+
+/// Lowers one GEMM node. `kernels` receives the post kernel when one is needed (its
+/// index is recorded in the returned [`Gemm`]); `name` names it.
+pub fn lower(g: &Graph, node: &Node, name: &str, kernels: &mut Vec<Kernel>) -> Result<Gemm> {
+    let p = parts(node)?;
+    let (Some(Some(a)), Some(Some(b)), [out]) =
+        (node.inputs.first(), node.inputs.get(1), node.outputs.as_slice())
+    else {
+        return Err(unsupported(node, "missing A or B"));
+    };
+    let (adt, mut ash) = shape(g, node, *a)?;
+    let (bdt, mut bsh) = shape(g, node, *b)?;
+    let (ddt, osh) = shape(g, node, *out)?;
+    if adt != bdt || !matches!(adt, DType::F32 | DType::F16 | DType::BF16) {
+        return Err(unsupported(node, format!("A {adt} × B {bdt} (cuBLASLt: f32, f16, bf16)")));
+    }
+    if !matches!(ddt, DType::F32 | DType::F16 | DType::BF16) {
+        return Err(unsupported(node, format!("output dtype {ddt}")));
+    }
+    if ash.len() == 1 {
+        ash.insert(0, 1);
+    }
+    if bsh.len() == 1 {
+        if p.trans_b {
+            return Err(unsupported(node, "trans_b with a 1-D B"));
+        }
+        bsh.push(1);
+    }
+    let (m, k) = (ash[ash.len() - 2], ash[ash.len() - 1]);
+    let (kb, n) = if p.trans_b {
+        (bsh[bsh.len() - 1], bsh[bsh.len() - 2])
+    } else {
+        (bsh[bsh.len() - 2], bsh[bsh.len() - 1])
+    };
+    if k != kb {
+        return Err(unsupported(node, format!("K mismatch {k} vs {kb}")));
+    }
+    let abatch: usize = ash[..ash.len() - 2].iter().product();
+    let bbatch: usize = bsh[..bsh.len() - 2].iter().product();
+    let (m_eff, batch, stride_a, stride_b) = if bbatch == 1 {
+        (m * abatch, 1, 0, 0)
+    } else if abatch == 1 {
+        (m, bbatch, 0, (k * n) as i64)
+    } else if ash[..ash.len() - 2] == bsh[..bsh.len() - 2] {
+        (m, abatch, (m * k) as i64, (k * n) as i64)
+    } else {
+        return Err(unsupported(
+            node,
+            format!("batch dims {ash:?} × {bsh:?} that broadcast partially"),
+        ));
+    };
+    let total: usize = osh.iter().product();
+    if total != m_eff * n * batch {
+        return Err(unsupported(node, format!("output {osh:?} is not M×N per batch")));
+    }
+    // Bias: fused when it is one value per column (its elements = N, laid out along the
+    // last axis).
+    let bias_fusable = |v: ValueId| -> Result<bool> {
+        let (_, s) = shape(g, node, v)?;
+        Ok(s.iter().product::<usize>() == n && s.last().copied().unwrap_or(1) == n)
+    };
+    let residual_fusable = |v: ValueId| -> Result<bool> {
+        let (dt, s) = shape(g, node, v)?;
+        Ok(dt == ddt && s.iter().product::<usize>() == total)
+    };
+    let fused_act = match p.act.as_str() {
+        "none" => Some(Epilogue::None),
+        "relu" => Some(Epilogue::Relu),
+        "gelu_tanh" => Some(Epilogue::GeluTanh),
+        "gelu" | "silu" | "tanh" | "sigmoid" => None,
+        other => return Err(unsupported(node, format!("activation {other}"))),
+    };
+    let mut gemm_bias = None;
+    let mut post_bias = None;
+    if let Some(bv) = p.bias {
+        if bias_fusable(bv)? {
+            gemm_bias = Some(bv);
+        } else {
+            post_bias = Some(bv);
+        }
+    }
+    // cuBLASLt adds C before its activation, the node adds the residual after: C only
+    // when there is no activation left to apply, and only before any post bias.
+    let mut gemm_res = None;
+    let mut post_res = None;
+    if let Some(r) = p.residual {
+        if fused_act == Some(Epilogue::None) && residual_fusable(r)? {
+            gemm_res = Some(r);
+        } else {
+            post_res = Some(r);
+        }
+    }
+    // An activation must come after the bias: if the bias is left for the post kernel,
+    // so is the activation.
+    let (epilogue, post_act) = match (fused_act, post_bias.is_some()) {
+        (Some(e), false) => (e, None),
+        (Some(Epilogue::None), true) => (Epilogue::None, None),
+        _ => (Epilogue::None, Some(p.act.clone())),
+    };
+    let post = if post_bias.is_some() || post_act.is_some() || post_res.is_some() {
+        let k = post_kernel(g, node, name, &osh, ddt, post_bias, post_act.as_deref(), post_res)?;
+        kernels.push(k);
+        Some(kernels.len() - 1)
+    } else {
+        None
+    };
+    let bias_dtype = match gemm_bias {
+        Some(v) => Some(shape(g, node, v)?.0),
+        None => None,
+    };
+    Ok(Gemm {
+        node: node.name.clone(),
+        a: a.0,
+        b: b.0,
+        bias: gemm_bias.map(|v| v.0),
+        bias_dtype,
+        residual: gemm_res.map(|v| v.0),
+        out: out.0,
+        m: m_eff as u64,
+        n: n as u64,
+        k: k as u64,
+        batch: batch as u32,
+        stride_a,
+        stride_b,
+        stride_d: (m_eff * n) as i64,
+        trans_b: p.trans_b,
+        alpha: p.alpha,
+        ab_dtype: adt,
+        d_dtype: ddt,
+        epilogue,
+        post,
+    })
+}
+
+/// The activation in CUDA C over `v`.
+fn act_code(node: &Node, act: &str) -> Result<&'static str> {
+    Ok(match act {
+        "none" => "",
+        "relu" => "    v = fmaxf(v, 0.0f);\n",
+        "gelu" => "    v = gopt_gelu(v);\n",
+        "gelu_tanh" => "    v = gopt_gelu_tanh(v);\n",
+        "silu" => "    v = v * gopt_sigmoid(v);\n",
+        "tanh" => "    v = tanhf(v);\n",
+        "sigmoid" => "    v = gopt_sigmoid(v);\n",
+        other => return Err(unsupported(node, format!("activation {other}"))),
+    })
+}
+
+/// The index into a tensor of shape `s` that broadcasts to `out`, from coordinates
+/// `c0..` of `out`.
+fn broadcast_index(s: &[usize], out: &[usize]) -> String {
+    let off = out.len() - s.len();
+    let mut terms = Vec::new();
+    let mut stride = 1usize;
+    for a in (0..s.len()).rev() {
+        if s[a] != 1 {
+            terms.push(format!("c{} * {stride}LL", a + off));
+        }
+        stride *= s[a];
+    }
+    if terms.is_empty() {
+        "0".into()
+    } else {
+        terms.join(" + ")
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn post_kernel(
+    g: &Graph,
+    node: &Node,
+    name: &str,
+    osh: &[usize],
+    ddt: DType,
+    bias: Option<ValueId>,
+    act: Option<&str>,
+    residual: Option<ValueId>,
+) -> Result<Kernel> {
+    let t = storage(ddt);
+    let mut params = Vec::new();
+    let mut inputs = Vec::new();
+    let mut body = String::new();
+    let mut formula = String::from("y");
+    for (what, v) in [("b", bias), ("r", residual)] {
+        let Some(v) = v else { continue };
+        let (dt, s) = shape(g, node, v)?;
+        if s.len() > osh.len() {
+            return Err(unsupported(node, format!("{what} {s:?} over output {osh:?}")));
+        }
+        params.push(format!("const {}* __restrict__ {what}", storage(dt)));
+        inputs.push(v.0);
+        let line = format!("    v += gopt_ld({what}[{}]);\n", broadcast_index(&s, osh));
+        if what == "b" {
+            body.push_str(&line);
+            formula = format!("({formula} + bias)");
+            if let Some(a) = act {
+                body.push_str(act_code(node, a)?);
+                formula = format!("{a}{formula}");
+            }
+        } else {
+            if bias.is_none() {
+                if let Some(a) = act {
+                    body.push_str(act_code(node, a)?);
+                    formula = format!("{a}({formula})");
+                }
+            }
+            body.push_str(&line);
+            formula = format!("{formula} + residual");
+        }
+    }
+    if bias.is_none() && residual.is_none() {
+        if let Some(a) = act {
+            body.push_str(act_code(node, a)?);
+            formula = format!("{a}({formula})");
+        }
+    }
+    params.push(format!("{t}* __restrict__ y"));
+    let n: usize = osh.iter().product();
+    let mut coords = String::from("    long long r = i;\n");
+    for a in (0..osh.len()).rev() {
+        coords.push_str(&format!(
+            "    const long long c{a} = r % {d}LL; r /= {d}LL;\n",
+            d = osh[a]
+        ));
+    }
+    coords.push_str("    (void)r;\n");
+    let source = fill(
+        POST,
+        &[
+            ("what", "GEMM epilogue"),
+            ("formula", &formula),
+            ("name", name),
+            ("params", &params.join(", ")),
+            ("n", &n.to_string()),
+            ("coords", &coords),
+            ("body", &body),
+            ("t", t),
+        ],
+    )?;
+    let block = 256u32;
+    Ok(Kernel {
+        name: name.to_string(),
+        node: node.name.clone(),
+        source,
+        threads: n,
+        vectorized: false,
+        inputs,
+        outputs: vec![node.outputs[0].0],
+        shared_mem: 0,
+        grid: u32::try_from(n.div_ceil(block as usize))
+            .map_err(|_| CodegenError::Plan("GEMM epilogue grid too large".into()))?,
+        block,
+    })
+}

@@ -1,0 +1,297 @@
+//! The CUDA execution plan of one specialized graph: the steps in order (generated
+//! kernels and cuBLASLt GEMMs), where every value lives (an offset in the bucket's
+//! arena, or in the weights blob uploaded once), and the graph's inputs and outputs.
+//! It is plain data (serde), so `gopt compile` writes it into the artifact and the
+//! runtime replays it without the graph.
+
+use crate::cuda::gemm::{self, Gemm};
+use crate::cuda::{emit_kernels, Kernel};
+use crate::memory::{self, ALIGN};
+use crate::{CodegenError, Result};
+use gopt_ir::ops::ShapeOp;
+use gopt_ir::{DType, Graph, Op, Tensor, ValueId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Plan format version (bumped when a field changes meaning).
+pub const VERSION: u32 = 1;
+
+/// Where a value's bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Place {
+    /// At this byte offset of the bucket's arena.
+    Arena(usize),
+    /// At this byte offset of the weights blob.
+    Weight(usize),
+}
+
+/// One step of a run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Step {
+    /// Launch `kernels[i]`.
+    Kernel(usize),
+    /// A cuBLASLt matmul (then its post kernel, if any).
+    Gemm(Gemm),
+}
+
+/// A graph input or output.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Io {
+    /// The value's name.
+    pub name: String,
+    /// Its value id.
+    pub value: u32,
+    /// Dtype.
+    pub dtype: DType,
+    /// Shape in this bucket.
+    pub shape: Vec<usize>,
+}
+
+/// The plan of one bucket.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CudaPlan {
+    /// [`VERSION`].
+    pub version: u32,
+    /// Generated kernels (one module).
+    pub kernels: Vec<Kernel>,
+    /// Steps in execution order.
+    pub steps: Vec<Step>,
+    /// Where each value used by a step lives (value id → place).
+    pub places: BTreeMap<u32, Place>,
+    /// Each placed value's size in bytes.
+    pub value_bytes: BTreeMap<u32, usize>,
+    /// Arena size: the peak of the liveness-planned layout.
+    pub arena_bytes: usize,
+    /// What one buffer per intermediate would take.
+    pub unplanned_bytes: usize,
+    /// Size of the weights blob (shared by the buckets built into one store).
+    pub weights_bytes: usize,
+    /// Graph inputs, in order.
+    pub inputs: Vec<Io>,
+    /// Graph outputs, in order.
+    pub outputs: Vec<Io>,
+}
+
+fn concrete(g: &Graph, v: ValueId) -> Result<(DType, Vec<usize>)> {
+    let t = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;
+    let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| {
+        CodegenError::Plan(format!(
+            "value `{}` has symbolic shape {t}: plans need a specialized graph",
+            g.value(v).name
+        ))
+    })?;
+    Ok((t.dtype, s))
+}
+
+fn is_view(op: Op) -> bool {
+    matches!(
+        op,
+        Op::Shape(
+            ShapeOp::Reshape
+                | ShapeOp::Squeeze
+                | ShapeOp::Unsqueeze
+                | ShapeOp::Flatten
+                | ShapeOp::Identity
+        )
+    )
+}
+
+/// A tensor's elements as bytes, row-major (bool as one byte).
+pub fn tensor_bytes(t: &Tensor) -> Vec<u8> {
+    fn raw<T: Copy>(a: &ndarray::ArrayD<T>) -> Vec<u8> {
+        let a = a.as_standard_layout();
+        let s = a.as_slice().unwrap_or(&[]);
+        // SAFETY: T is a plain numeric type (or bool/half), so its bytes are its value.
+        unsafe { std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)) }
+            .to_vec()
+    }
+    gopt_ir::with_tensor!(t, a => raw(a))
+}
+
+/// The weights blob of one or more plans: each distinct constant once (the buckets of a
+/// model share their weights), 256-byte aligned.
+#[derive(Clone, Debug, Default)]
+pub struct WeightStore {
+    /// The bytes.
+    pub blob: Vec<u8>,
+    index: std::collections::HashMap<u64, Vec<(usize, usize)>>,
+}
+
+impl WeightStore {
+    /// Adds `bytes` (or finds an identical entry) and returns its offset.
+    pub fn add(&mut self, bytes: &[u8]) -> usize {
+        let h = bytes.iter().fold(0xcbf29ce484222325u64, |h, &x| {
+            (h ^ u64::from(x)).wrapping_mul(0x100000001b3)
+        }) ^ bytes.len() as u64;
+        if let Some(list) = self.index.get(&h) {
+            for &(off, len) in list {
+                if len == bytes.len() && self.blob[off..off + len] == *bytes {
+                    return off;
+                }
+            }
+        }
+        let off = self.blob.len();
+        self.blob.extend_from_slice(bytes);
+        self.blob
+            .resize(self.blob.len().div_ceil(ALIGN).max(1) * ALIGN, 0);
+        self.index.entry(h).or_default().push((off, bytes.len()));
+        off
+    }
+}
+
+/// Builds the plan of `g` (a specialized, optimized graph) and its weights blob.
+pub fn build(g: &Graph) -> Result<(CudaPlan, Vec<u8>)> {
+    let mut store = WeightStore::default();
+    let p = build_with(g, &mut store)?;
+    Ok((p, store.blob))
+}
+
+/// Builds the plan of `g` with its constants in `store` (shared across buckets).
+pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
+    let (emitted, others) = emit_kernels(g)?;
+    let layout = memory::plan(g)?;
+    let mut emitted = emitted.into_iter().peekable();
+    let mut kernels: Vec<Kernel> = Vec::new();
+    let mut steps = Vec::new();
+    let mut missing = Vec::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        let mine: Vec<Kernel> = std::iter::from_fn(|| emitted.next_if(|k| k.node == n.name))
+            .collect();
+        let aliased = is_view(n.op)
+            && matches!((n.inputs.first(), n.outputs.first()),
+                (Some(Some(i)), Some(o)) if layout.slots.get(i).is_some()
+                    && layout.slots.get(i) == layout.slots.get(o));
+        if aliased {
+            continue;
+        }
+        if gemm::handles(n.op) {
+            let gm = gemm::lower(g, n, &format!("k{i}_epilogue"), &mut kernels)?;
+            steps.push(Step::Gemm(gm));
+            continue;
+        }
+        if mine.is_empty() {
+            if others.iter().any(|(name, _)| *name == n.name) {
+                missing.push(format!("`{}` ({})", n.name, n.op.name()));
+            }
+            continue;
+        }
+        for k in mine {
+            kernels.push(k);
+            steps.push(Step::Kernel(kernels.len() - 1));
+        }
+    }
+    if !missing.is_empty() {
+        return Err(CodegenError::Unsupported {
+            node: missing.join(", "),
+            op: "various".into(),
+            backend: "CUDA",
+            what: format!("{} node(s)", missing.len()),
+        });
+    }
+    // Places: arena slots for activations, the weights blob for constants.
+    let mut places = BTreeMap::new();
+    for (v, &slot) in &layout.slots {
+        places.insert(v.0, Place::Arena(layout.buffers[slot].offset));
+    }
+    let mut add_weight = |places: &mut BTreeMap<u32, Place>, id: u32, t: &Tensor| {
+        places.insert(id, Place::Weight(store.add(&tensor_bytes(t))));
+    };
+    let mut used: Vec<u32> = Vec::new();
+    for s in &steps {
+        match s {
+            Step::Kernel(k) => used.extend(&kernels[*k].inputs),
+            Step::Gemm(gm) => {
+                used.extend([gm.a, gm.b]);
+                used.extend(gm.bias.iter().chain(&gm.residual));
+                if let Some(p) = gm.post {
+                    used.extend(&kernels[p].inputs);
+                }
+            }
+        }
+    }
+    used.extend(g.outputs.iter().map(|v| v.0));
+    used.sort_unstable();
+    used.dedup();
+    for v in used {
+        if let Some(t) = g.constant(ValueId(v)) {
+            add_weight(&mut places, v, t);
+        }
+    }
+    // cuBLASLt wants the bias in the output's dtype: constants are converted here.
+    let mut next = g.values.len() as u32;
+    for s in &mut steps {
+        if let Step::Gemm(gm) = s {
+            if let (Some(b), Some(bd)) = (gm.bias, gm.bias_dtype) {
+                if bd != gm.d_dtype {
+                    let t = g.constant(ValueId(b)).ok_or_else(|| {
+                        CodegenError::Plan(format!(
+                            "GEMM `{}`: a {bd} bias that is not a constant cannot be fused into a {} output",
+                            gm.node, gm.d_dtype
+                        ))
+                    })?;
+                    add_weight(&mut places, next, &t.cast(gm.d_dtype));
+                    gm.bias = Some(next);
+                    gm.bias_dtype = Some(gm.d_dtype);
+                    next += 1;
+                }
+            }
+        }
+    }
+    for v in g.inputs.iter().chain(&g.outputs) {
+        if !places.contains_key(&v.0) {
+            return Err(CodegenError::Plan(format!(
+                "value `{}` has no place in the plan",
+                g.value(*v).name
+            )));
+        }
+    }
+    let io = |vs: &[ValueId]| -> Result<Vec<Io>> {
+        vs.iter()
+            .map(|&v| {
+                let (dtype, shape) = concrete(g, v)?;
+                Ok(Io {
+                    name: g.value(v).name.clone(),
+                    value: v.0,
+                    dtype,
+                    shape,
+                })
+            })
+            .collect()
+    };
+    let mut value_bytes = BTreeMap::new();
+    for &v in places.keys() {
+        let n = if (v as usize) < g.values.len() {
+            let (dt, s) = concrete(g, ValueId(v))?;
+            s.iter().product::<usize>() * dt.size()
+        } else {
+            0
+        };
+        value_bytes.insert(v, n);
+    }
+    let plan = CudaPlan {
+        version: VERSION,
+        value_bytes,
+        kernels,
+        steps,
+        places,
+        arena_bytes: layout.peak_bytes,
+        unplanned_bytes: layout.total_bytes,
+        weights_bytes: store.blob.len(),
+        inputs: io(&g.inputs)?,
+        outputs: io(&g.outputs)?,
+    };
+    Ok(plan)
+}
+
+impl CudaPlan {
+    /// Kernel launches and library calls per run.
+    pub fn launches(&self) -> usize {
+        self.steps
+            .iter()
+            .map(|s| match s {
+                Step::Kernel(_) => 1,
+                Step::Gemm(g) => 1 + usize::from(g.post.is_some()),
+            })
+            .sum()
+    }
+}

@@ -1,0 +1,285 @@
+//! cuBLASLt for the plan's GEMMs. Each [`Gemm`] step is prepared once — descriptors,
+//! layouts, the heuristic's algorithm, device pointers in the epilogue — so a run (or a
+//! CUDA-graph capture) only issues `cublasLtMatmul`. fp32 uses `CUBLAS_COMPUTE_32F`
+//! (TF32 stays off: fp32 results must match the reference), f16/bf16 accumulate in fp32.
+
+use crate::{Result, RuntimeError};
+use cudarc::cublaslt::result as lt;
+use cudarc::cublaslt::sys;
+use cudarc::driver::{CudaSlice, CudaStream, DevicePtr};
+use gopt_codegen::cuda::gemm::{Epilogue, Gemm};
+use gopt_ir::DType;
+use std::ffi::c_void;
+use std::sync::Arc;
+
+/// cuBLASLt's workspace on Hopper (NVIDIA's recommendation).
+const WORKSPACE: usize = 32 << 20;
+
+fn blas(what: impl Into<String>) -> impl FnOnce(lt::CublasError) -> RuntimeError {
+    let what = what.into();
+    move |e| RuntimeError::Driver {
+        what,
+        msg: format!("cuBLASLt: {e:?}"),
+    }
+}
+
+/// A cuBLASLt handle and its workspace.
+pub struct Lt {
+    handle: sys::cublasLtHandle_t,
+    workspace: CudaSlice<u8>,
+    ws_ptr: u64,
+}
+
+impl Lt {
+    /// Creates the handle (after checking the library exists: cudarc panics otherwise).
+    pub fn new(stream: &Arc<CudaStream>) -> Result<Lt> {
+        // SAFETY: only tries to load the shared library.
+        if !unsafe { sys::is_culib_present() } {
+            return Err(RuntimeError::NoCuda("cuBLASLt"));
+        }
+        let handle = lt::create_handle().map_err(blas("creating a handle"))?;
+        let workspace: CudaSlice<u8> = stream.alloc_zeros(WORKSPACE).map_err(|e| {
+            RuntimeError::Driver {
+                what: "allocating the cuBLASLt workspace".into(),
+                msg: format!("{e:?}"),
+            }
+        })?;
+        let ws_ptr = {
+            let (p, _g) = workspace.device_ptr(stream);
+            p
+        };
+        Ok(Lt {
+            handle,
+            workspace,
+            ws_ptr,
+        })
+    }
+
+    /// Bytes of device memory the handle's workspace takes.
+    pub fn workspace_bytes(&self) -> usize {
+        self.workspace.len()
+    }
+}
+
+impl Drop for Lt {
+    fn drop(&mut self) {
+        // SAFETY: the handle was created by `new` and is destroyed once.
+        let _ = unsafe { lt::destroy_handle(self.handle) };
+    }
+}
+
+fn cuda_type(dt: DType) -> Option<sys::cudaDataType> {
+    match dt {
+        DType::F32 => Some(sys::cudaDataType_t::CUDA_R_32F),
+        DType::F16 => Some(sys::cudaDataType_t::CUDA_R_16F),
+        DType::BF16 => Some(sys::cudaDataType_t::CUDA_R_16BF),
+        _ => None,
+    }
+}
+
+struct Layout(sys::cublasLtMatrixLayout_t);
+
+impl Layout {
+    fn new(dt: sys::cudaDataType, rows: u64, cols: u64, ld: u64, batch: u32, stride: i64) -> Result<Layout> {
+        let l = Layout(
+            lt::create_matrix_layout(dt, rows, cols, ld as i64).map_err(blas("creating a layout"))?,
+        );
+        if batch > 1 {
+            let count = batch as i32;
+            // SAFETY: attribute values of the documented types and sizes.
+            unsafe {
+                lt::set_matrix_layout_attribute(
+                    l.0,
+                    sys::cublasLtMatrixLayoutAttribute_t::CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                    (&count) as *const i32 as *const c_void,
+                    std::mem::size_of::<i32>(),
+                )
+                .map_err(blas("setting the batch count"))?;
+                lt::set_matrix_layout_attribute(
+                    l.0,
+                    sys::cublasLtMatrixLayoutAttribute_t::CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                    (&stride) as *const i64 as *const c_void,
+                    std::mem::size_of::<i64>(),
+                )
+                .map_err(blas("setting the batch stride"))?;
+            }
+        }
+        Ok(l)
+    }
+}
+
+impl Drop for Layout {
+    fn drop(&mut self) {
+        // SAFETY: created by `new`, destroyed once.
+        let _ = unsafe { lt::destroy_matrix_layout(self.0) };
+    }
+}
+
+struct Desc(sys::cublasLtMatmulDesc_t);
+
+impl Drop for Desc {
+    fn drop(&mut self) {
+        // SAFETY: created by `prepare`, destroyed once.
+        let _ = unsafe { lt::destroy_matmul_desc(self.0) };
+    }
+}
+
+/// Device pointers of a GEMM's operands.
+#[derive(Clone, Copy, Debug)]
+pub struct Ptrs {
+    /// Row-major A.
+    pub a: u64,
+    /// Row-major B.
+    pub b: u64,
+    /// The residual (C), if any.
+    pub c: Option<u64>,
+    /// The output.
+    pub d: u64,
+    /// The bias, if fused.
+    pub bias: Option<u64>,
+}
+
+/// One GEMM, ready to issue.
+pub struct Prepared {
+    node: String,
+    shape: String,
+    desc: Desc,
+    a: Layout,
+    b: Layout,
+    d: Layout,
+    algo: sys::cublasLtMatmulAlgo_t,
+    alpha: f32,
+    beta: f32,
+    ptrs: Ptrs,
+}
+
+/// Prepares `g` with its operands at `ptrs`.
+pub fn prepare(lib: &Lt, g: &Gemm, ptrs: Ptrs) -> Result<Prepared> {
+    let what = |s: &str| format!("GEMM `{}`: {s}", g.node);
+    let ab = cuda_type(g.ab_dtype).ok_or_else(|| RuntimeError::Usage(what("operand dtype")))?;
+    let dt = cuda_type(g.d_dtype).ok_or_else(|| RuntimeError::Usage(what("output dtype")))?;
+    let desc = Desc(
+        lt::create_matmul_desc(
+            sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
+            sys::cudaDataType_t::CUDA_R_32F,
+        )
+        .map_err(blas(what("creating the descriptor")))?,
+    );
+    let set = |attr: sys::cublasLtMatmulDescAttributes_t, ptr: *const c_void, size: usize| {
+        // SAFETY: each call passes a value of the attribute's documented type and size.
+        unsafe { lt::set_matmul_desc_attribute(desc.0, attr, ptr, size) }
+            .map_err(blas(what("setting an attribute")))
+    };
+    // Row-major Y = A·B is column-major Yᵀ = Bᵀ·Aᵀ: cuBLASLt's A is our B.
+    let trans_a: i32 = i32::from(g.trans_b);
+    set(
+        sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA,
+        (&trans_a) as *const i32 as *const c_void,
+        4,
+    )?;
+    let epilogue = match (g.epilogue, g.bias.is_some()) {
+        (Epilogue::None, false) => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_DEFAULT,
+        (Epilogue::None, true) => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_BIAS,
+        (Epilogue::Relu, false) => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_RELU,
+        (Epilogue::Relu, true) => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_RELU_BIAS,
+        (Epilogue::GeluTanh, false) => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_GELU,
+        (Epilogue::GeluTanh, true) => sys::cublasLtEpilogue_t::CUBLASLT_EPILOGUE_GELU_BIAS,
+    };
+    set(
+        sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_EPILOGUE,
+        (&epilogue) as *const sys::cublasLtEpilogue_t as *const c_void,
+        std::mem::size_of::<sys::cublasLtEpilogue_t>(),
+    )?;
+    if let Some(bias) = ptrs.bias {
+        set(
+            sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+            (&bias) as *const u64 as *const c_void,
+            8,
+        )?;
+    }
+    let (m, n, k) = (g.m, g.n, g.k);
+    let a = if g.trans_b {
+        Layout::new(ab, k, n, k, g.batch, g.stride_b)?
+    } else {
+        Layout::new(ab, n, k, n, g.batch, g.stride_b)?
+    };
+    let b = Layout::new(ab, k, m, k, g.batch, g.stride_a)?;
+    let d = Layout::new(dt, n, m, n, g.batch, g.stride_d)?;
+    let pref = lt::create_matmul_pref().map_err(blas(what("creating preferences")))?;
+    let ws = lib.workspace_bytes();
+    // SAFETY: the preference exists; the value is a usize as documented.
+    unsafe {
+        lt::set_matmul_pref_attribute(
+            pref,
+            sys::cublasLtMatmulPreferenceAttributes_t::CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+            (&ws) as *const usize as *const c_void,
+            std::mem::size_of::<usize>(),
+        )
+        .map_err(blas(what("setting the workspace size")))?;
+    }
+    // SAFETY: every descriptor and layout is alive.
+    let heuristic = unsafe {
+        lt::get_matmul_algo_heuristic(lib.handle, desc.0, a.0, b.0, d.0, d.0, pref)
+    };
+    // SAFETY: created above, destroyed once.
+    let _ = unsafe { lt::destroy_matmul_pref(pref) };
+    let heuristic = heuristic.map_err(|e| RuntimeError::Driver {
+        what: what(&format!(
+            "no cuBLASLt algorithm for {m}×{n}×{k} ×{} {} → {}",
+            g.batch, g.ab_dtype, g.d_dtype
+        )),
+        msg: format!("{e:?}"),
+    })?;
+    Ok(Prepared {
+        node: g.node.clone(),
+        shape: format!(
+            "M={m} N={n} K={k} batch={} {}×{} → {}, epilogue {:?}{}{}",
+            g.batch,
+            g.ab_dtype,
+            g.ab_dtype,
+            g.d_dtype,
+            g.epilogue,
+            if g.bias.is_some() { " +bias" } else { "" },
+            if g.residual.is_some() { " +residual" } else { "" }
+        ),
+        desc,
+        a,
+        b,
+        d,
+        algo: heuristic.algo,
+        alpha: g.alpha,
+        beta: if g.residual.is_some() { 1.0 } else { 0.0 },
+        ptrs,
+    })
+}
+
+impl Prepared {
+    /// Issues the matmul on `stream`.
+    pub fn launch(&self, lib: &Lt, stream: &CudaStream) -> Result<()> {
+        let p = self.ptrs;
+        let c = p.c.unwrap_or(p.d);
+        // SAFETY: pointers come from the plan's arena and weights, sized for these
+        // layouts; descriptors and the algorithm were prepared for them.
+        unsafe {
+            lt::matmul(
+                lib.handle,
+                self.desc.0,
+                (&self.alpha) as *const f32 as *const c_void,
+                (&self.beta) as *const f32 as *const c_void,
+                p.b as *const c_void,
+                self.a.0,
+                p.a as *const c_void,
+                self.b.0,
+                c as *const c_void,
+                self.d.0,
+                p.d as *mut c_void,
+                self.d.0,
+                &self.algo,
+                lib.ws_ptr as *mut c_void,
+                lib.workspace_bytes(),
+                stream.cu_stream() as *mut _,
+            )
+        }
+        .map_err(blas(format!("GEMM `{}` ({})", self.node, self.shape)))
+    }
+}

@@ -1,0 +1,400 @@
+//! Running a [`CudaPlan`]: the weights uploaded once, one arena for the bucket, every
+//! GEMM prepared once, and the whole step list captured into a CUDA graph on the first
+//! run and replayed after (or enqueued step by step with `use_graph = false`, to
+//! measure what the graph saves). A run copies the inputs into their arena slots,
+//! replays, and copies the outputs back: one synchronization, at the end.
+
+use crate::blas::{self, Lt, Prepared, Ptrs};
+use crate::cuda::{from_bytes, launch_config, Device};
+use crate::{Result, RuntimeError};
+use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
+use cudarc::driver::{
+    CudaFunction, CudaGraph, CudaModule, CudaSlice, CudaStream, DevicePtr, PushKernelArg,
+};
+use gopt_codegen::plan::{tensor_bytes, CudaPlan, Place, Step};
+use gopt_ir::Tensor;
+use std::sync::Arc;
+
+fn drv(what: impl Into<String>) -> impl FnOnce(cudarc::driver::DriverError) -> RuntimeError {
+    let what = what.into();
+    move |e| RuntimeError::Driver {
+        what,
+        msg: format!("{e:?}"),
+    }
+}
+
+/// Weights on the device, shared by every bucket of a model.
+pub struct Weights {
+    buf: CudaSlice<u8>,
+    base: u64,
+}
+
+impl Weights {
+    /// Uploads a weights blob.
+    pub fn upload(dev: &Device, blob: &[u8]) -> Result<Arc<Weights>> {
+        let buf = dev
+            .stream
+            .clone_htod(if blob.is_empty() { &[0u8][..] } else { blob })
+            .map_err(drv("uploading the weights"))?;
+        let base = buf.device_ptr(&dev.stream).0;
+        // Plans run on their own streams: the weights must be there first.
+        dev.stream
+            .synchronize()
+            .map_err(drv("uploading the weights"))?;
+        Ok(Arc::new(Weights { buf, base }))
+    }
+
+    /// Size on the device.
+    pub fn bytes(&self) -> usize {
+        self.buf.len()
+    }
+}
+
+enum Ready {
+    Kernel(usize),
+    Gemm(Box<Prepared>, Option<usize>),
+}
+
+/// A plan loaded on a GPU.
+pub struct Executable {
+    plan: CudaPlan,
+    stream: Arc<CudaStream>,
+    ctx: Arc<cudarc::driver::CudaContext>,
+    _modules: Vec<Arc<CudaModule>>,
+    funcs: Vec<CudaFunction>,
+    args: Vec<Vec<u64>>,
+    weights: Arc<Weights>,
+    arena: CudaSlice<u8>,
+    arena_base: u64,
+    lt: Lt,
+    steps: Vec<Ready>,
+    graph: Option<CudaGraph>,
+    use_graph: bool,
+}
+
+impl Executable {
+    /// Compiles the plan's kernels (NVRTC, through the disk cache), allocates the arena
+    /// and prepares the GEMMs.
+    pub fn new(
+        dev: &Device,
+        plan: CudaPlan,
+        weights: Arc<Weights>,
+        use_graph: bool,
+    ) -> Result<Executable> {
+        let (modules, funcs) = compile_kernels(dev, &plan.kernels)?;
+        let stream = dev.ctx.new_stream().map_err(drv("creating a stream"))?;
+        let arena: CudaSlice<u8> = stream
+            .alloc_zeros(plan.arena_bytes.max(256))
+            .map_err(drv(format!("allocating a {} byte arena", plan.arena_bytes)))?;
+        let arena_base = arena.device_ptr(&stream).0;
+        let lt = Lt::new(&stream)?;
+        let ptr = |v: u32| -> Result<u64> {
+            match plan.places.get(&v) {
+                Some(Place::Arena(o)) => Ok(arena_base + *o as u64),
+                Some(Place::Weight(o)) => Ok(weights.base + *o as u64),
+                None => Err(RuntimeError::Usage(format!(
+                    "plan: value {v} has no place (a corrupt or mismatched plan)"
+                ))),
+            }
+        };
+        let mut args = Vec::with_capacity(plan.kernels.len());
+        for k in &plan.kernels {
+            args.push(
+                k.inputs
+                    .iter()
+                    .chain(&k.outputs)
+                    .map(|&v| ptr(v))
+                    .collect::<Result<Vec<u64>>>()?,
+            );
+        }
+        let mut steps = Vec::with_capacity(plan.steps.len());
+        for s in &plan.steps {
+            steps.push(match s {
+                Step::Kernel(k) => Ready::Kernel(*k),
+                Step::Gemm(g) => {
+                    let ptrs = Ptrs {
+                        a: ptr(g.a)?,
+                        b: ptr(g.b)?,
+                        c: g.residual.map(ptr).transpose()?,
+                        d: ptr(g.out)?,
+                        bias: g.bias.map(ptr).transpose()?,
+                    };
+                    Ready::Gemm(Box::new(blas::prepare(&lt, g, ptrs)?), g.post)
+                }
+            });
+        }
+        Ok(Executable {
+            plan,
+            stream,
+            ctx: dev.ctx.clone(),
+            _modules: modules,
+            funcs,
+            args,
+            weights,
+            arena,
+            arena_base,
+            lt,
+            steps,
+            graph: None,
+            use_graph,
+        })
+    }
+
+    /// The plan it runs.
+    pub fn plan(&self) -> &CudaPlan {
+        &self.plan
+    }
+
+    /// Device bytes this executable holds: arena, weights, cuBLASLt workspace.
+    pub fn device_bytes(&self) -> usize {
+        self.arena.len() + self.weights.bytes() + self.lt.workspace_bytes()
+    }
+
+    fn launch(&self, k: usize) -> Result<()> {
+        let kernel = &self.plan.kernels[k];
+        let mut b = self.stream.launch_builder(&self.funcs[k]);
+        for p in &self.args[k] {
+            b.arg(p);
+        }
+        // SAFETY: the kernel's parameters are its inputs then outputs, each a pointer
+        // into the arena or the weights at the offset the plan gave the value, sized by
+        // the same shapes the emitter used.
+        unsafe { b.launch(launch_config(kernel)) }
+            .map(|_| ())
+            .map_err(drv(format!("launching {} (node `{}`)", kernel.name, kernel.node)))
+    }
+
+    /// Enqueues every step on the stream. With `sync` (`GOPT_CUDA_SYNC=1`, kernel by
+    /// kernel only) each step is waited for, so an asynchronous fault names its step.
+    fn enqueue(&self, sync: bool) -> Result<()> {
+        for (i, s) in self.steps.iter().enumerate() {
+            match s {
+                Ready::Kernel(k) => self.launch(*k)?,
+                Ready::Gemm(g, post) => {
+                    g.launch(&self.lt, &self.stream)?;
+                    if let Some(k) = post {
+                        self.launch(*k)?;
+                    }
+                }
+            }
+            if sync {
+                let what = match &self.plan.steps[i] {
+                    Step::Kernel(k) => format!(
+                        "step {i}: kernel {} (node `{}`)",
+                        self.plan.kernels[*k].name, self.plan.kernels[*k].node
+                    ),
+                    Step::Gemm(g) => format!("step {i}: GEMM `{}`", g.node),
+                };
+                self.stream.synchronize().map_err(drv(what))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One execution on whatever the arena holds: a graph replay, or the steps.
+    pub fn execute(&mut self) -> Result<()> {
+        let _gpu = gpu_lock();
+        self.execute_locked()
+    }
+
+    fn execute_locked(&mut self) -> Result<()> {
+        if !self.use_graph {
+            return self.enqueue(std::env::var_os("GOPT_CUDA_SYNC").is_some_and(|v| v == "1"));
+        }
+        if self.graph.is_none() {
+            self.stream
+                .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+                .map_err(drv("starting the CUDA-graph capture"))?;
+            let enq = self.enqueue(false);
+            let graph = self
+                .stream
+                .end_capture(CUgraphInstantiate_flags(0))
+                .map_err(drv("ending the CUDA-graph capture"));
+            enq?;
+            let graph = graph?.ok_or_else(|| RuntimeError::Driver {
+                what: "capturing the plan".into(),
+                msg: "the capture produced no graph".into(),
+            })?;
+            graph.upload().map_err(drv("uploading the CUDA graph"))?;
+            self.graph = Some(graph);
+        }
+        match &self.graph {
+            Some(g) => g.launch().map_err(drv("replaying the CUDA graph")),
+            None => Ok(()),
+        }
+    }
+
+    /// Copies `inputs` (the bucket's shapes, in order) into their slots.
+    pub fn set_inputs(&mut self, inputs: &[Tensor]) -> Result<()> {
+        if inputs.len() != self.plan.inputs.len() {
+            return Err(RuntimeError::Usage(format!(
+                "the plan takes {} inputs, got {}",
+                self.plan.inputs.len(),
+                inputs.len()
+            )));
+        }
+        for (t, io) in inputs.iter().zip(self.plan.inputs.clone()) {
+            if t.dtype() != io.dtype || t.shape() != io.shape.as_slice() {
+                return Err(RuntimeError::Usage(format!(
+                    "input `{}`: expected {} {:?}, got {} {:?}",
+                    io.name,
+                    io.dtype,
+                    io.shape,
+                    t.dtype(),
+                    t.shape()
+                )));
+            }
+            let Some(Place::Arena(off)) = self.plan.places.get(&io.value).copied() else {
+                return Err(RuntimeError::Usage(format!("input `{}` has no arena slot", io.name)));
+            };
+            let bytes = tensor_bytes(t);
+            let mut dst = self.arena.slice_mut(off..off + bytes.len());
+            self.stream
+                .memcpy_htod(&bytes, &mut dst)
+                .map_err(drv(format!("copying input `{}`", io.name)))?;
+        }
+        Ok(())
+    }
+
+    /// Copies the outputs back (synchronizing the stream).
+    pub fn outputs(&self) -> Result<Vec<Tensor>> {
+        let mut outs = Vec::with_capacity(self.plan.outputs.len());
+        for io in &self.plan.outputs {
+            let n = io.shape.iter().product::<usize>() * elem_size(io.dtype);
+            let mut host = vec![0u8; n];
+            match self.plan.places.get(&io.value) {
+                Some(Place::Arena(off)) => self
+                    .stream
+                    .memcpy_dtoh(&self.arena.slice(*off..*off + n), &mut host)
+                    .map_err(drv(format!("copying output `{}`", io.name)))?,
+                Some(Place::Weight(off)) => self
+                    .stream
+                    .memcpy_dtoh(&self.weights.buf.slice(*off..*off + n), &mut host)
+                    .map_err(drv(format!("copying output `{}`", io.name)))?,
+                None => {
+                    return Err(RuntimeError::Usage(format!("output `{}` has no place", io.name)))
+                }
+            }
+            outs.push(from_bytes(io.dtype, &io.shape, &host)?);
+        }
+        self.stream
+            .synchronize()
+            .map_err(drv("running the plan (an asynchronous CUDA error)"))?;
+        Ok(outs)
+    }
+
+    /// A full run: inputs in, execute, outputs out.
+    pub fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let _gpu = gpu_lock();
+        self.set_inputs(inputs)?;
+        self.execute_locked()?;
+        self.outputs()
+    }
+
+    /// Times `iters` executions after `warmup` ones, each between two CUDA events on
+    /// the stream; returns milliseconds per execution, in order.
+    pub fn time(&mut self, warmup: usize, iters: usize) -> Result<Vec<f64>> {
+        let _gpu = gpu_lock();
+        for _ in 0..warmup {
+            self.execute_locked()?;
+        }
+        let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let mut events = Vec::with_capacity(iters);
+        for _ in 0..iters {
+            let start = self.ctx.new_event(flags).map_err(drv("creating an event"))?;
+            let end = self.ctx.new_event(flags).map_err(drv("creating an event"))?;
+            start.record(&self.stream).map_err(drv("recording an event"))?;
+            self.execute_locked()?;
+            end.record(&self.stream).map_err(drv("recording an event"))?;
+            events.push((start, end));
+        }
+        self.stream
+            .synchronize()
+            .map_err(drv("running the plan (an asynchronous CUDA error)"))?;
+        events
+            .iter()
+            .map(|(s, e)| {
+                s.elapsed_ms(e)
+                    .map(f64::from)
+                    .map_err(drv("reading an event"))
+            })
+            .collect()
+    }
+
+    /// Base device address of the arena (for diagnostics).
+    pub fn arena_base(&self) -> u64 {
+        self.arena_base
+    }
+}
+
+/// Compiles a plan's kernels: kernels that differ only in their names (the same layer
+/// repeated) compile once, and the distinct ones are split into modules NVRTC compiles
+/// in parallel (each through the PTX cache). Returns the modules and each kernel's
+/// function.
+fn compile_kernels(
+    dev: &Device,
+    kernels: &[gopt_codegen::cuda::Kernel],
+) -> Result<(Vec<Arc<CudaModule>>, Vec<CudaFunction>)> {
+    let mut by_body: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut unique: Vec<&gopt_codegen::cuda::Kernel> = Vec::new();
+    let canon: Vec<usize> = kernels
+        .iter()
+        .map(|k| {
+            let body = k.source.replace(&k.name, "\u{1}");
+            *by_body.entry(body).or_insert_with(|| {
+                unique.push(k);
+                unique.len() - 1
+            })
+        })
+        .collect();
+    let threads = std::thread::available_parallelism().map_or(4, |n| n.get()).min(16);
+    let per = unique.len().div_ceil(threads).max(8);
+    let chunks: Vec<&[&gopt_codegen::cuda::Kernel]> = unique.chunks(per).collect();
+    let modules: Vec<Result<Arc<CudaModule>>> = std::thread::scope(|s| {
+        let handles: Vec<_> = chunks
+            .iter()
+            .enumerate()
+            .map(|(i, chunk)| {
+                s.spawn(move || {
+                    let mut src = String::from(gopt_codegen::cuda::PRELUDE);
+                    for k in chunk.iter() {
+                        src.push('\n');
+                        src.push_str(&k.source);
+                    }
+                    dev.compile(&format!("the plan's kernels (module {i})"), &src)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(RuntimeError::Usage("an NVRTC compile thread panicked".into()))
+                })
+            })
+            .collect()
+    });
+    let modules = modules.into_iter().collect::<Result<Vec<_>>>()?;
+    let mut funcs = Vec::with_capacity(kernels.len());
+    for (k, &u) in kernels.iter().zip(&canon) {
+        let module = &modules[u / per];
+        let f = module.load_function(&unique[u].name).map_err(drv(format!(
+            "finding kernel {} (node `{}`)",
+            unique[u].name, k.node
+        )))?;
+        funcs.push(f);
+    }
+    Ok((modules, funcs))
+}
+
+/// One plan runs on the GPU at a time in a process: a CUDA-graph capture must not see
+/// another thread's allocations, frees or synchronizations, and one GPU gains nothing
+/// from interleaving two plans' launches.
+fn gpu_lock() -> std::sync::MutexGuard<'static, ()> {
+    static GPU: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    GPU.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn elem_size(dt: gopt_ir::DType) -> usize {
+    dt.size().max(1)
+}

@@ -1,0 +1,272 @@
+//! `gopt bench`: compiles a model for one bucket and times it. On CUDA the time of an
+//! execution is taken between two CUDA events around it, after warm-up, inputs already
+//! on the device (what a serving loop pays per batch once its inputs are there); on the
+//! CPU it is wall-clock. Reports p50/p95/min/mean, throughput, device memory and the
+//! time each compile stage took.
+
+use super::{fmt_duration, outln, Backend};
+use anyhow::{bail, Context, Result};
+use gopt::ir::{DType, Dim, Tensor};
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// Time a compiled model: p50/p95/min latency, throughput, memory, compile time.
+#[derive(clap::Args)]
+#[command(
+    long_about = "Compiles the model for one bucket (optimizer, plan, kernels) and runs it \
+                  on random inputs (fixed seed; integer inputs in [0, 100), inputs named \
+                  like a mask all ones): --warmup untimed runs, then --iters timed ones. \
+                  On CUDA each run is timed with CUDA events around the replay of the \
+                  bucket's CUDA graph (or the kernel-by-kernel launches with \
+                  --no-cuda-graph), inputs resident on the device. --batch binds the \
+                  symbol of every input's first dim, --seq the second dim of rank-2 \
+                  inputs (token ids, masks); --bind sets any other symbol.",
+    after_help = "Examples:\n  \
+        gopt bench tests/data/models/bert_small/model.onnx --batch 32 --seq 128 --precision bf16\n  \
+        gopt bench model.onnx --batch 1 --seq 128 --precision bf16 --json\n  \
+        gopt bench resnet50.onnx --batch 32 --precision bf16 --no-cuda-graph\n  \
+        gopt bench tests/data/models/mobilenet_v2/model.onnx --batch 1 --backend cpu --iters 10"
+)]
+pub struct Args {
+    /// The model file (.onnx).
+    pub model: PathBuf,
+    /// Where to execute.
+    #[arg(long, value_enum, default_value_t = Backend::Cuda)]
+    pub backend: Backend,
+    /// Batch size (binds the symbol of each input's first dim).
+    #[arg(long, value_name = "N")]
+    pub batch: Option<u64>,
+    /// Sequence length (binds the symbol of each rank-2 input's second dim).
+    #[arg(long, value_name = "N")]
+    pub seq: Option<u64>,
+    /// Bind any other symbolic dim, e.g. `past=0`. Repeat per symbol.
+    #[arg(long = "bind", value_name = "SYMBOL=SIZE")]
+    pub binds: Vec<String>,
+    /// Untimed runs first.
+    #[arg(long, default_value_t = 20)]
+    pub warmup: usize,
+    /// Timed runs (at least 1; 100 or more for stable percentiles).
+    #[arg(long, default_value_t = 200)]
+    pub iters: usize,
+    /// CUDA: launch kernel by kernel instead of replaying a captured CUDA graph.
+    #[arg(long)]
+    pub no_cuda_graph: bool,
+    /// Print the results as JSON.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub opt: super::compile::OptArgs,
+}
+
+#[derive(Serialize)]
+struct Report {
+    model: String,
+    backend: &'static str,
+    device: String,
+    precision: String,
+    bucket: BTreeMap<String, u64>,
+    cuda_graph: bool,
+    iters: usize,
+    p50_ms: f64,
+    p95_ms: f64,
+    min_ms: f64,
+    mean_ms: f64,
+    throughput_per_s: f64,
+    batch: u64,
+    kernels: usize,
+    launches: usize,
+    arena_bytes: usize,
+    unplanned_bytes: usize,
+    weights_bytes: usize,
+    device_bytes: usize,
+    compile_ms: BTreeMap<&'static str, f64>,
+}
+
+fn bindings(args: &Args, g: &gopt::Graph) -> Result<BTreeMap<String, u64>> {
+    let mut b = BTreeMap::new();
+    for s in &args.binds {
+        let Some((k, v)) = s.split_once('=') else {
+            bail!("--bind {s}: expected SYMBOL=SIZE");
+        };
+        let v: u64 = v
+            .parse()
+            .with_context(|| format!("--bind {s}: the size is not a number"))?;
+        b.insert(k.to_string(), v);
+    }
+    for &i in &g.inputs {
+        let Some(ty) = &g.value(i).ty else { continue };
+        for (axis, flag) in [(0, args.batch), (1, args.seq)] {
+            let (Some(n), Some(Dim::Sym(s))) = (flag, ty.shape.get(axis)) else {
+                continue;
+            };
+            if axis == 1 && ty.shape.len() != 2 {
+                continue;
+            }
+            b.entry(s.to_string()).or_insert(n);
+        }
+    }
+    let mut free = Vec::new();
+    for &i in &g.inputs {
+        if let Some(ty) = &g.value(i).ty {
+            for d in ty.shape.iter() {
+                if let Dim::Sym(s) = d {
+                    if !b.contains_key(&s.to_string()) && !free.contains(&s.to_string()) {
+                        free.push(s.to_string());
+                    }
+                }
+            }
+        }
+    }
+    if !free.is_empty() {
+        bail!(
+            "symbolic dims without a size: {} (use --batch, --seq or --bind SYMBOL=SIZE)",
+            free.join(", ")
+        );
+    }
+    Ok(b)
+}
+
+/// Seeded inputs of the bucket's shapes.
+fn inputs(g: &gopt::Graph) -> Result<Vec<Tensor>> {
+    let mut seed = 0x2545F4914F6CDD1Du64;
+    let mut out = Vec::new();
+    for &i in &g.inputs {
+        let v = g.value(i);
+        let ty = v.ty.as_ref().context("an input without a type")?;
+        let shape = gopt::ir::dim::concrete(&ty.shape)
+            .with_context(|| format!("input `{}` is not static after binding", v.name))?;
+        let n: usize = shape.iter().product();
+        let mask = v.name.to_lowercase().contains("mask");
+        let vals: Vec<f64> = (0..n)
+            .map(|_| {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                match ty.dtype {
+                    _ if mask => 1.0,
+                    DType::Bool => 1.0,
+                    d if d.is_int() => (seed % 100) as f64,
+                    _ => ((seed >> 11) as f64 / (1u64 << 53) as f64) * 2.0 - 1.0,
+                }
+            })
+            .collect();
+        out.push(Tensor::from_f64s(ty.dtype, &shape, &vals)?);
+    }
+    Ok(out)
+}
+
+fn percentile(sorted: &[f64], p: f64) -> f64 {
+    let i = ((sorted.len() - 1) as f64 * p).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// Runs `gopt bench`.
+pub fn main(args: &Args) -> Result<ExitCode> {
+    if args.iters == 0 {
+        bail!("--iters must be at least 1");
+    }
+    let mut compile_ms = BTreeMap::new();
+    let t = Instant::now();
+    let model = gopt::load_model(&args.model)
+        .with_context(|| format!("cannot import {}", args.model.display()))?;
+    compile_ms.insert("import", t.elapsed().as_secs_f64() * 1e3);
+    let bucket = bindings(args, &model.model.graph)?;
+    let mut opts = args.opt.options()?;
+    opts.backend = args.backend.pipeline();
+    opts.no_cuda_graph = args.no_cuda_graph;
+    let t = Instant::now();
+    let mut compiled = gopt::compile_buckets(&model, &opts, std::slice::from_ref(&bucket), |_| {})
+        .with_context(|| format!("cannot compile {}", args.model.display()))?;
+    compile_ms.insert("optimize+plan", t.elapsed().as_secs_f64() * 1e3);
+    let b0 = &compiled.buckets()[0];
+    let graph = &b0.variant.as_ref().context("a compiled bucket without its graph")?.graph;
+    let ins = inputs(graph)?;
+    let sizes = b0.sizes.clone();
+    let batch = args.batch.unwrap_or(1);
+    let (device, times, kernels, launches, mem) = match args.backend {
+        Backend::Cuda => {
+            let t = Instant::now();
+            let dev = gopt::cuda::device()?;
+            compile_ms.insert("open GPU", t.elapsed().as_secs_f64() * 1e3);
+            let t = Instant::now();
+            let exe = compiled.executable(0)?;
+            compile_ms.insert("kernels+load", t.elapsed().as_secs_f64() * 1e3);
+            exe.set_inputs(&ins)?;
+            let times = exe.time(args.warmup, args.iters)?;
+            let p = exe.plan();
+            let mem = (p.arena_bytes, p.unplanned_bytes, p.weights_bytes, exe.device_bytes());
+            (format!("{} ({})", dev.name, dev.arch), times, p.kernels.len(), p.launches(), mem)
+        }
+        Backend::Cpu => {
+            for _ in 0..args.warmup {
+                gopt::ir::interp::run(graph, &ins)?;
+            }
+            let mut times = Vec::with_capacity(args.iters);
+            for _ in 0..args.iters {
+                let t = Instant::now();
+                gopt::ir::interp::run(graph, &ins)?;
+                times.push(t.elapsed().as_secs_f64() * 1e3);
+            }
+            let n = graph.nodes.len();
+            ("CPU reference interpreter".to_string(), times, n, n, (0, 0, 0, 0))
+        }
+    };
+    let mut sorted = times.clone();
+    sorted.sort_by(|a, b| a.total_cmp(b));
+    let p50 = percentile(&sorted, 0.5);
+    let report = Report {
+        model: args.model.display().to_string(),
+        backend: args.backend.pipeline().name(),
+        device,
+        precision: args.opt.precision.clone(),
+        bucket: sizes,
+        cuda_graph: args.backend == Backend::Cuda && !args.no_cuda_graph,
+        iters: args.iters,
+        p50_ms: p50,
+        p95_ms: percentile(&sorted, 0.95),
+        min_ms: sorted[0],
+        mean_ms: times.iter().sum::<f64>() / times.len() as f64,
+        throughput_per_s: batch as f64 / (p50 / 1e3),
+        batch,
+        kernels,
+        launches,
+        arena_bytes: mem.0,
+        unplanned_bytes: mem.1,
+        weights_bytes: mem.2,
+        device_bytes: mem.3,
+        compile_ms,
+    };
+    if args.json {
+        outln!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(ExitCode::SUCCESS);
+    }
+    let b: Vec<String> = report.bucket.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    outln!("{} on {} [{}], {} {}", report.model, report.device, b.join(" "), report.precision,
+        if report.cuda_graph { "CUDA graph" } else if args.backend == Backend::Cuda { "kernel by kernel" } else { "" });
+    outln!(
+        "latency  p50 {:.3} ms   p95 {:.3} ms   min {:.3} ms   mean {:.3} ms   ({} runs after {} warm-up)",
+        report.p50_ms, report.p95_ms, report.min_ms, report.mean_ms, args.iters, args.warmup
+    );
+    outln!("throughput  {:.1} samples/s (batch {batch})", report.throughput_per_s);
+    if args.backend == Backend::Cuda {
+        outln!(
+            "plan  {} kernels, {} launches per run; arena {} (one buffer per value: {}), weights {}, device total {}",
+            report.kernels,
+            report.launches,
+            gopt::report::human_bytes(report.arena_bytes as u64),
+            gopt::report::human_bytes(report.unplanned_bytes as u64),
+            gopt::report::human_bytes(report.weights_bytes as u64),
+            gopt::report::human_bytes(report.device_bytes as u64)
+        );
+    }
+    let stages: Vec<String> = report
+        .compile_ms
+        .iter()
+        .map(|(k, v)| format!("{k} {}", fmt_duration(std::time::Duration::from_secs_f64(v / 1e3))))
+        .collect();
+    outln!("compile  {}", stages.join(", "));
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,282 @@
+//! The library's compile API: [`compile`] turns a model into a [`Compiled`] — one
+//! specialized, optimized graph per shape bucket and, for CUDA, each bucket's plan with
+//! the weights shared by all of them — and [`Compiled::run`] executes it: inputs checked,
+//! padded up to their bucket, run on the chosen backend, outputs sliced back. The CLI's
+//! `compile`, `run`, `test` and `bench` are built on these calls.
+//!
+//! ```no_run
+//! use gopt::pipeline::{Backend, Options};
+//! let model = gopt::load_model(std::path::Path::new("tests/data/models/bert_small/model.onnx"))?;
+//! let mut opts = Options::from_cli("bf16", &[], &["seq=128".into(), "batch=1,8".into()])?;
+//! opts.backend = Backend::Cuda;
+//! let mut compiled = gopt::compile(&model, &opts)?;
+//! compiled.save(std::path::Path::new("bert.gopt"))?;
+//! # let inputs = vec![];
+//! let outputs = compiled.run(&inputs)?;
+//! # Ok::<(), gopt::GoptError>(())
+//! ```
+
+use crate::pipeline::{self, Backend, Options, Variant};
+use crate::{GoptError, Imported, Result};
+use gopt_codegen::plan::{self, CudaPlan, WeightStore};
+use gopt_ir::{interp, Tensor};
+use gopt_runtime::exec::{Executable, Weights};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// One compiled bucket.
+pub struct Bucket {
+    /// The symbol sizes it was specialized to.
+    pub sizes: BTreeMap<String, u64>,
+    /// The optimized graph (absent in a loaded artifact: the plan replaces it).
+    pub variant: Option<Variant>,
+    /// Its CUDA plan (with the CUDA backend).
+    pub plan: Option<CudaPlan>,
+}
+
+/// A compiled model.
+pub struct Compiled {
+    model: Imported,
+    opts: Options,
+    buckets: Vec<Bucket>,
+    weights: WeightStore,
+    gpu_weights: Option<Arc<Weights>>,
+    exes: BTreeMap<usize, Executable>,
+}
+
+/// What `plan.json` holds.
+#[derive(Serialize, Deserialize)]
+struct Artifact {
+    format: String,
+    backend: String,
+    precision: String,
+    buckets: Vec<ArtifactBucket>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct ArtifactBucket {
+    sizes: BTreeMap<String, u64>,
+    plan: Option<CudaPlan>,
+}
+
+/// Compiles `model` for every bucket combination of `opts` (the default bucket sizes,
+/// or `opts.buckets`); with `opts.backend == Cuda` each bucket is also planned for the
+/// GPU (no GPU is needed to compile).
+pub fn compile(model: &Imported, opts: &Options) -> Result<Compiled> {
+    let combos = if opts.config.enabled(gopt_passes::Pass::Bucketing) {
+        pipeline::plan(&model.model, opts)?.combinations()
+    } else {
+        vec![BTreeMap::new()]
+    };
+    compile_buckets(model, opts, &combos, |_| {})
+}
+
+/// Compiles `model` for the given buckets; `progress` is called after each.
+pub fn compile_buckets(
+    model: &Imported,
+    opts: &Options,
+    buckets: &[BTreeMap<String, u64>],
+    mut progress: impl FnMut(&Bucket),
+) -> Result<Compiled> {
+    let mut c = Compiled::empty(model, opts);
+    for b in buckets {
+        let i = c.add_bucket(b)?;
+        progress(&c.buckets[i]);
+    }
+    Ok(c)
+}
+
+impl Compiled {
+    /// A compiled model with no bucket yet: [`Compiled::run`] compiles buckets as runs
+    /// need them.
+    pub fn empty(model: &Imported, opts: &Options) -> Compiled {
+        Compiled {
+            model: model.clone(),
+            opts: opts.clone(),
+            buckets: Vec::new(),
+            weights: WeightStore::default(),
+            gpu_weights: None,
+            exes: BTreeMap::new(),
+        }
+    }
+
+    /// The compiled buckets.
+    pub fn buckets(&self) -> &[Bucket] {
+        &self.buckets
+    }
+
+    /// The weights blob the buckets' plans share.
+    pub fn weights_bytes(&self) -> usize {
+        self.weights.blob.len()
+    }
+
+    fn add_bucket(&mut self, sizes: &BTreeMap<String, u64>) -> Result<usize> {
+        let v = pipeline::specialize(&self.model.model, sizes, &self.opts)?;
+        let plan = match self.opts.backend {
+            Backend::Cpu => None,
+            Backend::Cuda => Some(plan::build_with(&v.graph, &mut self.weights)?),
+        };
+        // New constants invalidate the uploaded blob.
+        self.gpu_weights = None;
+        self.exes.clear();
+        self.buckets.push(Bucket {
+            sizes: sizes.clone(),
+            variant: Some(v),
+            plan,
+        });
+        Ok(self.buckets.len() - 1)
+    }
+
+    /// Runs the model: `inputs` in graph order, at any sizes a bucket holds (padded up
+    /// to it, outputs sliced back); a bucket not compiled yet is compiled first.
+    pub fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        let g = &self.model.model.graph;
+        let actual = interp::check_inputs(g, inputs)?;
+        let sizes = pipeline::bucket_for(&self.model.model, &actual, &self.opts)?;
+        let i = match self.buckets.iter().position(|b| b.sizes == sizes) {
+            Some(i) => i,
+            None => self.add_bucket(&sizes)?,
+        };
+        let padded = pipeline::pad_inputs(&self.model.model, inputs, &sizes)?;
+        let outs = self.execute(i, &padded)?;
+        let actual: BTreeMap<String, u64> = actual.into_iter().collect();
+        pipeline::slice_outputs(&self.model.model, outs, &sizes, &actual)
+    }
+
+    /// The executable of bucket `i` (CUDA), loaded on first use.
+    pub fn executable(&mut self, i: usize) -> Result<&mut Executable> {
+        if !self.exes.contains_key(&i) {
+            let plan = self.buckets[i].plan.clone().ok_or_else(|| {
+                GoptError::Usage("this model was not compiled for CUDA".into())
+            })?;
+            let dev = crate::cuda::device()?;
+            let w = match &self.gpu_weights {
+                Some(w) => w.clone(),
+                None => {
+                    let w = Weights::upload(&dev, &self.weights.blob)?;
+                    self.gpu_weights = Some(w.clone());
+                    w
+                }
+            };
+            let exe = Executable::new(&dev, plan, w, !self.opts.no_cuda_graph)?;
+            self.exes.insert(i, exe);
+        }
+        self.exes
+            .get_mut(&i)
+            .ok_or_else(|| GoptError::Usage("executable missing".into()))
+    }
+
+    fn execute(&mut self, i: usize, padded: &[Tensor]) -> Result<Vec<Tensor>> {
+        match self.opts.backend {
+            Backend::Cpu => {
+                let v = self.buckets[i].variant.as_ref().ok_or_else(|| {
+                    GoptError::Usage(
+                        "a loaded CUDA artifact has no graph for the CPU backend".into(),
+                    )
+                })?;
+                Ok(interp::run(&v.graph, padded)?)
+            }
+            Backend::Cuda => Ok(self.executable(i)?.run(padded)?),
+        }
+    }
+
+    /// Writes the artifact to `dir`: `plan.json` (every bucket's plan, versioned),
+    /// `kernels.cu` (each bucket's CUDA module), `weights.bin` (the shared weights) and
+    /// `model.onnx` (a copy of the source model: runs pad and slice by its declared
+    /// dims).
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        let source = self.model.source.as_ref().ok_or_else(|| {
+            GoptError::Usage("saving needs a model loaded from a file (gopt::load_model)".into())
+        })?;
+        std::fs::create_dir_all(dir).map_err(|e| GoptError::io(dir, e))?;
+        let art = Artifact {
+            format: format!("gopt-artifact-{}", plan::VERSION),
+            backend: self.opts.backend.name().into(),
+            precision: self.opts.config.precision.name().into(),
+            buckets: self
+                .buckets
+                .iter()
+                .map(|b| ArtifactBucket {
+                    sizes: b.sizes.clone(),
+                    plan: b.plan.clone(),
+                })
+                .collect(),
+        };
+        let write = |name: &str, bytes: &[u8]| -> Result<()> {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).map_err(|e| GoptError::io(p, e))
+        };
+        let json = serde_json::to_vec_pretty(&art).map_err(|e| GoptError::Usage(e.to_string()))?;
+        write("plan.json", &json)?;
+        let mut cu = String::new();
+        for b in &self.buckets {
+            if let Some(p) = &b.plan {
+                let s: Vec<String> = b.sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                cu.push_str(&format!("// ===== bucket {} =====\n", s.join(" ")));
+                cu.push_str(&gopt_codegen::cuda::module_source(&p.kernels));
+                cu.push('\n');
+            }
+        }
+        write("kernels.cu", cu.as_bytes())?;
+        write("weights.bin", &self.weights.blob)?;
+        let dst = dir.join("model.onnx");
+        if std::fs::canonicalize(source).ok() != std::fs::canonicalize(&dst).ok() {
+            std::fs::copy(source, &dst).map_err(|e| GoptError::io(source.clone(), e))?;
+        }
+        Ok(())
+    }
+
+    /// Loads an artifact [`Compiled::save`] wrote; runs use its plans (CUDA) without
+    /// optimizing again. `opts` gives run-time choices (CUDA graphs); its bucket and
+    /// precision options must match the artifact's for buckets compiled later.
+    pub fn load(dir: &Path, opts: &Options) -> Result<Compiled> {
+        let read = |name: &str| -> Result<Vec<u8>> {
+            let p = dir.join(name);
+            std::fs::read(&p).map_err(|e| GoptError::io(p, e))
+        };
+        let art: Artifact = serde_json::from_slice(&read("plan.json")?).map_err(|e| {
+            GoptError::Usage(format!("{}: not a gopt artifact plan: {e}", dir.join("plan.json").display()))
+        })?;
+        let want = format!("gopt-artifact-{}", plan::VERSION);
+        if art.format != want {
+            return Err(GoptError::Usage(format!(
+                "{}: artifact format {} (this gopt reads {want}): compile it again",
+                dir.display(),
+                art.format
+            )));
+        }
+        let model = crate::load_model(&dir.join("model.onnx"))?;
+        let blob = read("weights.bin")?;
+        let mut opts = opts.clone();
+        opts.backend = if art.backend == "cuda" { Backend::Cuda } else { Backend::Cpu };
+        // Buckets compiled later must match the artifact's precision.
+        if let Some(p) = gopt_passes::Precision::from_name(&art.precision) {
+            opts.config.precision = p;
+        }
+        let mut c = Compiled::empty(&model, &opts);
+        c.weights = WeightStore::default();
+        c.weights.blob = blob;
+        c.buckets = art
+            .buckets
+            .into_iter()
+            .map(|b| Bucket {
+                sizes: b.sizes,
+                variant: None,
+                plan: b.plan,
+            })
+            .collect();
+        Ok(c)
+    }
+
+    /// The backend it runs on.
+    pub fn backend(&self) -> Backend {
+        self.opts.backend
+    }
+
+    /// The source model's path, if it came from a file.
+    pub fn source(&self) -> Option<&PathBuf> {
+        self.model.source.as_ref()
+    }
+}
