@@ -23,6 +23,8 @@ for m in ${MODELS//,/ }; do
             || echo "gopt bench $m b$b failed: $(tail -3 "$OUT/gopt_${m}_b$b.err")"
         cat "$OUT/gopt_${m}_b$b.err" >> "$OUT/gopt.err"; rm -f "$OUT/gopt_${m}_b$b.err"
     done
+    "$GOPT" bench "$MODELDIR/$m.onnx" --batch 32 "${seq[@]}" --precision bf16 --profile --iters 20 \
+        > "$OUT/profile_${m}_b32.txt" 2>> "$OUT/gopt.err" || true
     "$GOPT" bench "$MODELDIR/$m.onnx" --batch 1 "${seq[@]}" --precision bf16 --no-cuda-graph --json \
         > "$OUT/gopt_${m}_b1_nograph.json" 2>> "$OUT/gopt.err" || true
 done

@@ -18,7 +18,7 @@ set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
-TESTS=(cuda_kernels cuda_attention cuda_conv)
+TESTS=(cuda_kernels cuda_plan cuda_attention cuda_conv)
 
 if [[ "${1:-}" == "--build" ]]; then
     set -e

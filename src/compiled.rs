@@ -119,8 +119,7 @@ impl Compiled {
             Backend::Cuda => Some(plan::build_with(&v.graph, &mut self.weights)?),
         };
         // New constants invalidate the uploaded blob.
-        self.gpu_weights = None;
-        self.exes.clear();
+        self.release_gpu();
         self.buckets.push(Bucket {
             sizes: sizes.clone(),
             variant: Some(v),
@@ -148,6 +147,7 @@ impl Compiled {
     /// The executable of bucket `i` (CUDA), loaded on first use.
     pub fn executable(&mut self, i: usize) -> Result<&mut Executable> {
         if !self.exes.contains_key(&i) {
+            let _gpu = gopt_runtime::exec::gpu_lock();
             let plan = self.buckets[i].plan.clone().ok_or_else(|| {
                 GoptError::Usage("this model was not compiled for CUDA".into())
             })?;
@@ -270,6 +270,16 @@ impl Compiled {
         Ok(c)
     }
 
+    /// Frees the GPU resources (under the process's GPU lock).
+    fn release_gpu(&mut self) {
+        if self.exes.is_empty() && self.gpu_weights.is_none() {
+            return;
+        }
+        let _gpu = gopt_runtime::exec::gpu_lock();
+        self.exes.clear();
+        self.gpu_weights = None;
+    }
+
     /// The backend it runs on.
     pub fn backend(&self) -> Backend {
         self.opts.backend
@@ -278,5 +288,11 @@ impl Compiled {
     /// The source model's path, if it came from a file.
     pub fn source(&self) -> Option<&PathBuf> {
         self.model.source.as_ref()
+    }
+}
+
+impl Drop for Compiled {
+    fn drop(&mut self) {
+        self.release_gpu();
     }
 }

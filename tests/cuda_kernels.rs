@@ -4,7 +4,8 @@
 //! match the interpreter's result for its node: fp32 within rtol 1e-5 / atol 1e-6 (GPU
 //! and CPU transcendental functions differ in the last bits), bf16/fp16 outputs within
 //! one unit of their last place (rtol 1e-2), integers and booleans exactly. bf16/f16
-//! attention is compared with the f32 interpreter by relative L2 (see the test).
+//! attention is compared with the f32 interpreter by relative L2 (1e-2), fp32
+//! convolutions and reductions by relative L2 (1e-5): see the test for why.
 //!
 //! It needs an NVIDIA GPU, so it is `#[ignore]`d here (CI has none: ignored, never
 //! counted as passed); scripts/gpu-check.sh runs it on the GPU machine with `--ignored`.
@@ -176,8 +177,18 @@ fn generated_kernels_match_the_interpreter_on_the_gpu() {
                         .iter()
                         .position(|v| v.0 == *o)
                         .expect("a kernel writes its node's outputs");
+                    // Long fp32 sums (convolutions, reductions over hundreds of terms)
+                    // add in another order on the GPU (tiles, warps): per element that
+                    // reaches ~1e-4 relative where the sum cancels, so they are checked
+                    // by relative L2 error (1e-5) instead.
+                    let long_sum = matches!(
+                        node.op.name(),
+                        "Conv" | "FusedConv" | "ReduceMean" | "ReduceSum" | "GlobalAveragePool"
+                    ) && want[j].dtype() == DType::F32;
                     let checked_result = if exact_attention {
                         rel_l2(got, &want[j], 1e-2)
+                    } else if long_sum {
+                        rel_l2(got, &want[j], 1e-5)
                     } else {
                         close(got, &want[j])
                     };

@@ -111,3 +111,117 @@ fn plans_round_trip_through_json() {
     let back: CudaPlan = serde_json::from_str(&text).expect("deserialize");
     assert_eq!(serde_json::to_string(&back).expect("serialize"), text);
 }
+
+/// A channels-last FusedConv with constant weights and bias (pseudo-random values).
+fn nhwc_conv(dt: &str, c: usize, m: usize, k: usize, stride: usize, act: &str, residual: bool) -> String {
+    let (n, h) = (2usize, 9usize);
+    let pad = k / 2;
+    let oh = (h + 2 * pad - k) / stride + 1;
+    let vals = |len: usize, seed: usize| -> String {
+        (0..len)
+            .map(|i| format!("{:.4}", (((i * 7919 + seed * 104729) % 1000) as f64 / 1000.0 - 0.5) * 0.5))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let act_attr = match act {
+        "clip" => r#"activation="clip", clip_min=0.0, clip_max=6.0, "#.to_string(),
+        "none" => String::new(),
+        a => format!(r#"activation="{a}", "#),
+    };
+    let (res_in, res_arg) = if residual {
+        (format!(r#", %9 "r": {dt}[{n},{oh},{oh},{m}]"#), "%9")
+    } else {
+        (String::new(), "_")
+    };
+    format!(
+        r#"graph "g"(%0 "x": {dt}[{n},{h},{h},{c}]{res_in}) -> (%3) {{
+  %1 "w": {dt}[{m},{c},{k},{k}] = const [{w}]
+  %2 "b": {dt}[{m}] = const [{b}]
+  %3 "y": {dt}[{n},{oh},{oh},{m}] = FusedConv "conv"(%0, %1, %2, {res_arg}) {{{act_attr}layout="NHWC", pads=ints[{pad},{pad},{pad},{pad}], strides=ints[{stride},{stride}]}}
+}}"#,
+        w = vals(m * c * k * k, 1),
+        b = vals(m, 2),
+    )
+}
+
+const CONV_CASES: [(&str, usize, usize, usize, usize, &str, bool); 6] = [
+    ("f32", 8, 16, 3, 1, "relu", false),
+    ("f32", 3, 16, 7, 2, "none", false),
+    ("bf16", 16, 32, 1, 1, "none", true),
+    ("bf16", 16, 24, 3, 2, "clip", false),
+    ("f16", 8, 8, 3, 1, "relu", true),
+    ("bf16", 24, 8, 1, 1, "silu", false),
+];
+
+#[test]
+fn channels_last_convolutions_plan_as_gemms() {
+    for (dt, c, m, k, s, act, res) in CONV_CASES {
+        let g = gopt::ir::verify(
+            gopt::ir::text::parse(&nhwc_conv(dt, c, m, k, s, act, res)).expect("parses"),
+        )
+        .expect("verifies");
+        let (p, _) = plan::build(&g).unwrap_or_else(|e| panic!("{dt} {k}x{k}: {e}"));
+        let gemm = p
+            .steps
+            .iter()
+            .find_map(|s| match s {
+                Step::Gemm(g) => Some(g.clone()),
+                Step::Kernel(_) => None,
+            })
+            .expect("the convolution is a GEMM");
+        assert!(gemm.trans_b && gemm.n == m as u64, "{gemm:?}");
+        let im2col = p.kernels.iter().any(|k| k.name.ends_with("_im2col"));
+        assert_eq!(im2col, !(k == 1 && s == 1), "{dt} {k}x{k} s{s}");
+        if im2col {
+            assert_eq!(gemm.k % 8, 0, "K padded to a multiple of 8");
+        }
+        let src = gopt::codegen::cuda::module_source(&p.kernels);
+        let opts = CompileOptions {
+            arch: Some("sm_90"),
+            include_paths: vec![include_dir()],
+            options: vec!["--std=c++17".into()],
+            ..Default::default()
+        };
+        if let Err(e) = compile_ptx_with_opts(&src, opts) {
+            panic!("{dt} {k}x{k}: NVRTC rejected the module: {e:?}\n{src}");
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu-check.sh runs it on the GPU machine"]
+fn channels_last_convolution_gemms_match_the_interpreter_on_the_gpu() {
+    let dev = gopt::cuda::device().unwrap_or_else(|e| panic!("{e}"));
+    for (dt, c, m, k, s, act, res) in CONV_CASES {
+        let g = gopt::ir::verify(
+            gopt::ir::text::parse(&nhwc_conv(dt, c, m, k, s, act, res)).expect("parses"),
+        )
+        .expect("verifies");
+        let inputs: Vec<gopt::Tensor> = g
+            .inputs
+            .iter()
+            .enumerate()
+            .map(|(j, &v)| {
+                let ty = g.ty(v).expect("typed");
+                let shape = gopt::ir::dim::concrete(&ty.shape).expect("static");
+                let len: usize = shape.iter().product();
+                let vals: Vec<f64> = (0..len)
+                    .map(|i| (((i * 2654435761 + j * 40503) % 2000) as f64 / 1000.0) - 1.0)
+                    .collect();
+                gopt::Tensor::from_f64s(ty.dtype, &shape, &vals).expect("tensor")
+            })
+            .collect();
+        let want = gopt::ir::interp::run(&g, &inputs).expect("interpreter");
+        let (p, blob) = plan::build(&g).expect("plans");
+        let w = gopt::runtime::exec::Weights::upload(&dev, &blob).expect("weights");
+        let mut exe = gopt::runtime::exec::Executable::new(&dev, p, w, true).expect("loads");
+        let got = exe.run(&inputs).unwrap_or_else(|e| panic!("{dt} {k}x{k}: {e}"));
+        let (a, b) = (got[0].to_f64_vec(), want[0].to_f64_vec());
+        let num: f64 = a.iter().zip(&b).map(|(x, y)| (x - y) * (x - y)).sum();
+        let den: f64 = b.iter().map(|y| y * y).sum();
+        let l2 = (num / den).sqrt();
+        let bound = if dt == "f32" { 1e-5 } else { 1e-2 };
+        assert!(l2 <= bound, "{dt} {k}x{k} s{s} {act}: relative L2 {l2:.3e} > {bound}");
+        println!("conv as GEMM {dt} {c}->{m} {k}x{k} s{s} {act} residual={res}: relative L2 {l2:.2e}");
+    }
+}

@@ -4,6 +4,7 @@
 //! It is plain data (serde), so `gopt compile` writes it into the artifact and the
 //! runtime replays it without the graph.
 
+use crate::cuda::conv_gemm;
 use crate::cuda::gemm::{self, Gemm};
 use crate::cuda::{emit_kernels, Kernel};
 use crate::memory::{self, ALIGN};
@@ -154,6 +155,11 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
     let mut kernels: Vec<Kernel> = Vec::new();
     let mut steps = Vec::new();
     let mut missing = Vec::new();
+    // Values the plan adds (reordered weights, im2col scratch, converted biases) get
+    // ids after the graph's.
+    let mut next = g.values.len() as u32;
+    let mut synth_weights: Vec<(u32, Tensor)> = Vec::new();
+    let mut scratch: Vec<(u32, usize)> = Vec::new();
     for (i, n) in g.nodes.iter().enumerate() {
         let mine: Vec<Kernel> = std::iter::from_fn(|| emitted.next_if(|k| k.node == n.name))
             .collect();
@@ -162,6 +168,19 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
                 (Some(Some(i)), Some(o)) if layout.slots.get(i).is_some()
                     && layout.slots.get(i) == layout.slots.get(o));
         if aliased {
+            continue;
+        }
+        if conv_gemm::applies(g, n) {
+            let (wid, sid) = (next, next + 1);
+            next += 2;
+            let cg = conv_gemm::lower(g, n, &format!("k{i}"), &mut kernels, wid, sid)?;
+            if let Some(k) = cg.im2col {
+                kernels.push(k);
+                steps.push(Step::Kernel(kernels.len() - 1));
+                scratch.push((sid, cg.scratch_bytes));
+            }
+            steps.push(Step::Gemm(cg.gemm));
+            synth_weights.push((wid, cg.weight));
             continue;
         }
         if gemm::handles(n.op) {
@@ -217,8 +236,19 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
             add_weight(&mut places, v, t);
         }
     }
+    let mut value_bytes = BTreeMap::new();
+    for (id, t) in &synth_weights {
+        add_weight(&mut places, *id, t);
+        value_bytes.insert(*id, t.len() * t.dtype().size());
+    }
+    // The im2col matrices live above the planned activations, one step each.
+    let scratch_at = layout.peak_bytes.div_ceil(ALIGN) * ALIGN;
+    let scratch_bytes = scratch.iter().map(|s| s.1).max().unwrap_or(0);
+    for (id, bytes) in &scratch {
+        places.insert(*id, Place::Arena(scratch_at));
+        value_bytes.insert(*id, *bytes);
+    }
     // cuBLASLt wants the bias in the output's dtype: constants are converted here.
-    let mut next = g.values.len() as u32;
     for s in &mut steps {
         if let Step::Gemm(gm) = s {
             if let (Some(b), Some(bd)) = (gm.bias, gm.bias_dtype) {
@@ -229,7 +259,9 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
                             gm.node, gm.d_dtype
                         ))
                     })?;
-                    add_weight(&mut places, next, &t.cast(gm.d_dtype));
+                    let t = t.cast(gm.d_dtype);
+                    value_bytes.insert(next, t.len() * t.dtype().size());
+                    add_weight(&mut places, next, &t);
                     gm.bias = Some(next);
                     gm.bias_dtype = Some(gm.d_dtype);
                     next += 1;
@@ -258,15 +290,11 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
             })
             .collect()
     };
-    let mut value_bytes = BTreeMap::new();
     for &v in places.keys() {
-        let n = if (v as usize) < g.values.len() {
+        if (v as usize) < g.values.len() {
             let (dt, s) = concrete(g, ValueId(v))?;
-            s.iter().product::<usize>() * dt.size()
-        } else {
-            0
-        };
-        value_bytes.insert(v, n);
+            value_bytes.insert(v, s.iter().product::<usize>() * dt.size());
+        }
     }
     let plan = CudaPlan {
         version: VERSION,
@@ -274,7 +302,11 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
         kernels,
         steps,
         places,
-        arena_bytes: layout.peak_bytes,
+        arena_bytes: if scratch_bytes > 0 {
+            scratch_at + scratch_bytes
+        } else {
+            layout.peak_bytes
+        },
         unplanned_bytes: layout.total_bytes,
         weights_bytes: store.blob.len(),
         inputs: io(&g.inputs)?,

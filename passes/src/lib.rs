@@ -1,8 +1,9 @@
 //! gopt-passes: the optimizer. A verified, specialized graph goes into an e-graph
 //! ([`lang`], [`analysis`], [`convert`]), is saturated with the rule tables in [`rules`]
 //! under named budgets, and comes back out as the cheapest equivalent under the roofline
-//! [`cost`] model of the target ([`extract`]); neighbouring element-wise ops are then
-//! grouped into single kernels ([`group`]). [`bucket`] chooses the shape buckets a model
+//! [`cost`] model of the target ([`extract`]); convolutional graphs then switch to
+//! channels-last ([`nhwc`]) and neighbouring element-wise ops are grouped into single
+//! kernels ([`group`]). [`bucket`] chooses the shape buckets a model
 //! is specialized for. [`report`] says what happened, in numbers and in words.
 #![warn(missing_docs)]
 
@@ -13,6 +14,7 @@ pub mod cost;
 pub mod extract;
 pub mod group;
 pub mod lang;
+pub mod nhwc;
 pub mod report;
 pub mod rules;
 
@@ -52,7 +54,7 @@ pub const TIME_LIMIT: Duration = Duration::from_secs(10);
 pub enum Pass {
     /// Epilogue, normalization, attention, sibling-GEMM and element-wise fusion.
     Fusion,
-    /// Padding GEMM dims to the tile.
+    /// Padding GEMM dims to the tile; channels-last (NHWC) convolutions.
     Layout,
     /// Low-precision math (with `--precision bf16|fp16`).
     Precision,
@@ -244,6 +246,13 @@ pub fn optimize(g: Verified, cfg: &Config) -> Result<Optimized> {
         .map_err(|e| PassError::Internal(format!("extracted graph does not verify: {e}")))?
         .into_inner();
     let extract_ms = t1.elapsed().as_secs_f64() * 1e3;
+    let t_layout = Instant::now();
+    let channels_last = if cfg.enabled(Pass::Layout) {
+        nhwc::to_channels_last(&mut out)?
+    } else {
+        0
+    };
+    let layout_ms = t_layout.elapsed().as_secs_f64() * 1e3;
     let t2 = Instant::now();
     let grouped = if cfg.enabled(Pass::Fusion) {
         group::fuse_elementwise(&mut out)?
@@ -261,11 +270,13 @@ pub fn optimize(g: Verified, cfg: &Config) -> Result<Optimized> {
         before,
         after,
         grouped,
+        channels_last,
         graph: &graph,
         cfg,
         timings: vec![
             ("saturate".into(), saturate_ms),
             ("extract".into(), extract_ms),
+            ("layout".into(), layout_ms),
             ("group".into(), group_ms),
         ],
     });

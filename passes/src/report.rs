@@ -183,6 +183,8 @@ pub struct PassReport {
     pub timings: Vec<(String, f64)>,
     /// Attention nodes, causal ones, and those whose Q, K and V come from one GEMM.
     pub attention: AttentionStats,
+    /// Convolutions switched to channels-last (NHWC).
+    pub channels_last: usize,
 }
 
 /// Attention facts for the report and tests.
@@ -208,6 +210,8 @@ pub struct Inputs<'a> {
     pub after: Census,
     /// Element-wise groups made.
     pub grouped: usize,
+    /// Convolutions switched to channels-last.
+    pub channels_last: usize,
     /// The optimized graph.
     pub graph: &'a Graph,
     /// The options.
@@ -265,6 +269,7 @@ impl PassReport {
             after: i.after,
             timings: i.timings,
             attention,
+            channels_last: i.channels_last,
         }
     }
 
@@ -316,6 +321,14 @@ impl PassReport {
                 self.fusions.join("; ")
             }
         );
+        if self.channels_last > 0 {
+            let transposes = self.after.ops.get("Transpose").copied().unwrap_or(0);
+            s += &format!(
+                "layout: {} channels-last, {} left\n",
+                plural(self.channels_last, "conv", "convs"),
+                plural(transposes, "transpose", "transposes")
+            );
+        }
         if !self.padding.is_empty() {
             let p: Vec<String> = self
                 .padding

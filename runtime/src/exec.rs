@@ -321,6 +321,69 @@ impl Executable {
             .collect()
     }
 
+    /// Times each step on its own (launched one by one between CUDA events, `iters`
+    /// times after one warm-up); returns each step's label and median milliseconds, in
+    /// plan order. Launch gaps are not included: the sum is below a graph replay only
+    /// by what the graph saves.
+    pub fn profile(&mut self, iters: usize) -> Result<Vec<(String, f64)>> {
+        let _gpu = gpu_lock();
+        self.enqueue(false)?;
+        let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
+        let n = self.steps.len();
+        let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(iters); n];
+        for _ in 0..iters.max(1) {
+            let mut events = Vec::with_capacity(n + 1);
+            let first = self.ctx.new_event(flags).map_err(drv("creating an event"))?;
+            first.record(&self.stream).map_err(drv("recording an event"))?;
+            events.push(first);
+            for s in &self.steps {
+                match s {
+                    Ready::Kernel(k) => self.launch(*k)?,
+                    Ready::Gemm(g, post) => {
+                        g.launch(&self.lt, &self.stream)?;
+                        if let Some(k) = post {
+                            self.launch(*k)?;
+                        }
+                    }
+                }
+                let e = self.ctx.new_event(flags).map_err(drv("creating an event"))?;
+                e.record(&self.stream).map_err(drv("recording an event"))?;
+                events.push(e);
+            }
+            self.stream
+                .synchronize()
+                .map_err(drv("running the plan (an asynchronous CUDA error)"))?;
+            for (i, w) in events.windows(2).enumerate() {
+                let ms = w[0].elapsed_ms(&w[1]).map_err(drv("reading an event"))?;
+                samples[i].push(f64::from(ms));
+            }
+        }
+        Ok(self
+            .plan
+            .steps
+            .iter()
+            .zip(samples)
+            .map(|(s, mut t)| {
+                t.sort_by(|a, b| a.total_cmp(b));
+                let label = match s {
+                    Step::Kernel(k) => {
+                        let k = &self.plan.kernels[*k];
+                        format!("{} `{}`", k.name, k.node)
+                    }
+                    Step::Gemm(g) => format!(
+                        "GEMM {}x{}x{}{} `{}`",
+                        g.m,
+                        g.n,
+                        g.k,
+                        if g.batch > 1 { format!(" x{}", g.batch) } else { String::new() },
+                        g.node
+                    ),
+                };
+                (label, t[t.len() / 2])
+            })
+            .collect())
+    }
+
     /// Base device address of the arena (for diagnostics).
     pub fn arena_base(&self) -> u64 {
         self.arena_base
@@ -390,7 +453,11 @@ fn compile_kernels(
 /// One plan runs on the GPU at a time in a process: a CUDA-graph capture must not see
 /// another thread's allocations, frees or synchronizations, and one GPU gains nothing
 /// from interleaving two plans' launches.
-fn gpu_lock() -> std::sync::MutexGuard<'static, ()> {
+///
+/// Creating and dropping executables also take it (through [`gpu_lock`] in the
+/// facade): a module load, allocation or free in one thread while another captures
+/// made cuBLASLt's captured launches fail in `gopt test -j`.
+pub fn gpu_lock() -> std::sync::MutexGuard<'static, ()> {
     static GPU: std::sync::Mutex<()> = std::sync::Mutex::new(());
     GPU.lock().unwrap_or_else(|e| e.into_inner())
 }

@@ -54,6 +54,10 @@ pub struct Args {
     /// CUDA: launch kernel by kernel instead of replaying a captured CUDA graph.
     #[arg(long)]
     pub no_cuda_graph: bool,
+    /// CUDA: also time every step on its own and list the slowest (and the time per
+    /// kind of step).
+    #[arg(long)]
+    pub profile: bool,
     /// Print the results as JSON.
     #[arg(long)]
     pub json: bool,
@@ -83,6 +87,8 @@ struct Report {
     weights_bytes: usize,
     device_bytes: usize,
     compile_ms: BTreeMap<&'static str, f64>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    profile: Vec<(String, f64)>,
 }
 
 fn bindings(args: &Args, g: &gopt::Graph) -> Result<BTreeMap<String, u64>> {
@@ -186,6 +192,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     let ins = inputs(graph)?;
     let sizes = b0.sizes.clone();
     let batch = args.batch.unwrap_or(1);
+    let mut profile = Vec::new();
     let (device, times, kernels, launches, mem) = match args.backend {
         Backend::Cuda => {
             let t = Instant::now();
@@ -196,6 +203,9 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             compile_ms.insert("kernels+load", t.elapsed().as_secs_f64() * 1e3);
             exe.set_inputs(&ins)?;
             let times = exe.time(args.warmup, args.iters)?;
+            if args.profile {
+                profile = exe.profile(20)?;
+            }
             let p = exe.plan();
             let mem = (p.arena_bytes, p.unplanned_bytes, p.weights_bytes, exe.device_bytes());
             (format!("{} ({})", dev.name, dev.arch), times, p.kernels.len(), p.launches(), mem)
@@ -238,6 +248,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         weights_bytes: mem.2,
         device_bytes: mem.3,
         compile_ms,
+        profile,
     };
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
@@ -268,5 +279,42 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         .map(|(k, v)| format!("{k} {}", fmt_duration(std::time::Duration::from_secs_f64(v / 1e3))))
         .collect();
     outln!("compile  {}", stages.join(", "));
+    if !report.profile.is_empty() {
+        print_profile(&report.profile);
+    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The slowest steps and the time per kind of step.
+fn print_profile(profile: &[(String, f64)]) {
+    let total: f64 = profile.iter().map(|p| p.1).sum();
+    let mut kinds: BTreeMap<String, (usize, f64)> = BTreeMap::new();
+    for (label, ms) in profile {
+        let kind = label
+            .split_whitespace()
+            .next()
+            .map(|w| {
+                if w == "GEMM" {
+                    "GEMM (cuBLASLt)".to_string()
+                } else {
+                    w.split_once('_').map_or(w, |(_, k)| k).to_string()
+                }
+            })
+            .unwrap_or_default();
+        let e = kinds.entry(kind).or_default();
+        e.0 += 1;
+        e.1 += ms;
+    }
+    let mut kinds: Vec<_> = kinds.into_iter().collect();
+    kinds.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
+    outln!("profile  {} steps, {:.3} ms timed one by one", profile.len(), total);
+    for (kind, (n, ms)) in &kinds {
+        outln!("  {:>6.1}%  {:>8.3} ms  {:>4} x {kind}", 100.0 * ms / total, ms, n);
+    }
+    let mut top: Vec<&(String, f64)> = profile.iter().collect();
+    top.sort_by(|a, b| b.1.total_cmp(&a.1));
+    outln!("slowest steps");
+    for (label, ms) in top.iter().take(12) {
+        outln!("  {:>8.3} ms  {label}", ms);
+    }
 }

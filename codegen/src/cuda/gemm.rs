@@ -13,6 +13,7 @@ use super::elementwise::storage;
 use super::Kernel;
 use crate::template::fill;
 use crate::{CodegenError, Result};
+use gopt_ir::ops::fused::Activation;
 use gopt_ir::ops::{FusedOp, NnOp};
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
 use serde::{Deserialize, Serialize};
@@ -102,7 +103,7 @@ fn shape(g: &Graph, node: &Node, v: ValueId) -> Result<(DType, Vec<usize>)> {
 
 /// The node's epilogue, as the IR states it.
 struct Parts {
-    act: String,
+    act: Activation,
     alpha: f32,
     trans_b: bool,
     bias: Option<ValueId>,
@@ -115,14 +116,15 @@ fn parts(node: &Node) -> Result<Parts> {
     let input = |i: usize| node.inputs.get(i).copied().flatten();
     match node.op {
         Op::Nn(NnOp::MatMul) => Ok(Parts {
-            act: "none".into(),
+            act: Activation::None,
             alpha: 1.0,
             trans_b: false,
             bias: None,
             residual: None,
         }),
         Op::Fused(FusedOp::FusedMatMul) => Ok(Parts {
-            act: a.str_or("activation", "none").map_err(err)?.to_string(),
+            act: Activation::from_node(node, gopt_ir::ops::fused::MATMUL_ACTIVATIONS)
+                .map_err(err)?,
             alpha: a.float_or("alpha", 1.0).map_err(err)?,
             trans_b: a.int_or("trans_b", 0).map_err(err)? == 1,
             bias: input(2),
@@ -137,7 +139,7 @@ fn parts(node: &Node) -> Result<Parts> {
                 return Err(unsupported(node, format!("beta={beta} with a C input")));
             }
             Ok(Parts {
-                act: "none".into(),
+                act: Activation::None,
                 alpha: a.float_or("alpha", 1.0).map_err(err)?,
                 trans_b: a.int_or("transB", 0).map_err(err)? == 1,
                 bias: input(2),
@@ -202,26 +204,94 @@ pub fn lower(g: &Graph, node: &Node, name: &str, kernels: &mut Vec<Kernel>) -> R
     if total != m_eff * n * batch {
         return Err(unsupported(node, format!("output {osh:?} is not M×N per batch")));
     }
+    let problem = Problem {
+        a: a.0,
+        b: b.0,
+        m: m_eff,
+        n,
+        k,
+        batch,
+        stride_a,
+        stride_b,
+        trans_b: p.trans_b,
+        alpha: p.alpha,
+        ab_dtype: adt,
+    };
+    finish(g, node, name, kernels, problem, p.act, p.bias, p.residual)
+}
+
+/// A GEMM's operands and sizes, before its epilogue is split between cuBLASLt and a
+/// post kernel.
+pub(crate) struct Problem {
+    /// Row-major A `[M, K]` (per batch).
+    pub a: u32,
+    /// Row-major B `[K, N]`, or `[N, K]` with `trans_b`.
+    pub b: u32,
+    /// Rows.
+    pub m: usize,
+    /// Columns.
+    pub n: usize,
+    /// Reduction length.
+    pub k: usize,
+    /// Batches.
+    pub batch: usize,
+    /// Element stride between A's batches (0: shared).
+    pub stride_a: i64,
+    /// Element stride between B's batches (0: shared).
+    pub stride_b: i64,
+    /// B is `[N, K]`.
+    pub trans_b: bool,
+    /// Scale of the product.
+    pub alpha: f32,
+    /// Dtype of A and B.
+    pub ab_dtype: DType,
+}
+
+/// Splits `act(alpha·A·B + bias) + residual` (the node's output) between cuBLASLt's
+/// epilogue and, for what it cannot do, a post kernel pushed onto `kernels`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn finish(
+    g: &Graph,
+    node: &Node,
+    name: &str,
+    kernels: &mut Vec<Kernel>,
+    pr: Problem,
+    act: Activation,
+    bias: Option<ValueId>,
+    residual: Option<ValueId>,
+) -> Result<Gemm> {
+    let out = node.outputs[0];
+    let (ddt, osh) = shape(g, node, out)?;
+    if !matches!(ddt, DType::F32 | DType::F16 | DType::BF16) {
+        return Err(unsupported(node, format!("output dtype {ddt}")));
+    }
+    let n = pr.n;
+    let total: usize = osh.iter().product();
     // Bias: fused when it is one value per column (its elements = N, laid out along the
-    // last axis).
+    // last axis), and of the output's dtype or a constant the plan converts.
     let bias_fusable = |v: ValueId| -> Result<bool> {
-        let (_, s) = shape(g, node, v)?;
-        Ok(s.iter().product::<usize>() == n && s.last().copied().unwrap_or(1) == n)
+        let (dt, s) = shape(g, node, v)?;
+        Ok(s.iter().product::<usize>() == n
+            && s.last().copied().unwrap_or(1) == n
+            && (dt == ddt || g.constant(v).is_some()))
     };
     let residual_fusable = |v: ValueId| -> Result<bool> {
         let (dt, s) = shape(g, node, v)?;
         Ok(dt == ddt && s.iter().product::<usize>() == total)
     };
-    let fused_act = match p.act.as_str() {
-        "none" => Some(Epilogue::None),
-        "relu" => Some(Epilogue::Relu),
-        "gelu_tanh" => Some(Epilogue::GeluTanh),
-        "gelu" | "silu" | "tanh" | "sigmoid" => None,
-        other => return Err(unsupported(node, format!("activation {other}"))),
+    let fused_act = match act {
+        Activation::None => Some(Epilogue::None),
+        Activation::Relu => Some(Epilogue::Relu),
+        Activation::GeluTanh => Some(Epilogue::GeluTanh),
+        Activation::Gelu
+        | Activation::Silu
+        | Activation::Tanh
+        | Activation::Sigmoid
+        | Activation::Clip { .. } => None,
     };
     let mut gemm_bias = None;
     let mut post_bias = None;
-    if let Some(bv) = p.bias {
+    if let Some(bv) = bias {
         if bias_fusable(bv)? {
             gemm_bias = Some(bv);
         } else {
@@ -229,10 +299,10 @@ pub fn lower(g: &Graph, node: &Node, name: &str, kernels: &mut Vec<Kernel>) -> R
         }
     }
     // cuBLASLt adds C before its activation, the node adds the residual after: C only
-    // when there is no activation left to apply, and only before any post bias.
+    // when there is no activation left to apply.
     let mut gemm_res = None;
     let mut post_res = None;
-    if let Some(r) = p.residual {
+    if let Some(r) = residual {
         if fused_act == Some(Epilogue::None) && residual_fusable(r)? {
             gemm_res = Some(r);
         } else {
@@ -244,10 +314,10 @@ pub fn lower(g: &Graph, node: &Node, name: &str, kernels: &mut Vec<Kernel>) -> R
     let (epilogue, post_act) = match (fused_act, post_bias.is_some()) {
         (Some(e), false) => (e, None),
         (Some(Epilogue::None), true) => (Epilogue::None, None),
-        _ => (Epilogue::None, Some(p.act.clone())),
+        _ => (Epilogue::None, Some(act)),
     };
     let post = if post_bias.is_some() || post_act.is_some() || post_res.is_some() {
-        let k = post_kernel(g, node, name, &osh, ddt, post_bias, post_act.as_deref(), post_res)?;
+        let k = post_kernel(g, node, name, &osh, ddt, post_bias, post_act, post_res)?;
         kernels.push(k);
         Some(kernels.len() - 1)
     } else {
@@ -259,22 +329,22 @@ pub fn lower(g: &Graph, node: &Node, name: &str, kernels: &mut Vec<Kernel>) -> R
     };
     Ok(Gemm {
         node: node.name.clone(),
-        a: a.0,
-        b: b.0,
+        a: pr.a,
+        b: pr.b,
         bias: gemm_bias.map(|v| v.0),
         bias_dtype,
         residual: gemm_res.map(|v| v.0),
         out: out.0,
-        m: m_eff as u64,
+        m: pr.m as u64,
         n: n as u64,
-        k: k as u64,
-        batch: batch as u32,
-        stride_a,
-        stride_b,
-        stride_d: (m_eff * n) as i64,
-        trans_b: p.trans_b,
-        alpha: p.alpha,
-        ab_dtype: adt,
+        k: pr.k as u64,
+        batch: pr.batch as u32,
+        stride_a: pr.stride_a,
+        stride_b: pr.stride_b,
+        stride_d: (pr.m * n) as i64,
+        trans_b: pr.trans_b,
+        alpha: pr.alpha,
+        ab_dtype: pr.ab_dtype,
         d_dtype: ddt,
         epilogue,
         post,
@@ -282,17 +352,30 @@ pub fn lower(g: &Graph, node: &Node, name: &str, kernels: &mut Vec<Kernel>) -> R
 }
 
 /// The activation in CUDA C over `v`.
-fn act_code(node: &Node, act: &str) -> Result<&'static str> {
-    Ok(match act {
-        "none" => "",
-        "relu" => "    v = fmaxf(v, 0.0f);\n",
-        "gelu" => "    v = gopt_gelu(v);\n",
-        "gelu_tanh" => "    v = gopt_gelu_tanh(v);\n",
-        "silu" => "    v = v * gopt_sigmoid(v);\n",
-        "tanh" => "    v = tanhf(v);\n",
-        "sigmoid" => "    v = gopt_sigmoid(v);\n",
-        other => return Err(unsupported(node, format!("activation {other}"))),
-    })
+fn act_code(act: Activation) -> String {
+    match act {
+        Activation::None => String::new(),
+        Activation::Relu => "    v = fmaxf(v, 0.0f);\n".into(),
+        Activation::Gelu => "    v = gopt_gelu(v);\n".into(),
+        Activation::GeluTanh => "    v = gopt_gelu_tanh(v);\n".into(),
+        Activation::Silu => "    v = v * gopt_sigmoid(v);\n".into(),
+        Activation::Tanh => "    v = tanhf(v);\n".into(),
+        Activation::Sigmoid => "    v = gopt_sigmoid(v);\n".into(),
+        Activation::Clip { lo, hi } => format!(
+            "    v = fminf(fmaxf(v, {}), {});\n",
+            f32_literal(lo),
+            f32_literal(hi)
+        ),
+    }
+}
+
+fn f32_literal(v: f64) -> String {
+    let v = v as f32;
+    if v.is_infinite() {
+        if v > 0.0 { "__int_as_float(0x7f800000)".into() } else { "__int_as_float(0xff800000)".into() }
+    } else {
+        format!("{v:e}f")
+    }
 }
 
 /// The index into a tensor of shape `s` that broadcasts to `out`, from coordinates
@@ -322,7 +405,7 @@ fn post_kernel(
     osh: &[usize],
     ddt: DType,
     bias: Option<ValueId>,
-    act: Option<&str>,
+    act: Option<Activation>,
     residual: Option<ValueId>,
 ) -> Result<Kernel> {
     let t = storage(ddt);
@@ -343,14 +426,14 @@ fn post_kernel(
             body.push_str(&line);
             formula = format!("({formula} + bias)");
             if let Some(a) = act {
-                body.push_str(act_code(node, a)?);
-                formula = format!("{a}{formula}");
+                body.push_str(&act_code(a));
+                formula = format!("{}{formula}", a.name());
             }
         } else {
             if bias.is_none() {
                 if let Some(a) = act {
-                    body.push_str(act_code(node, a)?);
-                    formula = format!("{a}({formula})");
+                    body.push_str(&act_code(a));
+                    formula = format!("{}({formula})", a.name());
                 }
             }
             body.push_str(&line);
@@ -359,20 +442,20 @@ fn post_kernel(
     }
     if bias.is_none() && residual.is_none() {
         if let Some(a) = act {
-            body.push_str(act_code(node, a)?);
-            formula = format!("{a}({formula})");
+            body.push_str(&act_code(a));
+            formula = format!("{}({formula})", a.name());
         }
     }
     params.push(format!("{t}* __restrict__ y"));
     let n: usize = osh.iter().product();
-    let mut coords = String::from("    long long r = i;\n");
+    let mut coords = String::from("    long long rem = i;\n");
     for a in (0..osh.len()).rev() {
         coords.push_str(&format!(
-            "    const long long c{a} = r % {d}LL; r /= {d}LL;\n",
+            "    const long long c{a} = rem % {d}LL; rem /= {d}LL;\n",
             d = osh[a]
         ));
     }
-    coords.push_str("    (void)r;\n");
+    coords.push_str("    (void)rem;\n");
     let source = fill(
         POST,
         &[

@@ -13,6 +13,7 @@ pub mod movement;
 pub mod rows;
 // Convolutions, pools, reductions, split and pad (CNN kernels).
 pub mod conv;
+pub mod conv_gemm;
 pub mod conv_kernels;
 pub mod conv_spec;
 pub mod pool;

@@ -29,7 +29,7 @@ use crate::tensor::{Elem, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
 /// The activations FusedConv accepts.
-pub(crate) const ACTIVATIONS: &[&str] = &["none", "relu", "clip", "silu", "sigmoid"];
+pub const ACTIVATIONS: &[&str] = &["none", "relu", "clip", "silu", "sigmoid"];
 
 const OP: &str = "FusedConv";
 

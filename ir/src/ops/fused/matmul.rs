@@ -27,7 +27,7 @@ use crate::tensor::{Elem, Tensor};
 use ndarray::ArrayD;
 
 /// The activations FusedMatMul accepts.
-pub(crate) const ACTIVATIONS: &[&str] = &[
+pub const ACTIVATIONS: &[&str] = &[
     "none",
     "relu",
     "gelu",

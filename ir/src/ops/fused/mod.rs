@@ -26,6 +26,10 @@ use crate::tensor::{array_from, Tensor};
 use ndarray::{ArrayD, IxDyn};
 
 mod conv;
+/// The activations `FusedConv` accepts.
+pub use conv::ACTIVATIONS as CONV_ACTIVATIONS;
+/// The activations `FusedMatMul` accepts.
+pub use matmul::ACTIVATIONS as MATMUL_ACTIVATIONS;
 mod elementwise;
 mod matmul;
 
