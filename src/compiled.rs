@@ -147,11 +147,13 @@ impl Compiled {
     /// The executable of bucket `i` (CUDA), loaded on first use.
     pub fn executable(&mut self, i: usize) -> Result<&mut Executable> {
         if !self.exes.contains_key(&i) {
-            let _gpu = gopt_runtime::exec::gpu_lock();
             let plan = self.buckets[i].plan.clone().ok_or_else(|| {
                 GoptError::Usage("this model was not compiled for CUDA".into())
             })?;
             let dev = crate::cuda::device()?;
+            // NVRTC runs outside the GPU lock (it does not touch the GPU).
+            gopt_runtime::exec::precompile(&dev, &plan.kernels)?;
+            let _gpu = gopt_runtime::exec::gpu_lock();
             let w = match &self.gpu_weights {
                 Some(w) => w.clone(),
                 None => {

@@ -144,8 +144,9 @@ fn nhwc_conv(dt: &str, c: usize, m: usize, k: usize, stride: usize, act: &str, r
     )
 }
 
-const CONV_CASES: [(&str, usize, usize, usize, usize, &str, bool); 6] = [
+const CONV_CASES: [(&str, usize, usize, usize, usize, &str, bool); 7] = [
     ("f32", 8, 16, 3, 1, "relu", false),
+    ("bf16", 3, 16, 7, 2, "relu", false),
     ("f32", 3, 16, 7, 2, "none", false),
     ("bf16", 16, 32, 1, 1, "none", true),
     ("bf16", 16, 24, 3, 2, "clip", false),
@@ -224,4 +225,63 @@ fn channels_last_convolution_gemms_match_the_interpreter_on_the_gpu() {
         assert!(l2 <= bound, "{dt} {k}x{k} s{s} {act}: relative L2 {l2:.3e} > {bound}");
         println!("conv as GEMM {dt} {c}->{m} {k}x{k} s{s} {act} residual={res}: relative L2 {l2:.2e}");
     }
+}
+
+/// A GEMM padded to 64 columns (the layout rule's form) and sliced back.
+fn padded_gemm(trans_b: bool) -> String {
+    let (m, k, n, np) = (8usize, 16usize, 50usize, 64usize);
+    let w: Vec<String> = (0..k * np)
+        .map(|i| {
+            let (r, c) = if trans_b { (i % k, i / k) } else { (i / np, i % np) };
+            if c >= n { "0.0".into() } else { format!("{:.3}", ((r * 31 + c * 17) % 23) as f64 / 23.0 - 0.5) }
+        })
+        .collect();
+    let wshape = if trans_b { format!("{np},{k}") } else { format!("{k},{np}") };
+    format!(
+        r#"graph "g"(%0 "x": f32[{m},{k}]) -> (%6) {{
+  %1 "w": f32[{wshape}] = const [{w}]
+  %2 "y": f32[{m},{np}] = FusedMatMul "mm"(%0, %1, _, _) {{trans_b={tb}}}
+  %3 "s": i64[1] = const [0]
+  %4 "e": i64[1] = const [{n}]
+  %5 "a": i64[1] = const [1]
+  %6 "out": f32[{m},{n}] = Slice "slice"(%2, %3, %4, %5)
+}}"#,
+        w = w.join(", "),
+        tb = i32::from(trans_b)
+    )
+}
+
+#[test]
+fn a_slice_back_from_a_padded_gemm_folds_into_it() {
+    for trans_b in [false, true] {
+        let g = gopt::ir::verify(gopt::ir::text::parse(&padded_gemm(trans_b)).expect("parses"))
+            .expect("verifies");
+        let (p, _) = plan::build(&g).expect("plans");
+        assert_eq!(p.steps.len(), 1, "trans_b={trans_b}: {:?}", p.steps);
+        let Step::Gemm(gm) = &p.steps[0] else { panic!("not a GEMM") };
+        assert_eq!(gm.n, 50);
+        assert_eq!(gm.ld_b, if trans_b { None } else { Some(64) });
+        assert_eq!(gm.out, g.outputs[0].0);
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu-check.sh runs it on the GPU machine"]
+fn a_folded_slice_matches_the_interpreter_on_the_gpu() {
+    let dev = gopt::cuda::device().unwrap_or_else(|e| panic!("{e}"));
+    for trans_b in [false, true] {
+        let g = gopt::ir::verify(gopt::ir::text::parse(&padded_gemm(trans_b)).expect("parses"))
+            .expect("verifies");
+        let vals: Vec<f64> = (0..8 * 16).map(|i| ((i * 7) % 13) as f64 / 13.0 - 0.5).collect();
+        let x = gopt::Tensor::from_f64s(gopt::DType::F32, &[8, 16], &vals).expect("x");
+        let want = gopt::ir::interp::run(&g, std::slice::from_ref(&x)).expect("interpreter");
+        let (p, blob) = plan::build(&g).expect("plans");
+        let w = gopt::runtime::exec::Weights::upload(&dev, &blob).expect("weights");
+        let mut exe = gopt::runtime::exec::Executable::new(&dev, p, w, true).expect("loads");
+        let got = exe.run(&[x]).expect("runs");
+        for (a, b) in got[0].to_f64_vec().iter().zip(want[0].to_f64_vec()) {
+            assert!((a - b).abs() <= 1e-5 + 1e-5 * b.abs(), "trans_b={trans_b}: {a} vs {b}");
+        }
+    }
+    println!("folded slice: padded GEMMs sliced back match the interpreter");
 }

@@ -70,6 +70,12 @@ fn bytes_of(g: &Graph, v: ValueId) -> Result<usize> {
 
 /// Plans the arena for `g` (nodes in execution order).
 pub fn plan(g: &Graph) -> Result<Layout> {
+    plan_with(g, &HashMap::new())
+}
+
+/// [`plan`], with some values written earlier than their node (`early[v]` = the step
+/// that writes `v`: a slice folded into the GEMM before it).
+pub fn plan_with(g: &Graph, early: &HashMap<ValueId, usize>) -> Result<Layout> {
     let steps = g.nodes.len();
     // Resolve views to the value that owns the bytes.
     let mut owner: HashMap<ValueId, ValueId> = HashMap::new();
@@ -109,6 +115,9 @@ pub fn plan(g: &Graph) -> Result<Layout> {
         }
         for &o in &n.outputs {
             touch(root(o), i, &mut life);
+            if let Some(&e) = early.get(&o) {
+                touch(root(o), e, &mut life);
+            }
         }
     }
     for &v in &g.outputs {

@@ -523,3 +523,67 @@ fn casts_move_through_data_movement() {
 }"#,
     );
 }
+
+#[test]
+fn casts_move_through_relu_and_split_and_into_convs() {
+    check_rewrite(
+        "precision-cast-relu",
+        r#"graph "g"(%0 "x": f32[4]) -> (%2) {
+  %1 "r": f32[4] = Relu "r"(%0)
+  %2 "c": bf16[4] = Cast "c"(%1) {to=dtype bf16}
+}"#,
+        r#"graph "g"(%0 "x": f32[4]) -> (%2) {
+  %1 "c": bf16[4] = Cast "c"(%0) {to=dtype bf16}
+  %2 "r": bf16[4] = Relu "r"(%1)
+}"#,
+    );
+    check_not_applicable(
+        "precision-cast-relu",
+        r#"graph "g"(%0 "x": f32[4]) -> (%2) {
+  %1 "c": bf16[4] = Cast "c"(%0) {to=dtype bf16}
+  %2 "r": bf16[4] = Relu "r"(%1)
+}"#,
+    );
+    check_rewrite(
+        "precision-cast-split",
+        r#"graph "g"(%0 "x": f32[2,6]) -> (%5, %6, %7) {
+  %1 "s": i64[3] = const [2, 2, 2]
+  %2 "a": f32[2,2], %3 "b": f32[2,2], %4 "c": f32[2,2] = Split "sp"(%0, %1) {axis=1}
+  %5 "ca": bf16[2,2] = Cast "ca"(%2) {to=dtype bf16}
+  %6 "cb": bf16[2,2] = Cast "cb"(%3) {to=dtype bf16}
+  %7 "cc": bf16[2,2] = Cast "cc"(%4) {to=dtype bf16}
+}"#,
+        r#"graph "g"(%0 "x": f32[2,6]) -> (%3, %4, %5) {
+  %1 "s": i64[3] = const [2, 2, 2]
+  %2 "cx": bf16[2,6] = Cast "cx"(%0) {to=dtype bf16}
+  %3 "a": bf16[2,2], %4 "b": bf16[2,2], %5 "c": bf16[2,2] = Split "sp"(%2, %1) {axis=1}
+}"#,
+    );
+    check_not_applicable(
+        "precision-cast-split",
+        r#"graph "g"(%0 "x": f32[2,6]) -> (%3, %4) {
+  %1 "s": i64[2] = const [3, 3]
+  %2 "cx": bf16[2,6] = Cast "cx"(%0) {to=dtype bf16}
+  %3 "a": bf16[2,3], %4 "b": bf16[2,3] = Split "sp"(%2, %1) {axis=1}
+}"#,
+    );
+    let conv = |out: &str, tail: &str| {
+        let root = if tail.is_empty() { "%2" } else { "%3" };
+        format!(
+            r#"graph "g"(%0 "x": bf16[1,8,4,4]) -> ({root}) {{
+  %1 "w": bf16[8,8,1,1] = const [{w}]
+  %2 "y": {out}[1,8,4,4] = FusedConv "conv"(%0, %1, _, _) {{output_dtype=dtype {out}}}
+{tail}}}"#,
+            w = (0..64).map(|i| format!("{}", (i % 5) as f64 * 0.25 - 0.5)).collect::<Vec<_>>().join(", ")
+        )
+    };
+    check_rewrite(
+        "precision-conv-output",
+        &conv("f32", "  %3 \"c\": bf16[1,8,4,4] = Cast \"c\"(%2) {to=dtype bf16}\n"),
+        &conv("bf16", ""),
+    );
+    check_not_applicable(
+        "precision-conv-output",
+        &conv("f32", "  %3 \"c\": f32[1,8,4,4] = Relu \"c\"(%2)\n"),
+    );
+}

@@ -201,7 +201,7 @@ pub fn prepare(lib: &Lt, g: &Gemm, ptrs: Ptrs) -> Result<Prepared> {
     let a = if g.trans_b {
         Layout::new(ab, k, n, k, g.batch, g.stride_b)?
     } else {
-        Layout::new(ab, n, k, n, g.batch, g.stride_b)?
+        Layout::new(ab, n, k, g.ld_b.unwrap_or(n), g.batch, g.stride_b)?
     };
     let b = Layout::new(ab, k, m, k, g.batch, g.stride_a)?;
     let d = Layout::new(dt, n, m, n, g.batch, g.stride_d)?;

@@ -56,41 +56,47 @@ impl Device {
     }
 
     /// Compiles a module for this device (CUDA headers from `GOPT_CUDA_INCLUDE`, else
-    /// `/usr/local/cuda/include`), through the PTX cache (see [`ptx_cache_dir`]).
+    /// `/usr/local/cuda/include`), through the PTX cache (see [`ptx_cache_dir`]), and
+    /// loads it.
     pub fn compile(&self, what: &str, src: &str) -> Result<Arc<CudaModule>> {
+        let ptx = self.ptx(what, src)?;
+        self.ctx
+            .load_module(ptx)
+            .map_err(drv(format!("loading module {what}")))
+    }
+
+    /// NVRTC's PTX for `src` on this device, from the cache when it is there (no GPU
+    /// call: safe to run while another thread uses the GPU).
+    pub fn ptx(&self, what: &str, src: &str) -> Result<Ptx> {
         let include =
             std::env::var("GOPT_CUDA_INCLUDE").unwrap_or_else(|_| "/usr/local/cuda/include".into());
         let key = format!("{}\n{}\n{}\n--std=c++17\n", nvrtc_version(), self.arch, include);
-        let cached = ptx_cache_dir().map(|d| d.join(format!("{:016x}", fnv1a(key.as_bytes(), src.as_bytes()))));
+        let cached = ptx_cache_dir()
+            .map(|d| d.join(format!("{:016x}", fnv1a(key.as_bytes(), src.as_bytes()))));
         let hit = cached.as_ref().and_then(|p| {
             let keyed = std::fs::read_to_string(p.with_extension("cu")).ok()?;
             (keyed.strip_prefix(key.as_str())? == src)
                 .then(|| std::fs::read_to_string(p.with_extension("ptx")).ok())
                 .flatten()
         });
-        let ptx = match hit {
-            Some(text) => Ptx::from_src(text),
-            None => {
-                let opts = CompileOptions {
-                    arch: Some(self.arch),
-                    include_paths: vec![include],
-                    options: vec!["--std=c++17".into()],
-                    ..Default::default()
-                };
-                let ptx = compile_ptx_with_opts(src, opts).map_err(|e| RuntimeError::Compile {
-                    what: what.to_string(),
-                    log: format!("{e:?}"),
-                })?;
-                if let Some(p) = &cached {
-                    // A cache that cannot be written only costs the next compile.
-                    let _ = store(p, &format!("{key}{src}"), &ptx.to_src());
-                }
-                ptx
-            }
+        if let Some(text) = hit {
+            return Ok(Ptx::from_src(text));
+        }
+        let opts = CompileOptions {
+            arch: Some(self.arch),
+            include_paths: vec![include],
+            options: vec!["--std=c++17".into()],
+            ..Default::default()
         };
-        self.ctx
-            .load_module(ptx)
-            .map_err(drv(format!("loading module {what}")))
+        let ptx = compile_ptx_with_opts(src, opts).map_err(|e| RuntimeError::Compile {
+            what: what.to_string(),
+            log: format!("{e:?}"),
+        })?;
+        if let Some(p) = &cached {
+            // A cache that cannot be written only costs the next compile.
+            let _ = store(p, &format!("{key}{src}"), &ptx.to_src());
+        }
+        Ok(ptx)
     }
 
     /// Uploads a tensor's bytes.

@@ -390,14 +390,11 @@ impl Executable {
     }
 }
 
-/// Compiles a plan's kernels: kernels that differ only in their names (the same layer
-/// repeated) compile once, and the distinct ones are split into modules NVRTC compiles
-/// in parallel (each through the PTX cache). Returns the modules and each kernel's
-/// function.
-fn compile_kernels(
-    dev: &Device,
-    kernels: &[gopt_codegen::cuda::Kernel],
-) -> Result<(Vec<Arc<CudaModule>>, Vec<CudaFunction>)> {
+/// A plan's kernels as modules: kernels that differ only in their names (the same
+/// layer repeated) appear once, and the distinct ones are split into modules NVRTC
+/// compiles in parallel. Returns the module sources, each kernel's module and the name
+/// its function has there.
+fn modules_of(kernels: &[gopt_codegen::cuda::Kernel]) -> (Vec<String>, Vec<(usize, String)>) {
     let mut by_body: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
     let mut unique: Vec<&gopt_codegen::cuda::Kernel> = Vec::new();
     let canon: Vec<usize> = kernels
@@ -412,21 +409,37 @@ fn compile_kernels(
         .collect();
     let threads = std::thread::available_parallelism().map_or(4, |n| n.get()).min(16);
     let per = unique.len().div_ceil(threads).max(8);
-    let chunks: Vec<&[&gopt_codegen::cuda::Kernel]> = unique.chunks(per).collect();
-    let modules: Vec<Result<Arc<CudaModule>>> = std::thread::scope(|s| {
-        let handles: Vec<_> = chunks
+    let sources = unique
+        .chunks(per)
+        .map(|chunk| {
+            let mut src = String::from(gopt_codegen::cuda::PRELUDE);
+            for k in chunk {
+                src.push('\n');
+                src.push_str(&k.source);
+            }
+            src
+        })
+        .collect();
+    let place = canon
+        .iter()
+        .map(|&u| (u / per, unique[u].name.clone()))
+        .collect();
+    (sources, place)
+}
+
+/// Runs NVRTC on the plan's modules in parallel (through the PTX cache), without
+/// touching the GPU: [`Executable::new`] then only loads them.
+pub fn precompile(dev: &Device, kernels: &[gopt_codegen::cuda::Kernel]) -> Result<()> {
+    let (sources, _) = modules_of(kernels);
+    ptx_all(dev, &sources).map(|_| ())
+}
+
+fn ptx_all(dev: &Device, sources: &[String]) -> Result<Vec<cudarc::nvrtc::Ptx>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = sources
             .iter()
             .enumerate()
-            .map(|(i, chunk)| {
-                s.spawn(move || {
-                    let mut src = String::from(gopt_codegen::cuda::PRELUDE);
-                    for k in chunk.iter() {
-                        src.push('\n');
-                        src.push_str(&k.source);
-                    }
-                    dev.compile(&format!("the plan's kernels (module {i})"), &src)
-                })
-            })
+            .map(|(i, src)| s.spawn(move || dev.ptx(&format!("the plan's kernels (module {i})"), src)))
             .collect();
         handles
             .into_iter()
@@ -436,15 +449,30 @@ fn compile_kernels(
                 })
             })
             .collect()
-    });
-    let modules = modules.into_iter().collect::<Result<Vec<_>>>()?;
+    })
+}
+
+/// Compiles (or finds in the cache) and loads a plan's kernels.
+fn compile_kernels(
+    dev: &Device,
+    kernels: &[gopt_codegen::cuda::Kernel],
+) -> Result<(Vec<Arc<CudaModule>>, Vec<CudaFunction>)> {
+    let (sources, place) = modules_of(kernels);
+    let ptx = ptx_all(dev, &sources)?;
+    let modules = ptx
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            dev.ctx
+                .load_module(p)
+                .map_err(drv(format!("loading the plan's kernels (module {i})")))
+        })
+        .collect::<Result<Vec<_>>>()?;
     let mut funcs = Vec::with_capacity(kernels.len());
-    for (k, &u) in kernels.iter().zip(&canon) {
-        let module = &modules[u / per];
-        let f = module.load_function(&unique[u].name).map_err(drv(format!(
-            "finding kernel {} (node `{}`)",
-            unique[u].name, k.node
-        )))?;
+    for (k, (m, name)) in kernels.iter().zip(&place) {
+        let f = modules[*m]
+            .load_function(name)
+            .map_err(drv(format!("finding kernel {name} (node `{}`)", k.node)))?;
         funcs.push(f);
     }
     Ok((modules, funcs))

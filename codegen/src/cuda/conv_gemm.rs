@@ -17,6 +17,7 @@ use gopt_ir::ops::FusedOp;
 use gopt_ir::{DType, Graph, Node, Op, Tensor, ValueId};
 
 const IM2COL: &str = include_str!("im2col.cu");
+const IM2COL_COLS: &str = include_str!("im2col_cols.cu");
 
 /// A lowered convolution: the im2col kernel (if any), the GEMM, the reordered weights
 /// (to add to the weights blob under `weight_id`), and the scratch the im2col matrix
@@ -125,6 +126,62 @@ fn reorder(w: &Tensor, m: usize, c: usize, kh: usize, kw: usize, kp: usize) -> R
     Tensor::from_f64s(w.dtype(), &[m, kp], &out).map_err(|e| CodegenError::Plan(e.to_string()))
 }
 
+/// im2col for channel counts that are not a multiple of 8 (an image's 3): 8 columns
+/// per thread, one 16-byte store.
+fn im2col_cols(
+    s: &super::conv_spec::ConvSpec,
+    name: &str,
+    x: ValueId,
+    scratch: u32,
+    kp: usize,
+) -> Result<Kernel> {
+    let t = storage(s.x_dt);
+    let zero = if s.x_dt == DType::BF16 { "__float2bfloat16(0.0f)" } else { "__float2half(0.0f)" };
+    let rows = s.n * s.oh * s.ow;
+    let total = rows * (kp / 8);
+    let n = |x: usize| x.to_string();
+    let name = format!("{name}_im2col");
+    let source = fill(
+        IM2COL_COLS,
+        &[
+            ("what", "im2col"),
+            ("name", &name),
+            ("t", t),
+            ("total", &n(total)),
+            ("kp8", &n(kp / 8)),
+            ("zero", zero),
+            ("k", &n(s.kh * s.kw * s.c)),
+            ("kp", &n(kp)),
+            ("c", &n(s.c)),
+            ("kw", &n(s.kw)),
+            ("ow", &n(s.ow)),
+            ("oh", &n(s.oh)),
+            ("sh", &n(s.stride.0)),
+            ("sw", &n(s.stride.1)),
+            ("ph", &n(s.pad.0)),
+            ("pw", &n(s.pad.1)),
+            ("dh", &n(s.dilation.0)),
+            ("dw", &n(s.dilation.1)),
+            ("h", &n(s.h)),
+            ("w", &n(s.w)),
+        ],
+    )?;
+    let block = 256u32;
+    Ok(Kernel {
+        name,
+        node: String::new(),
+        source,
+        threads: total,
+        vectorized: true,
+        inputs: vec![x.0],
+        outputs: vec![scratch],
+        shared_mem: 0,
+        grid: u32::try_from(total.div_ceil(block as usize))
+            .map_err(|_| CodegenError::Plan("im2col grid too large".into()))?,
+        block,
+    })
+}
+
 fn im2col(
     s: &super::conv_spec::ConvSpec,
     name: &str,
@@ -135,6 +192,9 @@ fn im2col(
     let e = s.x_dt.size();
     let v = if s.c % (16 / e) == 0 { 16 / e } else { 1 };
     let t = storage(s.x_dt);
+    if v == 1 && e == 2 && kp % 8 == 0 {
+        return im2col_cols(s, name, x, scratch, kp);
+    }
     let (vec, zero) = if v == 1 {
         let zero = match s.x_dt {
             DType::BF16 => "__float2bfloat16(0.0f)",

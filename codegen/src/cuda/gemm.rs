@@ -66,6 +66,10 @@ pub struct Gemm {
     pub stride_d: i64,
     /// B is `[N, K]`.
     pub trans_b: bool,
+    /// B's row length when it is wider than N (`[K, ld_b]` with only the first N
+    /// columns used: a padded GEMM whose slice back was folded into it).
+    #[serde(default)]
+    pub ld_b: Option<u64>,
     /// Scale of the product.
     pub alpha: f32,
     /// Dtype of A and B.
@@ -343,6 +347,7 @@ pub(crate) fn finish(
         stride_b: pr.stride_b,
         stride_d: (pr.m * n) as i64,
         trans_b: pr.trans_b,
+        ld_b: None,
         alpha: pr.alpha,
         ab_dtype: pr.ab_dtype,
         d_dtype: ddt,

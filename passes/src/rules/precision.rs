@@ -76,6 +76,22 @@ pub fn rules(low: DType) -> Vec<Rule> {
             "(Cast ?c (Slice ?f ?x ?s ?e ?a))",
             |e, _, s| cast_through(e, s, Op::Shape(ShapeOp::Slice), &["?s", "?e", "?a"]),
         ),
+        // cast(relu(x)) = relu(cast(x)): rounding is monotonic and keeps 0
+        rule("precision-cast-relu", "(Cast ?c (Relu ?f ?x))", |e, _, s| {
+            cast_through(e, s, Op::Elementwise(ElementwiseOp::Relu), &[])
+        }),
+        // cast(split(x, s)[k]) = split(cast(x), s)[k]: the Q/K/V split of a fused GEMM
+        rule(
+            "precision-cast-split",
+            "(Cast ?c (out ?k (Split:3 ?f ?x ?s)))",
+            |e, _, s| cast_split(e, s, 3),
+        ),
+        // low(FusedConv(.., output fp32)) = FusedConv(.., output low)
+        rule(
+            "precision-conv-output",
+            "(Cast ?c (FusedConv ?f ?a ?w ?b ?r))",
+            conv_out,
+        ),
         // low(FusedMatMul(.., output fp32)) = FusedMatMul(.., output low)
         rule(
             "precision-matmul-output",
@@ -182,6 +198,42 @@ fn cast_through(eg: &mut Egraph, s: &Subst, op: Op, rest: &[&str]) -> Option<Id>
     let mut inputs = vec![Some(x)];
     inputs.extend(rest.iter().map(|v| opt(eg, var(s, v))));
     Some(add_op(eg, op, f, &inputs))
+}
+
+/// `split(cast(x), s)[k]` for a matched `cast(split(x, s)[k])` (a split of `n` outputs).
+fn cast_split(eg: &mut Egraph, s: &Subst, n: u32) -> Option<Id> {
+    let to = attrs(eg, s, "?c")?.dtype("to").ok()??;
+    let f = attrs(eg, s, "?f")?;
+    let x = cast(eg, var(s, "?x"), to);
+    let a = eg.analysis.intern_attrs(f);
+    let leaf = eg.add(crate::lang::Term::Leaf(a));
+    let sizes = var(s, "?s");
+    let split = eg.add(crate::lang::Term::Op(
+        crate::lang::OpKey(Op::Shape(ShapeOp::Split), n),
+        vec![leaf, x, sizes],
+    ));
+    Some(eg.add(crate::lang::Term::Out([var(s, "?k"), split])))
+}
+
+/// `FusedConv(.., output low)` for a matched cast to the low type of an fp32 output.
+fn conv_out(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let to = attrs(eg, s, "?c")?.dtype("to").ok()??;
+    let mut f = attrs(eg, s, "?f")?;
+    let x = dtype(eg, var(s, "?a"))?;
+    if !matches!(to, DType::BF16 | DType::F16) || x != to {
+        return None;
+    }
+    if f.dtype("output_dtype").ok()? != Some(DType::F32) {
+        return None;
+    }
+    f.set("output_dtype", Attr::DType(to));
+    let (b, r) = (opt(eg, var(s, "?b")), opt(eg, var(s, "?r")));
+    Some(add_op(
+        eg,
+        Op::Fused(FusedOp::FusedConv),
+        f,
+        &[Some(var(s, "?a")), Some(var(s, "?w")), b, r],
+    ))
 }
 
 fn cast_output(eg: &mut Egraph, s: &Subst, low: DType) -> Option<Id> {
