@@ -203,7 +203,10 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
             .inputs
             .iter()
             .map(|i| {
-                let v = i.ok_or_else(|| plan_err(node, "absent input inside the body"))?;
+                // An absent optional input (Clip's min or max) is an empty name.
+                let Some(v) = *i else {
+                    return Ok((String::new(), DType::F32));
+                };
                 let dt = body
                     .ty(v)
                     .map_err(|e| plan_err(node, &e.to_string()))?
@@ -367,6 +370,7 @@ fn expr(
     let x = |i: usize| -> std::result::Result<&str, String> {
         args.get(i)
             .map(|a| a.0.as_str())
+            .filter(|a| !a.is_empty())
             .ok_or_else(|| format!("input {i}"))
     };
     let float = matches!(compute(out), "float");
@@ -474,8 +478,8 @@ fn expr(
         E::Where => Ok(format!("({} ? {} : {})", x(0)?, x(1)?, x(2)?)),
         E::Clip => {
             let v = x(0)?;
-            let lo = args.get(1).map(|a| a.0.clone());
-            let hi = args.get(2).map(|a| a.0.clone());
+            let lo = args.get(1).map(|a| a.0.clone()).filter(|a| !a.is_empty());
+            let hi = args.get(2).map(|a| a.0.clone()).filter(|a| !a.is_empty());
             let mut e = v.to_string();
             if let Some(lo) = lo {
                 e = format!("({e} < {lo} ? {lo} : {e})");

@@ -14,7 +14,7 @@ pub fn unsupported(node: &Node, what: &str) -> CodegenError {
     CodegenError::Unsupported {
         node: node.name.clone(),
         op: node.op.name().into(),
-        backend: "cuda",
+        backend: "CUDA",
         what: what.into(),
     }
 }
