@@ -281,7 +281,17 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             graphs.push((bucket_name(&v.bucket), text));
         }
     })
-    .with_context(|| format!("cannot compile {}", args.model.display()))?;
+    .with_context(|| {
+        format!(
+            "cannot compile {}{}",
+            args.model.display(),
+            if args.target == Target::Cuda {
+                " for CUDA (--target none stops after the optimizer)"
+            } else {
+                ""
+            }
+        )
+    })?;
     for b in compiled.buckets() {
         buckets.push(BucketReport {
             bucket: b.sizes.clone(),
