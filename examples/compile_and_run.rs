@@ -45,8 +45,15 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let want = read_tensor(&set.join("output_0.pb"))?.1;
     let got = compiled.run(&inputs)?;
     let (g, w) = (got[0].to_f64_vec(), want.to_f64_vec());
-    let err = g.iter().zip(&w).map(|(a, b)| (a - b).abs()).fold(0.0, f64::max);
-    println!("output {:?}: max |difference| from the reference {err:.2e}", got[0].shape());
+    let err = g
+        .iter()
+        .zip(&w)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0.0, f64::max);
+    println!(
+        "output {:?}: max |difference| from the reference {err:.2e}",
+        got[0].shape()
+    );
 
     // The artifact: plan.json, kernels.cu, weights.bin, model.onnx (CUDA only: the CPU
     // backend has no plan to save).
@@ -55,7 +62,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         compiled.save(&out)?;
         let mut loaded = gopt::Compiled::load(&out, &opts)?;
         let again = loaded.run(&inputs)?;
-        println!("saved to {} and loaded back: same outputs: {}", out.display(), again[0] == got[0]);
+        println!(
+            "saved to {} and loaded back: same outputs: {}",
+            out.display(),
+            again[0] == got[0]
+        );
     }
     Ok(())
 }

@@ -147,9 +147,10 @@ impl Compiled {
     /// The executable of bucket `i` (CUDA), loaded on first use.
     pub fn executable(&mut self, i: usize) -> Result<&mut Executable> {
         if !self.exes.contains_key(&i) {
-            let plan = self.buckets[i].plan.clone().ok_or_else(|| {
-                GoptError::Usage("this model was not compiled for CUDA".into())
-            })?;
+            let plan = self.buckets[i]
+                .plan
+                .clone()
+                .ok_or_else(|| GoptError::Usage("this model was not compiled for CUDA".into()))?;
             let dev = crate::cuda::device()?;
             // NVRTC runs outside the GPU lock (it does not touch the GPU).
             gopt_runtime::exec::precompile(&dev, &plan.kernels)?;
@@ -239,7 +240,10 @@ impl Compiled {
             std::fs::read(&p).map_err(|e| GoptError::io(p, e))
         };
         let art: Artifact = serde_json::from_slice(&read("plan.json")?).map_err(|e| {
-            GoptError::Usage(format!("{}: not a gopt artifact plan: {e}", dir.join("plan.json").display()))
+            GoptError::Usage(format!(
+                "{}: not a gopt artifact plan: {e}",
+                dir.join("plan.json").display()
+            ))
         })?;
         let want = format!("gopt-artifact-{}", plan::VERSION);
         if art.format != want {
@@ -252,7 +256,11 @@ impl Compiled {
         let model = crate::load_model(&dir.join("model.onnx"))?;
         let blob = read("weights.bin")?;
         let mut opts = opts.clone();
-        opts.backend = if art.backend == "cuda" { Backend::Cuda } else { Backend::Cpu };
+        opts.backend = if art.backend == "cuda" {
+            Backend::Cuda
+        } else {
+            Backend::Cpu
+        };
         // Buckets compiled later must match the artifact's precision.
         if let Some(p) = gopt_passes::Precision::from_name(&art.precision) {
             opts.config.precision = p;

@@ -907,7 +907,13 @@ fn compile_writes_a_cuda_artifact() {
     assert_ok(&out);
     assert!(out.stdout.contains("cuda: "), "{}", out.stdout);
     assert!(out.stdout.contains("cuBLASLt GEMMs"), "{}", out.stdout);
-    for f in ["plan.json", "kernels.cu", "weights.bin", "model.onnx", "report.json"] {
+    for f in [
+        "plan.json",
+        "kernels.cu",
+        "weights.bin",
+        "model.onnx",
+        "report.json",
+    ] {
         assert!(out_dir.join(f).is_file(), "{f} missing");
     }
     let plan: serde_json::Value =
@@ -918,9 +924,16 @@ fn compile_writes_a_cuda_artifact() {
     let cu = std::fs::read_to_string(out_dir.join("kernels.cu")).expect("kernels.cu");
     assert!(cu.contains("extern \"C\" __global__"));
     // The two buckets share one weights blob (each constant once).
-    let w = std::fs::metadata(out_dir.join("weights.bin")).expect("weights").len();
-    let per = plan["buckets"][0]["plan"]["weights_bytes"].as_u64().expect("bytes");
-    assert!(w <= per + per / 2, "weights.bin {w} B for buckets of {per} B each");
+    let w = std::fs::metadata(out_dir.join("weights.bin"))
+        .expect("weights")
+        .len();
+    let per = plan["buckets"][0]["plan"]["weights_bytes"]
+        .as_u64()
+        .expect("bytes");
+    assert!(
+        w <= per + per / 2,
+        "weights.bin {w} B for buckets of {per} B each"
+    );
 }
 
 #[test]
@@ -941,7 +954,14 @@ fn cuda_without_a_gpu_is_a_clear_error() {
         "cuda",
     ]);
     assert_error(&out, &["no CUDA", "use another backend"]);
-    let out = gopt(&["bench", &model_path("bert_small"), "--batch", "1", "--seq", "32"]);
+    let out = gopt(&[
+        "bench",
+        &model_path("bert_small"),
+        "--batch",
+        "1",
+        "--seq",
+        "32",
+    ]);
     assert_error(&out, &["no CUDA", "use another backend"]);
 }
 
@@ -967,8 +987,22 @@ fn bench_on_the_cpu_and_its_errors() {
     assert_eq!(r["iters"], 2);
     assert!(r["p50_ms"].as_f64().expect("p50") > 0.0);
     assert_eq!(r["bucket"]["seq"], 32);
-    let out = gopt(&["bench", &model_path("bert_small"), "--batch", "1", "--backend", "cpu"]);
+    let out = gopt(&[
+        "bench",
+        &model_path("bert_small"),
+        "--batch",
+        "1",
+        "--backend",
+        "cpu",
+    ]);
     assert_error(&out, &["symbolic dims without a size", "seq"]);
-    let out = gopt(&["bench", &model_path("bert_small"), "--iters", "0", "--backend", "cpu"]);
+    let out = gopt(&[
+        "bench",
+        &model_path("bert_small"),
+        "--iters",
+        "0",
+        "--backend",
+        "cpu",
+    ]);
     assert_error(&out, &["--iters"]);
 }

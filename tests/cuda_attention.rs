@@ -11,7 +11,6 @@
 //! source is snapshotted. On a GPU (`#[ignore]`d here; scripts/gpu-check.sh runs them):
 //! every case against the interpreter, and the BERT-base timing.
 
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use gopt::codegen::cuda::{attention, Kernel};
 use gopt::codegen::CodegenError;
 use gopt::ir::ops::EvalCx;
@@ -20,43 +19,8 @@ use gopt::runtime::cuda::Device;
 use std::ffi::{CStr, CString};
 use std::path::Path;
 
-fn include_dir() -> String {
-    if let Ok(d) = std::env::var("GOPT_CUDA_INCLUDE") {
-        return d;
-    }
-    for d in ["/usr/local/cuda/include", "/usr/include"] {
-        if Path::new(d).join("cuda_bf16.h").is_file() {
-            return d.to_string();
-        }
-    }
-    panic!(
-        "no CUDA headers: run scripts/test.sh (it installs the pinned NVRTC and CUDA runtime \
-         wheels) or set GOPT_CUDA_INCLUDE to a folder with cuda_bf16.h"
-    );
-}
-
-fn nvrtc_ready() {
-    // SAFETY: only probes whether the shared library can be loaded.
-    let present = unsafe { cudarc::nvrtc::sys::is_culib_present() };
-    assert!(
-        present,
-        "NVRTC (libnvrtc.so.13) not found: run scripts/test.sh, which installs the pinned \
-         wheel and sets LD_LIBRARY_PATH, or point LD_LIBRARY_PATH at a CUDA 13 lib folder"
-    );
-}
-
-/// Compiles to PTX, as the runtime does.
-fn compile(src: &str) -> Result<(), String> {
-    let opts = CompileOptions {
-        arch: Some("sm_90"),
-        include_paths: vec![include_dir()],
-        options: vec!["--std=c++17".into()],
-        ..Default::default()
-    };
-    compile_ptx_with_opts(src, opts)
-        .map(|_| ())
-        .map_err(|e| format!("{e:?}"))
-}
+mod common;
+use common::{compile, include_dir, nvrtc_ready, random};
 
 /// Compiles to sm_90 machine code (NVRTC runs ptxas for a real architecture, so inline
 /// PTX is checked) and returns the log with ptxas' register and spill report.
@@ -439,20 +403,6 @@ fn attention_source_snapshot() {
 
 // ---------------------------------------------------------------------------------
 // On a GPU.
-
-fn random(dt: DType, shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-    let vals: Vec<f64> = (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 11) as f64 / (1u64 << 53) as f64) * 4.0 - 2.0
-        })
-        .collect();
-    Tensor::from_f64s(dt, shape, &vals).expect("tensor")
-}
 
 /// The case's mask: random values with masked entries, and some rows masked entirely
 /// (those must come out as zeros). Fully masked rows use -inf: a row of only

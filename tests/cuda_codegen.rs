@@ -6,48 +6,13 @@
 //! and says how to get them: a kernel that was never compiled does not count. The
 //! generated source is also snapshotted (snapshots/cuda/).
 
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use gopt::codegen::cuda::{emit_kernels, module_source};
 use gopt::pipeline::{specialize, Options};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-fn include_dir() -> String {
-    if let Ok(d) = std::env::var("GOPT_CUDA_INCLUDE") {
-        return d;
-    }
-    for d in ["/usr/local/cuda/include", "/usr/include"] {
-        if Path::new(d).join("cuda_bf16.h").is_file() {
-            return d.to_string();
-        }
-    }
-    panic!(
-        "no CUDA headers: run scripts/test.sh (it installs the pinned NVRTC and CUDA runtime \
-         wheels) or set GOPT_CUDA_INCLUDE to a folder with cuda_bf16.h"
-    );
-}
-
-fn nvrtc_ready() {
-    // SAFETY: only probes whether the shared library can be loaded.
-    let present = unsafe { cudarc::nvrtc::sys::is_culib_present() };
-    assert!(
-        present,
-        "NVRTC (libnvrtc.so.13) not found: run scripts/test.sh, which installs the pinned \
-         wheel and sets LD_LIBRARY_PATH, or point LD_LIBRARY_PATH at a CUDA 13 lib folder"
-    );
-}
-
-fn compile(src: &str) -> Result<(), String> {
-    let opts = CompileOptions {
-        arch: Some("sm_90"),
-        include_paths: vec![include_dir()],
-        options: vec!["--std=c++17".into()],
-        ..Default::default()
-    };
-    compile_ptx_with_opts(src, opts)
-        .map(|_| ())
-        .map_err(|e| format!("{e:?}"))
-}
+mod common;
+use common::{compile, nvrtc_ready};
 
 fn model_kernels(
     name: &str,

@@ -7,55 +7,19 @@
 //! cases run against the CPU reference interpreter, and a timing test prints the
 //! ResNet-50 (batch 32, bf16) and MobileNetV2 convolutions' speed.
 
-use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use gopt::codegen::cuda::{emit_kernels, module_source, Kernel};
 use gopt::codegen::CodegenError;
 use gopt::ir::ops::EvalCx;
 use gopt::ir::{DType, Graph, Tensor, ValueId};
 use gopt::runtime::cuda::Device;
 use std::collections::BTreeMap;
-use std::path::Path;
 
 #[path = "cuda_conv/cases.rs"]
 mod cases;
 use cases::{all_cases, conv, Conv};
 
-fn include_dir() -> String {
-    if let Ok(d) = std::env::var("GOPT_CUDA_INCLUDE") {
-        return d;
-    }
-    for d in ["/usr/local/cuda/include", "/usr/include"] {
-        if Path::new(d).join("cuda_bf16.h").is_file() {
-            return d.to_string();
-        }
-    }
-    panic!(
-        "no CUDA headers: run scripts/test.sh (it installs the pinned NVRTC and CUDA runtime \
-         wheels) or set GOPT_CUDA_INCLUDE to a folder with cuda_bf16.h"
-    );
-}
-
-fn nvrtc_ready() {
-    // SAFETY: only probes whether the shared library can be loaded.
-    let present = unsafe { cudarc::nvrtc::sys::is_culib_present() };
-    assert!(
-        present,
-        "NVRTC (libnvrtc.so.13) not found: run scripts/test.sh, which installs the pinned \
-         wheel and sets LD_LIBRARY_PATH, or point LD_LIBRARY_PATH at a CUDA 13 lib folder"
-    );
-}
-
-fn compile(src: &str) -> Result<(), String> {
-    let opts = CompileOptions {
-        arch: Some("sm_90"),
-        include_paths: vec![include_dir()],
-        options: vec!["--std=c++17".into()],
-        ..Default::default()
-    };
-    compile_ptx_with_opts(src, opts)
-        .map(|_| ())
-        .map_err(|e| format!("{e:?}"))
-}
+mod common;
+use common::{compile, nvrtc_ready, random};
 
 fn graph(text: &str) -> gopt::ir::Verified {
     let g = gopt::ir::text::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
@@ -104,7 +68,7 @@ fn unsupported(text: &str) -> String {
     let g = gopt::ir::verify(gopt::ir::text::parse(text).expect("parses")).expect("verifies");
     match emit_kernels(&g) {
         Err(CodegenError::Unsupported { what, backend, .. }) => {
-            assert_eq!(backend, "cuda");
+            assert_eq!(backend, "CUDA");
             what
         }
         Err(e) => panic!("expected Unsupported, got {e}"),
@@ -141,20 +105,6 @@ fn conv_source_snapshot() {
     insta::with_settings!({snapshot_path => "../snapshots/cuda", prepend_module_to_snapshot => false}, {
         insta::assert_snapshot!("conv_bf16_3x3_bias_relu_residual", ks[0].source);
     });
-}
-
-fn random(dt: DType, shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-    let vals: Vec<f64> = (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            ((s >> 11) as f64 / (1u64 << 53) as f64) * 4.0 - 2.0
-        })
-        .collect();
-    Tensor::from_f64s(dt, shape, &vals).expect("tensor")
 }
 
 /// f32: |a - b| <= 1e-4 |b| + 1e-5 max(1, max |want|). The absolute term scales with the

@@ -18,28 +18,13 @@ use gopt::runtime::cuda::Device;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
+mod common;
+use common::random;
+
 fn repo() -> PathBuf {
     std::env::var("GOPT_REPO")
         .map(PathBuf::from)
         .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
-}
-
-fn random(dt: DType, shape: &[usize], seed: u64) -> Tensor {
-    let n: usize = shape.iter().product();
-    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
-    let vals: Vec<f64> = (0..n)
-        .map(|k| {
-            s ^= s << 13;
-            s ^= s >> 7;
-            s ^= s << 17;
-            match dt {
-                DType::Bool => (k % 2) as f64,
-                d if d.is_int() => (s % 4) as f64,
-                _ => ((s >> 11) as f64 / (1u64 << 53) as f64) * 4.0 - 2.0,
-            }
-        })
-        .collect();
-    Tensor::from_f64s(dt, shape, &vals).expect("tensor")
 }
 
 fn close(got: &Tensor, want: &Tensor) -> Result<(), String> {
@@ -137,11 +122,14 @@ fn generated_kernels_match_the_interpreter_on_the_gpu() {
                 // kernel keeps fp32 scores and sums. It is compared with the interpreter
                 // run in f32 on the same rounded inputs, by relative L2 (1e-2).
                 let exact_attention = matches!(node.op, gopt::ir::Op::Attention(_))
-                    && values.values().any(|t| matches!(t.dtype(), DType::BF16 | DType::F16));
+                    && values
+                        .values()
+                        .any(|t| matches!(t.dtype(), DType::BF16 | DType::F16));
                 let widened: BTreeMap<u32, Tensor> = values
                     .iter()
                     .map(|(k, t)| {
-                        let w = if exact_attention && matches!(t.dtype(), DType::BF16 | DType::F16) {
+                        let w = if exact_attention && matches!(t.dtype(), DType::BF16 | DType::F16)
+                        {
                             t.cast(DType::F32)
                         } else {
                             t.clone()
@@ -165,7 +153,10 @@ fn generated_kernels_match_the_interpreter_on_the_gpu() {
                     .iter()
                     .map(|o| {
                         let ty = g.ty(gopt::ir::ValueId(*o)).expect("typed");
-                        (ty.dtype, gopt::ir::dim::concrete(&ty.shape).expect("static"))
+                        (
+                            ty.dtype,
+                            gopt::ir::dim::concrete(&ty.shape).expect("static"),
+                        )
                     })
                     .collect();
                 let got = dev

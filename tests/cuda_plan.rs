@@ -11,9 +11,8 @@ use gopt::pipeline::{specialize, Options};
 use std::collections::BTreeMap;
 use std::path::Path;
 
-fn include_dir() -> String {
-    std::env::var("GOPT_CUDA_INCLUDE").unwrap_or_else(|_| "/usr/local/cuda/include".into())
-}
+mod common;
+use common::include_dir;
 
 fn model_plan(name: &str, bucket: &[(&str, u64)], precision: &str) -> (CudaPlan, Vec<u8>) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -45,7 +44,11 @@ fn shared_models_plan_completely_and_compile() {
             let (p, blob) = model_plan(name, bucket, precision);
             assert_eq!(p.weights_bytes, blob.len());
             assert!(p.arena_bytes <= p.unplanned_bytes);
-            let gemms = p.steps.iter().filter(|s| matches!(s, Step::Gemm(_))).count();
+            let gemms = p
+                .steps
+                .iter()
+                .filter(|s| matches!(s, Step::Gemm(_)))
+                .count();
             assert!(gemms > 0, "{name}: no GEMM in the plan");
             let src = gopt::codegen::cuda::module_source(&p.kernels);
             let opts = CompileOptions {
@@ -113,13 +116,26 @@ fn plans_round_trip_through_json() {
 }
 
 /// A channels-last FusedConv with constant weights and bias (pseudo-random values).
-fn nhwc_conv(dt: &str, c: usize, m: usize, k: usize, stride: usize, act: &str, residual: bool) -> String {
+fn nhwc_conv(
+    dt: &str,
+    c: usize,
+    m: usize,
+    k: usize,
+    stride: usize,
+    act: &str,
+    residual: bool,
+) -> String {
     let (n, h) = (2usize, 9usize);
     let pad = k / 2;
     let oh = (h + 2 * pad - k) / stride + 1;
     let vals = |len: usize, seed: usize| -> String {
         (0..len)
-            .map(|i| format!("{:.4}", (((i * 7919 + seed * 104729) % 1000) as f64 / 1000.0 - 0.5) * 0.5))
+            .map(|i| {
+                format!(
+                    "{:.4}",
+                    (((i * 7919 + seed * 104729) % 1000) as f64 / 1000.0 - 0.5) * 0.5
+                )
+            })
             .collect::<Vec<_>>()
             .join(", ")
     };
@@ -216,14 +232,21 @@ fn channels_last_convolution_gemms_match_the_interpreter_on_the_gpu() {
         let (p, blob) = plan::build(&g).expect("plans");
         let w = gopt::runtime::exec::Weights::upload(&dev, &blob).expect("weights");
         let mut exe = gopt::runtime::exec::Executable::new(&dev, p, w, true).expect("loads");
-        let got = exe.run(&inputs).unwrap_or_else(|e| panic!("{dt} {k}x{k}: {e}"));
+        let got = exe
+            .run(&inputs)
+            .unwrap_or_else(|e| panic!("{dt} {k}x{k}: {e}"));
         let (a, b) = (got[0].to_f64_vec(), want[0].to_f64_vec());
         let num: f64 = a.iter().zip(&b).map(|(x, y)| (x - y) * (x - y)).sum();
         let den: f64 = b.iter().map(|y| y * y).sum();
         let l2 = (num / den).sqrt();
         let bound = if dt == "f32" { 1e-5 } else { 1e-2 };
-        assert!(l2 <= bound, "{dt} {k}x{k} s{s} {act}: relative L2 {l2:.3e} > {bound}");
-        println!("conv as GEMM {dt} {c}->{m} {k}x{k} s{s} {act} residual={res}: relative L2 {l2:.2e}");
+        assert!(
+            l2 <= bound,
+            "{dt} {k}x{k} s{s} {act}: relative L2 {l2:.3e} > {bound}"
+        );
+        println!(
+            "conv as GEMM {dt} {c}->{m} {k}x{k} s{s} {act} residual={res}: relative L2 {l2:.2e}"
+        );
     }
 }
 
@@ -233,11 +256,23 @@ fn padded_gemm(trans_b: bool) -> String {
     let (m, k, n, np) = (8usize, 16usize, 52usize, 64usize);
     let w: Vec<String> = (0..k * np)
         .map(|i| {
-            let (r, c) = if trans_b { (i % k, i / k) } else { (i / np, i % np) };
-            if c >= n { "0.0".into() } else { format!("{:.3}", ((r * 31 + c * 17) % 23) as f64 / 23.0 - 0.5) }
+            let (r, c) = if trans_b {
+                (i % k, i / k)
+            } else {
+                (i / np, i % np)
+            };
+            if c >= n {
+                "0.0".into()
+            } else {
+                format!("{:.3}", ((r * 31 + c * 17) % 23) as f64 / 23.0 - 0.5)
+            }
         })
         .collect();
-    let wshape = if trans_b { format!("{np},{k}") } else { format!("{k},{np}") };
+    let wshape = if trans_b {
+        format!("{np},{k}")
+    } else {
+        format!("{k},{np}")
+    };
     format!(
         r#"graph "g"(%0 "x": f32[{m},{k}]) -> (%6) {{
   %1 "w": f32[{wshape}] = const [{w}]
@@ -259,7 +294,9 @@ fn a_slice_back_from_a_padded_gemm_folds_into_it() {
             .expect("verifies");
         let (p, _) = plan::build(&g).expect("plans");
         assert_eq!(p.steps.len(), 1, "trans_b={trans_b}: {:?}", p.steps);
-        let Step::Gemm(gm) = &p.steps[0] else { panic!("not a GEMM") };
+        let Step::Gemm(gm) = &p.steps[0] else {
+            panic!("not a GEMM")
+        };
         assert_eq!(gm.n, 52);
         assert_eq!(gm.ld_b, if trans_b { None } else { Some(64) });
         assert_eq!(gm.out, g.outputs[0].0);
@@ -273,7 +310,9 @@ fn a_folded_slice_matches_the_interpreter_on_the_gpu() {
     for trans_b in [false, true] {
         let g = gopt::ir::verify(gopt::ir::text::parse(&padded_gemm(trans_b)).expect("parses"))
             .expect("verifies");
-        let vals: Vec<f64> = (0..8 * 16).map(|i| ((i * 7) % 13) as f64 / 13.0 - 0.5).collect();
+        let vals: Vec<f64> = (0..8 * 16)
+            .map(|i| ((i * 7) % 13) as f64 / 13.0 - 0.5)
+            .collect();
         let x = gopt::Tensor::from_f64s(gopt::DType::F32, &[8, 16], &vals).expect("x");
         let want = gopt::ir::interp::run(&g, std::slice::from_ref(&x)).expect("interpreter");
         let (p, blob) = plan::build(&g).expect("plans");
@@ -281,7 +320,10 @@ fn a_folded_slice_matches_the_interpreter_on_the_gpu() {
         let mut exe = gopt::runtime::exec::Executable::new(&dev, p, w, true).expect("loads");
         let got = exe.run(&[x]).expect("runs");
         for (a, b) in got[0].to_f64_vec().iter().zip(want[0].to_f64_vec()) {
-            assert!((a - b).abs() <= 1e-5 + 1e-5 * b.abs(), "trans_b={trans_b}: {a} vs {b}");
+            assert!(
+                (a - b).abs() <= 1e-5 + 1e-5 * b.abs(),
+                "trans_b={trans_b}: {a} vs {b}"
+            );
         }
     }
     println!("folded slice: padded GEMMs sliced back match the interpreter");
@@ -310,4 +352,49 @@ fn clip_without_a_min_compiles() {
         ..Default::default()
     };
     compile_ptx_with_opts(&src, opts).unwrap_or_else(|e| panic!("{e:?}\n{src}"));
+}
+
+#[test]
+fn a_saved_artifact_loads_back_with_the_same_plans() {
+    // Compiling for CUDA needs no GPU; running does (scripts/gpu-check.sh).
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/models/bert_small/model.onnx");
+    let model = gopt::load_model(&path).expect("model");
+    let mut opts =
+        Options::from_cli("bf16", &[], &["batch=1,2".into(), "seq=64".into()]).expect("options");
+    opts.backend = gopt::pipeline::Backend::Cuda;
+    let compiled = gopt::compile(&model, &opts).expect("compiles");
+    assert_eq!(compiled.buckets().len(), 2);
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bert_small.gopt");
+    let _ = std::fs::remove_dir_all(&dir);
+    compiled.save(&dir).expect("saves");
+    let loaded = gopt::Compiled::load(&dir, &Options::default()).expect("loads");
+    assert_eq!(loaded.backend(), gopt::pipeline::Backend::Cuda);
+    assert_eq!(loaded.weights_bytes(), compiled.weights_bytes());
+    for (a, b) in compiled.buckets().iter().zip(loaded.buckets()) {
+        assert_eq!(a.sizes, b.sizes);
+        assert_eq!(
+            serde_json::to_string(&a.plan).expect("json"),
+            serde_json::to_string(&b.plan).expect("json")
+        );
+    }
+    // Same input and options, same artifact, byte for byte.
+    let again = dir.with_extension("again");
+    let _ = std::fs::remove_dir_all(&again);
+    gopt::compile(&model, &opts)
+        .expect("compiles")
+        .save(&again)
+        .expect("saves");
+    for f in ["plan.json", "kernels.cu", "weights.bin"] {
+        assert!(
+            std::fs::read(dir.join(f)).expect("read")
+                == std::fs::read(again.join(f)).expect("read"),
+            "{f} differs between two compiles"
+        );
+    }
+    // A folder that is not an artifact is a clear error.
+    let err = gopt::Compiled::load(Path::new(env!("CARGO_MANIFEST_DIR")), &Options::default())
+        .err()
+        .expect("not an artifact");
+    assert!(err.to_string().contains("plan.json"), "{err}");
 }

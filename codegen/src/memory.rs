@@ -43,7 +43,8 @@ pub struct Layout {
     pub total_bytes: usize,
 }
 
-fn is_view(op: Op) -> bool {
+/// Whether `op` is a view: its output aliases its input's bytes.
+pub(crate) fn is_view(op: Op) -> bool {
     matches!(
         op,
         Op::Shape(

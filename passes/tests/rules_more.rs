@@ -574,12 +574,18 @@ fn casts_move_through_relu_and_split_and_into_convs() {
   %1 "w": bf16[8,8,1,1] = const [{w}]
   %2 "y": {out}[1,8,4,4] = FusedConv "conv"(%0, %1, _, _) {{output_dtype=dtype {out}}}
 {tail}}}"#,
-            w = (0..64).map(|i| format!("{}", (i % 5) as f64 * 0.25 - 0.5)).collect::<Vec<_>>().join(", ")
+            w = (0..64)
+                .map(|i| format!("{}", (i % 5) as f64 * 0.25 - 0.5))
+                .collect::<Vec<_>>()
+                .join(", ")
         )
     };
     check_rewrite(
         "precision-conv-output",
-        &conv("f32", "  %3 \"c\": bf16[1,8,4,4] = Cast \"c\"(%2) {to=dtype bf16}\n"),
+        &conv(
+            "f32",
+            "  %3 \"c\": bf16[1,8,4,4] = Cast \"c\"(%2) {to=dtype bf16}\n",
+        ),
         &conv("bf16", ""),
     );
     check_not_applicable(

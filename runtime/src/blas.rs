@@ -38,12 +38,13 @@ impl Lt {
             return Err(RuntimeError::NoCuda("cuBLASLt"));
         }
         let handle = lt::create_handle().map_err(blas("creating a handle"))?;
-        let workspace: CudaSlice<u8> = stream.alloc_zeros(WORKSPACE).map_err(|e| {
-            RuntimeError::Driver {
-                what: "allocating the cuBLASLt workspace".into(),
-                msg: format!("{e:?}"),
-            }
-        })?;
+        let workspace: CudaSlice<u8> =
+            stream
+                .alloc_zeros(WORKSPACE)
+                .map_err(|e| RuntimeError::Driver {
+                    what: "allocating the cuBLASLt workspace".into(),
+                    msg: format!("{e:?}"),
+                })?;
         let ws_ptr = {
             let (p, _g) = workspace.device_ptr(stream);
             p
@@ -80,9 +81,17 @@ fn cuda_type(dt: DType) -> Option<sys::cudaDataType> {
 struct Layout(sys::cublasLtMatrixLayout_t);
 
 impl Layout {
-    fn new(dt: sys::cudaDataType, rows: u64, cols: u64, ld: u64, batch: u32, stride: i64) -> Result<Layout> {
+    fn new(
+        dt: sys::cudaDataType,
+        rows: u64,
+        cols: u64,
+        ld: u64,
+        batch: u32,
+        stride: i64,
+    ) -> Result<Layout> {
         let l = Layout(
-            lt::create_matrix_layout(dt, rows, cols, ld as i64).map_err(blas("creating a layout"))?,
+            lt::create_matrix_layout(dt, rows, cols, ld as i64)
+                .map_err(blas("creating a layout"))?,
         );
         if batch > 1 {
             let count = batch as i32;
@@ -218,9 +227,8 @@ pub fn prepare(lib: &Lt, g: &Gemm, ptrs: Ptrs) -> Result<Prepared> {
         .map_err(blas(what("setting the workspace size")))?;
     }
     // SAFETY: every descriptor and layout is alive.
-    let heuristic = unsafe {
-        lt::get_matmul_algo_heuristic(lib.handle, desc.0, a.0, b.0, d.0, d.0, pref)
-    };
+    let heuristic =
+        unsafe { lt::get_matmul_algo_heuristic(lib.handle, desc.0, a.0, b.0, d.0, d.0, pref) };
     // SAFETY: created above, destroyed once.
     let _ = unsafe { lt::destroy_matmul_pref(pref) };
     let heuristic = heuristic.map_err(|e| RuntimeError::Driver {
@@ -240,7 +248,11 @@ pub fn prepare(lib: &Lt, g: &Gemm, ptrs: Ptrs) -> Result<Prepared> {
             g.d_dtype,
             g.epilogue,
             if g.bias.is_some() { " +bias" } else { "" },
-            if g.residual.is_some() { " +residual" } else { "" }
+            if g.residual.is_some() {
+                " +residual"
+            } else {
+                ""
+            }
         ),
         desc,
         a,

@@ -1,15 +1,15 @@
-//! The CUDA executor (so far: compile a module with NVRTC for the device's architecture
-//! and launch element-wise kernels on uploaded tensors; plans with library calls and
-//! CUDA-graph capture build on this).
+//! The GPU itself: opening it (after checking the driver and NVRTC exist, since cudarc
+//! panics otherwise), NVRTC with the on-disk PTX cache, and single-kernel launches and
+//! timing for the kernel tests. Whole plans run in [`crate::exec`].
 
 use crate::{Result, RuntimeError};
 use cudarc::driver::{
     CudaContext, CudaFunction, CudaModule, CudaSlice, CudaStream, LaunchConfig, PushKernelArg,
 };
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions, Ptx};
-use std::path::{Path, PathBuf};
 use gopt_codegen::cuda::Kernel;
 use gopt_ir::{DType, Tensor};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// One GPU, its context and a stream.
@@ -70,7 +70,12 @@ impl Device {
     pub fn ptx(&self, what: &str, src: &str) -> Result<Ptx> {
         let include =
             std::env::var("GOPT_CUDA_INCLUDE").unwrap_or_else(|_| "/usr/local/cuda/include".into());
-        let key = format!("{}\n{}\n{}\n--std=c++17\n", nvrtc_version(), self.arch, include);
+        let key = format!(
+            "{}\n{}\n{}\n--std=c++17\n",
+            nvrtc_version(),
+            self.arch,
+            include
+        );
         let cached = ptx_cache_dir()
             .map(|d| d.join(format!("{:016x}", fnv1a(key.as_bytes(), src.as_bytes()))));
         let hit = cached.as_ref().and_then(|p| {

@@ -6,6 +6,8 @@
 
 use crate::blas::{self, Lt, Prepared, Ptrs};
 use crate::cuda::{from_bytes, launch_config, Device};
+use crate::modules::compile_kernels;
+pub use crate::modules::precompile;
 use crate::{Result, RuntimeError};
 use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{
@@ -161,7 +163,10 @@ impl Executable {
         // the same shapes the emitter used.
         unsafe { b.launch(launch_config(kernel)) }
             .map(|_| ())
-            .map_err(drv(format!("launching {} (node `{}`)", kernel.name, kernel.node)))
+            .map_err(drv(format!(
+                "launching {} (node `{}`)",
+                kernel.name, kernel.node
+            )))
     }
 
     /// Enqueues every step on the stream. With `sync` (`GOPT_CUDA_SYNC=1`, kernel by
@@ -245,7 +250,10 @@ impl Executable {
                 )));
             }
             let Some(Place::Arena(off)) = self.plan.places.get(&io.value).copied() else {
-                return Err(RuntimeError::Usage(format!("input `{}` has no arena slot", io.name)));
+                return Err(RuntimeError::Usage(format!(
+                    "input `{}` has no arena slot",
+                    io.name
+                )));
             };
             let bytes = tensor_bytes(t);
             let mut dst = self.arena.slice_mut(off..off + bytes.len());
@@ -272,7 +280,10 @@ impl Executable {
                     .memcpy_dtoh(&self.weights.buf.slice(*off..*off + n), &mut host)
                     .map_err(drv(format!("copying output `{}`", io.name)))?,
                 None => {
-                    return Err(RuntimeError::Usage(format!("output `{}` has no place", io.name)))
+                    return Err(RuntimeError::Usage(format!(
+                        "output `{}` has no place",
+                        io.name
+                    )))
                 }
             }
             outs.push(from_bytes(io.dtype, &io.shape, &host)?);
@@ -301,11 +312,20 @@ impl Executable {
         let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let mut events = Vec::with_capacity(iters);
         for _ in 0..iters {
-            let start = self.ctx.new_event(flags).map_err(drv("creating an event"))?;
-            let end = self.ctx.new_event(flags).map_err(drv("creating an event"))?;
-            start.record(&self.stream).map_err(drv("recording an event"))?;
+            let start = self
+                .ctx
+                .new_event(flags)
+                .map_err(drv("creating an event"))?;
+            let end = self
+                .ctx
+                .new_event(flags)
+                .map_err(drv("creating an event"))?;
+            start
+                .record(&self.stream)
+                .map_err(drv("recording an event"))?;
             self.execute_locked()?;
-            end.record(&self.stream).map_err(drv("recording an event"))?;
+            end.record(&self.stream)
+                .map_err(drv("recording an event"))?;
             events.push((start, end));
         }
         self.stream
@@ -333,8 +353,13 @@ impl Executable {
         let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(iters); n];
         for _ in 0..iters.max(1) {
             let mut events = Vec::with_capacity(n + 1);
-            let first = self.ctx.new_event(flags).map_err(drv("creating an event"))?;
-            first.record(&self.stream).map_err(drv("recording an event"))?;
+            let first = self
+                .ctx
+                .new_event(flags)
+                .map_err(drv("creating an event"))?;
+            first
+                .record(&self.stream)
+                .map_err(drv("recording an event"))?;
             events.push(first);
             for s in &self.steps {
                 match s {
@@ -346,7 +371,10 @@ impl Executable {
                         }
                     }
                 }
-                let e = self.ctx.new_event(flags).map_err(drv("creating an event"))?;
+                let e = self
+                    .ctx
+                    .new_event(flags)
+                    .map_err(drv("creating an event"))?;
                 e.record(&self.stream).map_err(drv("recording an event"))?;
                 events.push(e);
             }
@@ -375,7 +403,11 @@ impl Executable {
                         g.m,
                         g.n,
                         g.k,
-                        if g.batch > 1 { format!(" x{}", g.batch) } else { String::new() },
+                        if g.batch > 1 {
+                            format!(" x{}", g.batch)
+                        } else {
+                            String::new()
+                        },
                         g.node
                     ),
                 };
@@ -388,94 +420,6 @@ impl Executable {
     pub fn arena_base(&self) -> u64 {
         self.arena_base
     }
-}
-
-/// A plan's kernels as modules: kernels that differ only in their names (the same
-/// layer repeated) appear once, and the distinct ones are split into modules NVRTC
-/// compiles in parallel. Returns the module sources, each kernel's module and the name
-/// its function has there.
-fn modules_of(kernels: &[gopt_codegen::cuda::Kernel]) -> (Vec<String>, Vec<(usize, String)>) {
-    let mut by_body: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
-    let mut unique: Vec<&gopt_codegen::cuda::Kernel> = Vec::new();
-    let canon: Vec<usize> = kernels
-        .iter()
-        .map(|k| {
-            let body = k.source.replace(&k.name, "\u{1}");
-            *by_body.entry(body).or_insert_with(|| {
-                unique.push(k);
-                unique.len() - 1
-            })
-        })
-        .collect();
-    let threads = std::thread::available_parallelism().map_or(4, |n| n.get()).min(16);
-    let per = unique.len().div_ceil(threads).max(8);
-    let sources = unique
-        .chunks(per)
-        .map(|chunk| {
-            let mut src = String::from(gopt_codegen::cuda::PRELUDE);
-            for k in chunk {
-                src.push('\n');
-                src.push_str(&k.source);
-            }
-            src
-        })
-        .collect();
-    let place = canon
-        .iter()
-        .map(|&u| (u / per, unique[u].name.clone()))
-        .collect();
-    (sources, place)
-}
-
-/// Runs NVRTC on the plan's modules in parallel (through the PTX cache), without
-/// touching the GPU: [`Executable::new`] then only loads them.
-pub fn precompile(dev: &Device, kernels: &[gopt_codegen::cuda::Kernel]) -> Result<()> {
-    let (sources, _) = modules_of(kernels);
-    ptx_all(dev, &sources).map(|_| ())
-}
-
-fn ptx_all(dev: &Device, sources: &[String]) -> Result<Vec<cudarc::nvrtc::Ptx>> {
-    std::thread::scope(|s| {
-        let handles: Vec<_> = sources
-            .iter()
-            .enumerate()
-            .map(|(i, src)| s.spawn(move || dev.ptx(&format!("the plan's kernels (module {i})"), src)))
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().unwrap_or_else(|_| {
-                    Err(RuntimeError::Usage("an NVRTC compile thread panicked".into()))
-                })
-            })
-            .collect()
-    })
-}
-
-/// Compiles (or finds in the cache) and loads a plan's kernels.
-fn compile_kernels(
-    dev: &Device,
-    kernels: &[gopt_codegen::cuda::Kernel],
-) -> Result<(Vec<Arc<CudaModule>>, Vec<CudaFunction>)> {
-    let (sources, place) = modules_of(kernels);
-    let ptx = ptx_all(dev, &sources)?;
-    let modules = ptx
-        .into_iter()
-        .enumerate()
-        .map(|(i, p)| {
-            dev.ctx
-                .load_module(p)
-                .map_err(drv(format!("loading the plan's kernels (module {i})")))
-        })
-        .collect::<Result<Vec<_>>>()?;
-    let mut funcs = Vec::with_capacity(kernels.len());
-    for (k, (m, name)) in kernels.iter().zip(&place) {
-        let f = modules[*m]
-            .load_function(name)
-            .map_err(drv(format!("finding kernel {name} (node `{}`)", k.node)))?;
-        funcs.push(f);
-    }
-    Ok((modules, funcs))
 }
 
 /// One plan runs on the GPU at a time in a process: a CUDA-graph capture must not see

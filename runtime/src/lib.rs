@@ -1,11 +1,14 @@
 //! gopt-runtime: executors for the plans `gopt-codegen` makes. The CUDA executor loads
-//! the driver and NVRTC at run time (cudarc's dynamic loading), so a machine without a
-//! GPU gets a clear error naming what is missing instead of a crash at start-up.
+//! the driver, NVRTC and cuBLASLt at run time (cudarc's dynamic loading), so a machine
+//! without a GPU gets a clear error naming what is missing instead of a crash at
+//! start-up. [`exec`] runs a plan (CUDA graphs), [`blas`] its GEMMs, [`cuda`] the device
+//! and NVRTC.
 #![warn(missing_docs)]
 
 pub mod blas;
 pub mod cuda;
 pub mod exec;
+mod modules;
 
 /// Errors of the executors.
 #[derive(Debug, thiserror::Error)]

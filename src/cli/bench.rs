@@ -188,7 +188,11 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         .with_context(|| format!("cannot compile {}", args.model.display()))?;
     compile_ms.insert("optimize+plan", t.elapsed().as_secs_f64() * 1e3);
     let b0 = &compiled.buckets()[0];
-    let graph = &b0.variant.as_ref().context("a compiled bucket without its graph")?.graph;
+    let graph = &b0
+        .variant
+        .as_ref()
+        .context("a compiled bucket without its graph")?
+        .graph;
     let ins = inputs(graph)?;
     let sizes = b0.sizes.clone();
     let batch = args.batch.unwrap_or(1);
@@ -207,8 +211,19 @@ pub fn main(args: &Args) -> Result<ExitCode> {
                 profile = exe.profile(20)?;
             }
             let p = exe.plan();
-            let mem = (p.arena_bytes, p.unplanned_bytes, p.weights_bytes, exe.device_bytes());
-            (format!("{} ({})", dev.name, dev.arch), times, p.kernels.len(), p.launches(), mem)
+            let mem = (
+                p.arena_bytes,
+                p.unplanned_bytes,
+                p.weights_bytes,
+                exe.device_bytes(),
+            );
+            (
+                format!("{} ({})", dev.name, dev.arch),
+                times,
+                p.kernels.len(),
+                p.launches(),
+                mem,
+            )
         }
         Backend::Cpu => {
             for _ in 0..args.warmup {
@@ -221,7 +236,13 @@ pub fn main(args: &Args) -> Result<ExitCode> {
                 times.push(t.elapsed().as_secs_f64() * 1e3);
             }
             let n = graph.nodes.len();
-            ("CPU reference interpreter".to_string(), times, n, n, (0, 0, 0, 0))
+            (
+                "CPU reference interpreter".to_string(),
+                times,
+                n,
+                n,
+                (0, 0, 0, 0),
+            )
         }
     };
     let mut sorted = times.clone();
@@ -254,14 +275,33 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         outln!("{}", serde_json::to_string_pretty(&report)?);
         return Ok(ExitCode::SUCCESS);
     }
-    let b: Vec<String> = report.bucket.iter().map(|(k, v)| format!("{k}={v}")).collect();
-    outln!("{} on {} [{}], {} {}", report.model, report.device, b.join(" "), report.precision,
-        if report.cuda_graph { "CUDA graph" } else if args.backend == Backend::Cuda { "kernel by kernel" } else { "" });
+    let b: Vec<String> = report
+        .bucket
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect();
+    outln!(
+        "{} on {} [{}], {} {}",
+        report.model,
+        report.device,
+        b.join(" "),
+        report.precision,
+        if report.cuda_graph {
+            "CUDA graph"
+        } else if args.backend == Backend::Cuda {
+            "kernel by kernel"
+        } else {
+            ""
+        }
+    );
     outln!(
         "latency  p50 {:.3} ms   p95 {:.3} ms   min {:.3} ms   mean {:.3} ms   ({} runs after {} warm-up)",
         report.p50_ms, report.p95_ms, report.min_ms, report.mean_ms, args.iters, args.warmup
     );
-    outln!("throughput  {:.1} samples/s (batch {batch})", report.throughput_per_s);
+    outln!(
+        "throughput  {:.1} samples/s (batch {batch})",
+        report.throughput_per_s
+    );
     if args.backend == Backend::Cuda {
         outln!(
             "plan  {} kernels, {} launches per run; arena {} (one buffer per value: {}), weights {}, device total {}",
@@ -276,7 +316,12 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     let stages: Vec<String> = report
         .compile_ms
         .iter()
-        .map(|(k, v)| format!("{k} {}", fmt_duration(std::time::Duration::from_secs_f64(v / 1e3))))
+        .map(|(k, v)| {
+            format!(
+                "{k} {}",
+                fmt_duration(std::time::Duration::from_secs_f64(v / 1e3))
+            )
+        })
         .collect();
     outln!("compile  {}", stages.join(", "));
     if !report.profile.is_empty() {
@@ -307,9 +352,18 @@ fn print_profile(profile: &[(String, f64)]) {
     }
     let mut kinds: Vec<_> = kinds.into_iter().collect();
     kinds.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
-    outln!("profile  {} steps, {:.3} ms timed one by one", profile.len(), total);
+    outln!(
+        "profile  {} steps, {:.3} ms timed one by one",
+        profile.len(),
+        total
+    );
     for (kind, (n, ms)) in &kinds {
-        outln!("  {:>6.1}%  {:>8.3} ms  {:>4} x {kind}", 100.0 * ms / total, ms, n);
+        outln!(
+            "  {:>6.1}%  {:>8.3} ms  {:>4} x {kind}",
+            100.0 * ms / total,
+            ms,
+            n
+        );
     }
     let mut top: Vec<&(String, f64)> = profile.iter().collect();
     top.sort_by(|a, b| b.1.total_cmp(&a.1));

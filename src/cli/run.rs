@@ -113,12 +113,21 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         let mut c = gopt::Compiled::load(&args.model, &opts)
             .with_context(|| format!("cannot load the artifact {}", args.model.display()))?;
         opts.backend = c.backend();
-        c.run(&inputs)
-            .with_context(|| format!("cannot run {} on {}", args.model.display(), opts.backend.name()))?
+        c.run(&inputs).with_context(|| {
+            format!(
+                "cannot run {} on {}",
+                args.model.display(),
+                opts.backend.name()
+            )
+        })?
     } else {
         gopt::pipeline::run(&model, &inputs, &opts)
             .with_context(|| {
-                format!("cannot run {} on {}", args.model.display(), opts.backend.name())
+                format!(
+                    "cannot run {} on {}",
+                    args.model.display(),
+                    opts.backend.name()
+                )
             })?
             .outputs
     };

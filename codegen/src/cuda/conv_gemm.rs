@@ -37,7 +37,12 @@ pub struct ConvGemm {
 pub fn applies(g: &Graph, node: &Node) -> bool {
     node.op == Op::Fused(FusedOp::FusedConv)
         && spec(g, node).is_ok_and(|s| s.nhwc && s.group == 1 && s.spatial == 2)
-        && node.inputs.get(1).copied().flatten().is_some_and(|w| g.constant(w).is_some())
+        && node
+            .inputs
+            .get(1)
+            .copied()
+            .flatten()
+            .is_some_and(|w| g.constant(w).is_some())
 }
 
 /// Lowers `node` (see [`applies`]); `weight_id` and `scratch_id` are value ids the plan
@@ -53,7 +58,10 @@ pub fn lower(
     let s = spec(g, node)?;
     let input = |k: usize| node.inputs.get(k).copied().flatten();
     let (Some(x), Some(w)) = (input(0), input(1)) else {
-        return Err(CodegenError::Plan(format!("`{}`: missing X or W", node.name)));
+        return Err(CodegenError::Plan(format!(
+            "`{}`: missing X or W",
+            node.name
+        )));
     };
     let w = g
         .constant(w)
@@ -111,7 +119,9 @@ pub fn lower(
 fn reorder(w: &Tensor, m: usize, c: usize, kh: usize, kw: usize, kp: usize) -> Result<Tensor> {
     let src = w.to_f64_vec();
     if src.len() != m * c * kh * kw {
-        return Err(CodegenError::Plan("convolution weights of an unexpected size".into()));
+        return Err(CodegenError::Plan(
+            "convolution weights of an unexpected size".into(),
+        ));
     }
     let mut out = vec![0.0; m * kp];
     for o in 0..m {
@@ -126,53 +136,49 @@ fn reorder(w: &Tensor, m: usize, c: usize, kh: usize, kw: usize, kp: usize) -> R
     Tensor::from_f64s(w.dtype(), &[m, kp], &out).map_err(|e| CodegenError::Plan(e.to_string()))
 }
 
-/// im2col for channel counts that are not a multiple of 8 (an image's 3): 8 columns
-/// per thread, one 16-byte store.
-fn im2col_cols(
-    s: &super::conv_spec::ConvSpec,
-    name: &str,
+/// The holes both im2col templates share: the convolution's geometry.
+fn geometry(s: &super::conv_spec::ConvSpec, kp: usize) -> Vec<(&'static str, String)> {
+    let v = [
+        ("k", s.kh * s.kw * s.c),
+        ("kp", kp),
+        ("c", s.c),
+        ("kw", s.kw),
+        ("ow", s.ow),
+        ("oh", s.oh),
+        ("sh", s.stride.0),
+        ("sw", s.stride.1),
+        ("ph", s.pad.0),
+        ("pw", s.pad.1),
+        ("dh", s.dilation.0),
+        ("dw", s.dilation.1),
+        ("h", s.h),
+        ("w", s.w),
+    ];
+    v.iter().map(|(k, x)| (*k, x.to_string())).collect()
+}
+
+/// Fills an im2col template and wraps it as a kernel of `total` threads.
+fn im2col_kernel(
+    template: &str,
+    mut holes: Vec<(&'static str, String)>,
+    name: String,
+    total: usize,
+    vectorized: bool,
     x: ValueId,
     scratch: u32,
-    kp: usize,
 ) -> Result<Kernel> {
-    let t = storage(s.x_dt);
-    let zero = if s.x_dt == DType::BF16 { "__float2bfloat16(0.0f)" } else { "__float2half(0.0f)" };
-    let rows = s.n * s.oh * s.ow;
-    let total = rows * (kp / 8);
-    let n = |x: usize| x.to_string();
-    let name = format!("{name}_im2col");
-    let source = fill(
-        IM2COL_COLS,
-        &[
-            ("what", "im2col"),
-            ("name", &name),
-            ("t", t),
-            ("total", &n(total)),
-            ("kp8", &n(kp / 8)),
-            ("zero", zero),
-            ("k", &n(s.kh * s.kw * s.c)),
-            ("kp", &n(kp)),
-            ("c", &n(s.c)),
-            ("kw", &n(s.kw)),
-            ("ow", &n(s.ow)),
-            ("oh", &n(s.oh)),
-            ("sh", &n(s.stride.0)),
-            ("sw", &n(s.stride.1)),
-            ("ph", &n(s.pad.0)),
-            ("pw", &n(s.pad.1)),
-            ("dh", &n(s.dilation.0)),
-            ("dw", &n(s.dilation.1)),
-            ("h", &n(s.h)),
-            ("w", &n(s.w)),
-        ],
-    )?;
+    holes.push(("what", "im2col".into()));
+    holes.push(("name", name.clone()));
+    holes.push(("total", total.to_string()));
+    let refs: Vec<(&str, &str)> = holes.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let source = fill(template, &refs)?;
     let block = 256u32;
     Ok(Kernel {
         name,
         node: String::new(),
         source,
         threads: total,
-        vectorized: true,
+        vectorized,
         inputs: vec![x.0],
         outputs: vec![scratch],
         shared_mem: 0,
@@ -182,6 +188,9 @@ fn im2col_cols(
     })
 }
 
+/// im2col: one thread per 16 bytes of a row when the channels allow it, else per
+/// element; for channel counts that are not a multiple of 8 (an image's 3) in 16-bit
+/// types, 8 columns per thread and one 16-byte store.
 fn im2col(
     s: &super::conv_spec::ConvSpec,
     name: &str,
@@ -192,62 +201,28 @@ fn im2col(
     let e = s.x_dt.size();
     let v = if s.c % (16 / e) == 0 { 16 / e } else { 1 };
     let t = storage(s.x_dt);
+    let rows = s.n * s.oh * s.ow;
+    let zero = match s.x_dt {
+        DType::BF16 => "__float2bfloat16(0.0f)",
+        DType::F16 => "__float2half(0.0f)",
+        _ => "0",
+    };
+    let mut holes = geometry(s, kp);
+    holes.push(("t", t.into()));
+    let name = format!("{name}_im2col");
     if v == 1 && e == 2 && kp % 8 == 0 {
-        return im2col_cols(s, name, x, scratch, kp);
+        holes.push(("kp8", (kp / 8).to_string()));
+        holes.push(("zero", zero.into()));
+        return im2col_kernel(IM2COL_COLS, holes, name, rows * (kp / 8), true, x, scratch);
     }
     let (vec, zero) = if v == 1 {
-        let zero = match s.x_dt {
-            DType::BF16 => "__float2bfloat16(0.0f)",
-            DType::F16 => "__float2half(0.0f)",
-            _ => "0",
-        };
         (t.to_string(), zero.to_string())
     } else {
         ("uint4".to_string(), "make_uint4(0u, 0u, 0u, 0u)".to_string())
     };
-    let rows = s.n * s.oh * s.ow;
-    let total = rows * (kp / v);
-    let n = |x: usize| x.to_string();
-    let name = format!("{name}_im2col");
-    let source = fill(
-        IM2COL,
-        &[
-            ("what", "im2col"),
-            ("name", &name),
-            ("t", t),
-            ("total", &n(total)),
-            ("kpv", &n(kp / v)),
-            ("v", &n(v)),
-            ("vec", &vec),
-            ("zero", &zero),
-            ("k", &n(s.kh * s.kw * s.c)),
-            ("kp", &n(kp)),
-            ("c", &n(s.c)),
-            ("kw", &n(s.kw)),
-            ("ow", &n(s.ow)),
-            ("oh", &n(s.oh)),
-            ("sh", &n(s.stride.0)),
-            ("sw", &n(s.stride.1)),
-            ("ph", &n(s.pad.0)),
-            ("pw", &n(s.pad.1)),
-            ("dh", &n(s.dilation.0)),
-            ("dw", &n(s.dilation.1)),
-            ("h", &n(s.h)),
-            ("w", &n(s.w)),
-        ],
-    )?;
-    let block = 256u32;
-    Ok(Kernel {
-        name,
-        node: String::new(),
-        source,
-        threads: total,
-        vectorized: v > 1,
-        inputs: vec![x.0],
-        outputs: vec![scratch],
-        shared_mem: 0,
-        grid: u32::try_from(total.div_ceil(block as usize))
-            .map_err(|_| CodegenError::Plan("im2col grid too large".into()))?,
-        block,
-    })
+    holes.push(("kpv", (kp / v).to_string()));
+    holes.push(("v", v.to_string()));
+    holes.push(("vec", vec));
+    holes.push(("zero", zero));
+    im2col_kernel(IM2COL, holes, name, rows * (kp / v), v > 1, x, scratch)
 }

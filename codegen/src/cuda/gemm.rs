@@ -158,16 +158,21 @@ fn parts(node: &Node) -> Result<Parts> {
 /// index is recorded in the returned [`Gemm`]); `name` names it.
 pub fn lower(g: &Graph, node: &Node, name: &str, kernels: &mut Vec<Kernel>) -> Result<Gemm> {
     let p = parts(node)?;
-    let (Some(Some(a)), Some(Some(b)), [out]) =
-        (node.inputs.first(), node.inputs.get(1), node.outputs.as_slice())
-    else {
+    let (Some(Some(a)), Some(Some(b)), [out]) = (
+        node.inputs.first(),
+        node.inputs.get(1),
+        node.outputs.as_slice(),
+    ) else {
         return Err(unsupported(node, "missing A or B"));
     };
     let (adt, mut ash) = shape(g, node, *a)?;
     let (bdt, mut bsh) = shape(g, node, *b)?;
     let (ddt, osh) = shape(g, node, *out)?;
     if adt != bdt || !matches!(adt, DType::F32 | DType::F16 | DType::BF16) {
-        return Err(unsupported(node, format!("A {adt} × B {bdt} (cuBLASLt: f32, f16, bf16)")));
+        return Err(unsupported(
+            node,
+            format!("A {adt} × B {bdt} (cuBLASLt: f32, f16, bf16)"),
+        ));
     }
     if !matches!(ddt, DType::F32 | DType::F16 | DType::BF16) {
         return Err(unsupported(node, format!("output dtype {ddt}")));
@@ -206,7 +211,10 @@ pub fn lower(g: &Graph, node: &Node, name: &str, kernels: &mut Vec<Kernel>) -> R
     };
     let total: usize = osh.iter().product();
     if total != m_eff * n * batch {
-        return Err(unsupported(node, format!("output {osh:?} is not M×N per batch")));
+        return Err(unsupported(
+            node,
+            format!("output {osh:?} is not M×N per batch"),
+        ));
     }
     let problem = Problem {
         a: a.0,
@@ -377,7 +385,11 @@ fn act_code(act: Activation) -> String {
 fn f32_literal(v: f64) -> String {
     let v = v as f32;
     if v.is_infinite() {
-        if v > 0.0 { "__int_as_float(0x7f800000)".into() } else { "__int_as_float(0xff800000)".into() }
+        if v > 0.0 {
+            "__int_as_float(0x7f800000)".into()
+        } else {
+            "__int_as_float(0xff800000)".into()
+        }
     } else {
         format!("{v:e}f")
     }
@@ -422,7 +434,10 @@ fn post_kernel(
         let Some(v) = v else { continue };
         let (dt, s) = shape(g, node, v)?;
         if s.len() > osh.len() {
-            return Err(unsupported(node, format!("{what} {s:?} over output {osh:?}")));
+            return Err(unsupported(
+                node,
+                format!("{what} {s:?} over output {osh:?}"),
+            ));
         }
         params.push(format!("const {}* __restrict__ {what}", storage(dt)));
         inputs.push(v.0);

@@ -1,10 +1,11 @@
-//! The CUDA emitter: kernel source for the nodes of a specialized graph, compiled with
-//! NVRTC for the device's architecture. So far this covers element-wise nodes (single
-//! ops and `FusedElementwise` groups) and row kernels (LayerNorm, RMSNorm, softmax over
-//! the last axis) and data movement (transpose, slice, gather, expand, concat, view
-//! copies) and attention (one flash-style kernel per `Attention` node); GEMMs and
-//! convolutions go to cuBLASLt and cuDNN calls (the emitter reports the nodes it has no
-//! kernel for, by name).
+//! The CUDA emitters: kernel source for the nodes of a specialized graph, compiled with
+//! NVRTC for the device's architecture. Element-wise nodes (single ops and
+//! `FusedElementwise` groups), row kernels (LayerNorm, RMSNorm, softmax over the last
+//! axis), data movement, attention (flash-style, tensor cores), convolutions, pools,
+//! reductions, split and pad each have an emitter here; GEMMs (and channels-last
+//! convolutions) become cuBLASLt calls in the plan ([`gemm`], [`conv_gemm`]).
+//! [`emit_kernels`] reports the nodes it has no kernel for, by name; the plan
+//! (`crate::plan`) decides what each node becomes.
 
 pub mod attention;
 pub mod elementwise;

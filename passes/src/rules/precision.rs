@@ -63,13 +63,17 @@ pub fn rules(low: DType) -> Vec<Rule> {
         rule("precision-cast-pair", "(Cast ?a (Cast ?b ?x))", cast_pair),
         // cast(transpose(x)) = transpose(cast(x)): casts move to where they cancel or
         // fold into a GEMM's output, and data movement carries the narrower type.
-        rule("precision-cast-transpose", "(Cast ?c (Transpose ?f ?x))", |e, _, s| {
-            cast_through(e, s, Op::Shape(ShapeOp::Transpose), &[])
-        }),
+        rule(
+            "precision-cast-transpose",
+            "(Cast ?c (Transpose ?f ?x))",
+            |e, _, s| cast_through(e, s, Op::Shape(ShapeOp::Transpose), &[]),
+        ),
         // cast(reshape(x, s)) = reshape(cast(x), s)
-        rule("precision-cast-reshape", "(Cast ?c (Reshape ?f ?x ?s))", |e, _, s| {
-            cast_through(e, s, Op::Shape(ShapeOp::Reshape), &["?s"])
-        }),
+        rule(
+            "precision-cast-reshape",
+            "(Cast ?c (Reshape ?f ?x ?s))",
+            |e, _, s| cast_through(e, s, Op::Shape(ShapeOp::Reshape), &["?s"]),
+        ),
         // cast(slice(x, b, e, a)) = slice(cast(x), b, e, a)
         rule(
             "precision-cast-slice",
@@ -77,9 +81,11 @@ pub fn rules(low: DType) -> Vec<Rule> {
             |e, _, s| cast_through(e, s, Op::Shape(ShapeOp::Slice), &["?s", "?e", "?a"]),
         ),
         // cast(relu(x)) = relu(cast(x)): rounding is monotonic and keeps 0
-        rule("precision-cast-relu", "(Cast ?c (Relu ?f ?x))", |e, _, s| {
-            cast_through(e, s, Op::Elementwise(ElementwiseOp::Relu), &[])
-        }),
+        rule(
+            "precision-cast-relu",
+            "(Cast ?c (Relu ?f ?x))",
+            |e, _, s| cast_through(e, s, Op::Elementwise(ElementwiseOp::Relu), &[]),
+        ),
         // cast(split(x, s)[k]) = split(cast(x), s)[k]: the Q/K/V split of a fused GEMM
         rule(
             "precision-cast-split",

@@ -4,13 +4,15 @@
 //! It is plain data (serde), so `gopt compile` writes it into the artifact and the
 //! runtime replays it without the graph.
 
+mod fold;
+
 use crate::cuda::conv_gemm;
 use crate::cuda::gemm::{self, Gemm};
 use crate::cuda::{emit_kernels, Kernel};
 use crate::memory::{self, ALIGN};
 use crate::{CodegenError, Result};
-use gopt_ir::ops::ShapeOp;
-use gopt_ir::{DType, Graph, Op, Tensor, ValueId};
+use fold::{fold_slices, slice_candidates};
+use gopt_ir::{DType, Graph, Tensor, ValueId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -84,18 +86,6 @@ fn concrete(g: &Graph, v: ValueId) -> Result<(DType, Vec<usize>)> {
     Ok((t.dtype, s))
 }
 
-fn is_view(op: Op) -> bool {
-    matches!(
-        op,
-        Op::Shape(
-            ShapeOp::Reshape
-                | ShapeOp::Squeeze
-                | ShapeOp::Unsqueeze
-                | ShapeOp::Flatten
-                | ShapeOp::Identity
-        )
-    )
-}
 
 /// A tensor's elements as bytes, row-major (bool as one byte).
 pub fn tensor_bytes(t: &Tensor) -> Vec<u8> {
@@ -162,9 +152,9 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
     let mut synth_weights: Vec<(u32, Tensor)> = Vec::new();
     let mut scratch: Vec<(u32, usize)> = Vec::new();
     for (i, n) in g.nodes.iter().enumerate() {
-        let mine: Vec<Kernel> = std::iter::from_fn(|| emitted.next_if(|k| k.node == n.name))
-            .collect();
-        let aliased = is_view(n.op)
+        let mine: Vec<Kernel> =
+            std::iter::from_fn(|| emitted.next_if(|k| k.node == n.name)).collect();
+        let aliased = memory::is_view(n.op)
             && matches!((n.inputs.first(), n.outputs.first()),
                 (Some(Some(i)), Some(o)) if layout.slots.get(i).is_some()
                     && layout.slots.get(i) == layout.slots.get(o));
@@ -210,7 +200,10 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
         });
     }
     if !missing.is_empty() {
-        let list: Vec<String> = missing.iter().map(|(n, o)| format!("`{n}` ({o})")).collect();
+        let list: Vec<String> = missing
+            .iter()
+            .map(|(n, o)| format!("`{n}` ({o})"))
+            .collect();
         return Err(CodegenError::Plan(format!(
             "the CUDA backend has no kernel for {} nodes: {}",
             missing.len(),
@@ -323,121 +316,6 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
         outputs: io(&g.outputs)?,
     };
     Ok(plan)
-}
-
-/// Folds a slice back from a padded GEMM (`Y[.., :n]` of a GEMM computing `N > n`
-/// columns, the layout rule's padding) into the GEMM: it computes the first `n`
-/// columns straight into the slice's output, so the padded matrix is never copied.
-fn fold_slices(
-    g: &Graph,
-    steps: &mut Vec<Step>,
-    kernels: &[Kernel],
-    early: &std::collections::HashMap<ValueId, usize>,
-) {
-    let mut consumers: std::collections::HashMap<ValueId, usize> = std::collections::HashMap::new();
-    for n in &g.nodes {
-        for v in n.inputs.iter().flatten() {
-            *consumers.entry(*v).or_default() += 1;
-        }
-    }
-    let mut drop = Vec::new();
-    for (si, s) in steps.iter().enumerate() {
-        let Step::Kernel(k) = s else { continue };
-        let Some(node) = g
-            .nodes
-            .iter()
-            .find(|n| n.name == kernels[*k].node && n.op == Op::Shape(ShapeOp::Slice))
-        else {
-            continue;
-        };
-        let Some(n_new) = leading_columns(g, node) else { continue };
-        let (Some(Some(src)), Some(out)) = (node.inputs.first(), node.outputs.first()) else {
-            continue;
-        };
-        if consumers.get(src) != Some(&1) || g.outputs.contains(src) || !early.contains_key(out)
-        {
-            continue;
-        }
-        // Rows of the sliced width must stay 16-byte aligned: cuBLASLt's fast kernels
-        // need it (GPT-2's 50257-wide logits written directly took 2.4 ms, padded to
-        // 50304 and sliced back 0.5 + 1.0 ms, on the H200).
-        let Some(gi) = steps.iter().position(|s| {
-            matches!(s, Step::Gemm(gm) if gm.out == src.0 && gm.post.is_none()
-                && gm.residual.is_none() && gm.batch == 1 && (n_new as u64) < gm.n
-                && (n_new * gm.d_dtype.size()) % 16 == 0)
-        }) else {
-            continue;
-        };
-        drop.push((si, gi, out.0, n_new as u64));
-    }
-    for &(_, gi, out, n_new) in &drop {
-        if let Step::Gemm(gm) = &mut steps[gi] {
-            if !gm.trans_b {
-                gm.ld_b = Some(gm.n);
-            }
-            gm.out = out;
-            gm.n = n_new;
-            gm.stride_d = (gm.m * n_new) as i64;
-        }
-    }
-    let gone: Vec<usize> = drop.iter().map(|d| d.0).collect();
-    let mut i = 0;
-    steps.retain(|_| {
-        i += 1;
-        !gone.contains(&(i - 1))
-    });
-}
-
-/// Slices that may fold into the GEMM producing their input: their output is then
-/// written at the GEMM's step, which the memory plan must know.
-fn slice_candidates(g: &Graph) -> std::collections::HashMap<ValueId, usize> {
-    let mut producer = std::collections::HashMap::new();
-    for (i, n) in g.nodes.iter().enumerate() {
-        for &o in &n.outputs {
-            producer.insert(o, i);
-        }
-    }
-    let mut early = std::collections::HashMap::new();
-    for n in &g.nodes {
-        if n.op != Op::Shape(ShapeOp::Slice) || leading_columns(g, n).is_none() {
-            continue;
-        }
-        let (Some(Some(src)), Some(out)) = (n.inputs.first(), n.outputs.first()) else {
-            continue;
-        };
-        if let Some(&i) = producer.get(src) {
-            if gemm::handles(g.nodes[i].op) {
-                early.insert(*out, i);
-            }
-        }
-    }
-    early
-}
-
-/// `Some(n)` when `node` slices the first `n` elements of its input's last axis (and
-/// nothing else).
-fn leading_columns(g: &Graph, node: &gopt_ir::Node) -> Option<usize> {
-    let c = |k: usize| -> Option<Vec<i64>> {
-        let v = node.inputs.get(k).copied().flatten()?;
-        Some(g.constant(v)?.to_f64_vec().iter().map(|x| *x as i64).collect())
-    };
-    let (_, shape) = concrete(g, node.inputs.first().copied().flatten()?).ok()?;
-    let rank = shape.len() as i64;
-    let (starts, ends) = (c(1)?, c(2)?);
-    let axes = if node.inputs.len() > 3 && node.inputs[3].is_some() {
-        c(3)?
-    } else {
-        (0..starts.len() as i64).collect()
-    };
-    if node.inputs.len() > 4 && node.inputs[4].is_some() && c(4)?.iter().any(|&s| s != 1) {
-        return None;
-    }
-    let [s] = starts.as_slice() else { return None };
-    let [e] = ends.as_slice() else { return None };
-    let [a] = axes.as_slice() else { return None };
-    let a = if *a < 0 { a + rank } else { *a };
-    let last = *shape.last()? as i64;
-    (a == rank - 1 && *s == 0 && *e > 0 && *e < last).then_some(*e as usize)
 }
 
 impl CudaPlan {

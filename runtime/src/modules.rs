@@ -1,0 +1,111 @@
+//! A plan's kernels as CUDA modules. Kernels that differ only in their names (the same
+//! layer repeated) compile once, and the distinct ones are split into modules NVRTC
+//! compiles in parallel (through the PTX cache): a 12-layer BERT's 224 kernels took
+//! 16.7 s as one module, 0.3 s this way.
+
+use crate::cuda::Device;
+use crate::{Result, RuntimeError};
+use cudarc::driver::{CudaFunction, CudaModule};
+use std::sync::Arc;
+
+fn drv(what: impl Into<String>) -> impl FnOnce(cudarc::driver::DriverError) -> RuntimeError {
+    let what = what.into();
+    move |e| RuntimeError::Driver {
+        what,
+        msg: format!("{e:?}"),
+    }
+}
+
+/// A plan's kernels as modules: kernels that differ only in their names (the same
+/// layer repeated) appear once, and the distinct ones are split into modules NVRTC
+/// compiles in parallel. Returns the module sources, each kernel's module and the name
+/// its function has there.
+fn modules_of(kernels: &[gopt_codegen::cuda::Kernel]) -> (Vec<String>, Vec<(usize, String)>) {
+    let mut by_body: std::collections::HashMap<String, usize> = std::collections::HashMap::new();
+    let mut unique: Vec<&gopt_codegen::cuda::Kernel> = Vec::new();
+    let canon: Vec<usize> = kernels
+        .iter()
+        .map(|k| {
+            let body = k.source.replace(&k.name, "\u{1}");
+            *by_body.entry(body).or_insert_with(|| {
+                unique.push(k);
+                unique.len() - 1
+            })
+        })
+        .collect();
+    let threads = std::thread::available_parallelism()
+        .map_or(4, |n| n.get())
+        .min(16);
+    let per = unique.len().div_ceil(threads).max(8);
+    let sources = unique
+        .chunks(per)
+        .map(|chunk| {
+            let mut src = String::from(gopt_codegen::cuda::PRELUDE);
+            for k in chunk {
+                src.push('\n');
+                src.push_str(&k.source);
+            }
+            src
+        })
+        .collect();
+    let place = canon
+        .iter()
+        .map(|&u| (u / per, unique[u].name.clone()))
+        .collect();
+    (sources, place)
+}
+
+/// Runs NVRTC on the plan's modules in parallel (through the PTX cache), without
+/// touching the GPU: [`Executable::new`] then only loads them.
+pub fn precompile(dev: &Device, kernels: &[gopt_codegen::cuda::Kernel]) -> Result<()> {
+    let (sources, _) = modules_of(kernels);
+    ptx_all(dev, &sources).map(|_| ())
+}
+
+fn ptx_all(dev: &Device, sources: &[String]) -> Result<Vec<cudarc::nvrtc::Ptx>> {
+    std::thread::scope(|s| {
+        let handles: Vec<_> = sources
+            .iter()
+            .enumerate()
+            .map(|(i, src)| {
+                s.spawn(move || dev.ptx(&format!("the plan's kernels (module {i})"), src))
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(RuntimeError::Usage(
+                        "an NVRTC compile thread panicked".into(),
+                    ))
+                })
+            })
+            .collect()
+    })
+}
+
+/// Compiles (or finds in the cache) and loads a plan's kernels.
+pub(crate) fn compile_kernels(
+    dev: &Device,
+    kernels: &[gopt_codegen::cuda::Kernel],
+) -> Result<(Vec<Arc<CudaModule>>, Vec<CudaFunction>)> {
+    let (sources, place) = modules_of(kernels);
+    let ptx = ptx_all(dev, &sources)?;
+    let modules = ptx
+        .into_iter()
+        .enumerate()
+        .map(|(i, p)| {
+            dev.ctx
+                .load_module(p)
+                .map_err(drv(format!("loading the plan's kernels (module {i})")))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let mut funcs = Vec::with_capacity(kernels.len());
+    for (k, (m, name)) in kernels.iter().zip(&place) {
+        let f = modules[*m]
+            .load_function(name)
+            .map_err(drv(format!("finding kernel {name} (node `{}`)", k.node)))?;
+        funcs.push(f);
+    }
+    Ok((modules, funcs))
+}

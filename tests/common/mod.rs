@@ -1,0 +1,69 @@
+//! Helpers the CUDA test files share: NVRTC for sm_90 from the pinned CUDA 13.0 wheels
+//! (scripts/test.sh puts them on `LD_LIBRARY_PATH` and in `GOPT_CUDA_INCLUDE`), and the
+//! seeded pseudo-random inputs the GPU tests run on.
+#![allow(dead_code)]
+
+use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
+use gopt::ir::{DType, Tensor};
+use std::path::Path;
+
+/// The CUDA headers (cuda_bf16.h) NVRTC needs.
+pub fn include_dir() -> String {
+    if let Ok(d) = std::env::var("GOPT_CUDA_INCLUDE") {
+        return d;
+    }
+    for d in ["/usr/local/cuda/include", "/usr/include"] {
+        if Path::new(d).join("cuda_bf16.h").is_file() {
+            return d.to_string();
+        }
+    }
+    panic!(
+        "no CUDA headers: run scripts/test.sh (it installs the pinned NVRTC and CUDA runtime \
+         wheels) or set GOPT_CUDA_INCLUDE to a folder with cuda_bf16.h"
+    );
+}
+
+/// Fails (never skips) when NVRTC cannot be loaded: a kernel never compiled does not
+/// count.
+pub fn nvrtc_ready() {
+    // SAFETY: only probes whether the shared library can be loaded.
+    let present = unsafe { cudarc::nvrtc::sys::is_culib_present() };
+    assert!(
+        present,
+        "NVRTC (libnvrtc.so.13) not found: run scripts/test.sh, which installs the pinned \
+         wheel and sets LD_LIBRARY_PATH, or point LD_LIBRARY_PATH at a CUDA 13 lib folder"
+    );
+}
+
+/// Compiles CUDA C to PTX for sm_90, as the runtime does on an H200.
+pub fn compile(src: &str) -> Result<(), String> {
+    let opts = CompileOptions {
+        arch: Some("sm_90"),
+        include_paths: vec![include_dir()],
+        options: vec!["--std=c++17".into()],
+        ..Default::default()
+    };
+    compile_ptx_with_opts(src, opts)
+        .map(|_| ())
+        .map_err(|e| format!("{e:?}"))
+}
+
+/// A seeded pseudo-random tensor: floats in [-2, 2), integers in 0..4, booleans
+/// alternating (never all zero).
+pub fn random(dt: DType, shape: &[usize], seed: u64) -> Tensor {
+    let n: usize = shape.iter().product();
+    let mut s = seed.wrapping_mul(0x9E3779B97F4A7C15) | 1;
+    let vals: Vec<f64> = (0..n)
+        .map(|k| {
+            s ^= s << 13;
+            s ^= s >> 7;
+            s ^= s << 17;
+            match dt {
+                DType::Bool => (k % 2) as f64,
+                d if d.is_int() => (s % 4) as f64,
+                _ => ((s >> 11) as f64 / (1u64 << 53) as f64) * 4.0 - 2.0,
+            }
+        })
+        .collect();
+    Tensor::from_f64s(dt, shape, &vals).expect("tensor")
+}
