@@ -133,6 +133,11 @@ impl Compiled {
     pub fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let g = &self.model.model.graph;
         let actual = interp::check_inputs(g, inputs)?;
+        if self.opts.backend == Backend::Cuda {
+            // The GPU gather does not bounds-check (an out-of-range index would be an
+            // illegal address that ends the process's CUDA context): check here.
+            check_gather_indices(g, inputs)?;
+        }
         let sizes = pipeline::bucket_for(&self.model.model, &actual, &self.opts)?;
         let i = match self.buckets.iter().position(|b| b.sizes == sizes) {
             Some(i) => i,
@@ -299,6 +304,51 @@ impl Compiled {
     pub fn source(&self) -> Option<&PathBuf> {
         self.model.source.as_ref()
     }
+}
+
+/// Every graph input a `Gather` uses as indices into a constant (token ids into an
+/// embedding table) is within the table: ONNX makes an out-of-range index an error.
+fn check_gather_indices(g: &gopt_ir::Graph, inputs: &[Tensor]) -> Result<()> {
+    use gopt_ir::ops::ShapeOp;
+    for n in &g.nodes {
+        if n.op != gopt_ir::Op::Shape(ShapeOp::Gather) {
+            continue;
+        }
+        let (Some(Some(data)), Some(Some(idx))) = (n.inputs.first(), n.inputs.get(1)) else {
+            continue;
+        };
+        let (Some(table), Some(k)) = (g.constant(*data), g.inputs.iter().position(|v| v == idx))
+        else {
+            continue;
+        };
+        let rank = table.rank() as i64;
+        let axis = n.attrs.int_or("axis", 0).unwrap_or(0);
+        let axis = if axis < 0 { axis + rank } else { axis };
+        let Some(&len) = table.shape().get(axis.max(0) as usize) else {
+            continue;
+        };
+        let len = len as i64;
+        let Some(t) = inputs.get(k) else { continue };
+        if !t.dtype().is_int() {
+            continue;
+        }
+        if let Some((pos, bad)) = t
+            .to_f64_vec()
+            .iter()
+            .map(|v| *v as i64)
+            .enumerate()
+            .find(|(_, v)| *v < -len || *v >= len)
+        {
+            return Err(GoptError::Inputs(format!(
+                "input `{}` holds {bad} at flat index {pos}, outside the {len} rows of `{}` \
+                 it indexes (node `{}`)",
+                g.value(*idx).name,
+                g.value(*data).name,
+                n.name
+            )));
+        }
+    }
+    Ok(())
 }
 
 impl Drop for Compiled {

@@ -1006,3 +1006,26 @@ fn bench_on_the_cpu_and_its_errors() {
     ]);
     assert_error(&out, &["--iters"]);
 }
+
+#[test]
+fn cuda_refuses_token_ids_outside_the_embedding() {
+    // The GPU gather does not bounds-check; the run must refuse the input by name first.
+    let dir = scratch("cuda_refuses_token_ids_outside_the_embedding");
+    let mut ids = vec![1.0; 8];
+    ids[5] = 1_000_000.0;
+    let ids = gopt::Tensor::from_f64s(gopt::DType::I64, &[1, 8], &ids).expect("ids");
+    let mask = gopt::Tensor::from_f64s(gopt::DType::I64, &[1, 8], &[1.0; 8]).expect("mask");
+    let ids = write_npy(&dir, "ids.npy", &ids);
+    let mask = write_npy(&dir, "mask.npy", &mask);
+    let out = gopt(&[
+        "run",
+        &model_path("bert_small"),
+        "--backend",
+        "cuda",
+        "-i",
+        &format!("input_ids={ids}"),
+        "-i",
+        &format!("attention_mask={mask}"),
+    ]);
+    assert_error(&out, &["input_ids", "1000000", "outside"]);
+}
