@@ -1,13 +1,15 @@
 //! gopt-codegen: turns an optimized, verified graph into an execution plan — the
 //! kernels in order, each value's place in one device arena (offsets planned from value
-//! lifetimes, so memory is reused) — and emits kernel source for the CUDA backend.
+//! lifetimes, so memory is reused) — and emits kernel source for the CUDA backend (and, being built, WGSL).
 //! Kernel templates are `.cu` files next to their emitter, filled by [`template`].
 #![warn(missing_docs)]
 
+pub mod body;
 pub mod cuda;
 pub mod memory;
 pub mod plan;
 pub mod template;
+pub mod wgsl;
 
 /// Errors of code generation.
 #[derive(Debug, thiserror::Error)]
@@ -27,6 +29,19 @@ pub enum CodegenError {
     /// A graph the planner cannot lay out (symbolic shapes, missing types).
     #[error("{0}")]
     Plan(String),
+    /// A generated shader that does not validate: a compiler bug, reported with the
+    /// node it came from and the shader's text.
+    #[error(
+        "the WGSL generated for node `{node}` does not validate (a gopt bug): {msg}\n{shader}"
+    )]
+    Shader {
+        /// The node.
+        node: String,
+        /// naga's message.
+        msg: String,
+        /// The shader.
+        shader: String,
+    },
 }
 
 /// Result alias of code generation.

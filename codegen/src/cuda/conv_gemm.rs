@@ -218,7 +218,10 @@ fn im2col(
     let (vec, zero) = if v == 1 {
         (t.to_string(), zero.to_string())
     } else {
-        ("uint4".to_string(), "make_uint4(0u, 0u, 0u, 0u)".to_string())
+        (
+            "uint4".to_string(),
+            "make_uint4(0u, 0u, 0u, 0u)".to_string(),
+        )
     };
     holes.push(("kpv", (kp / v).to_string()));
     holes.push(("v", v.to_string()));

@@ -7,7 +7,7 @@
 use super::Kernel;
 use crate::template::fill;
 use crate::{CodegenError, Result};
-use gopt_ir::ops::{ElementwiseOp as E, FusedOp};
+use gopt_ir::ops::ElementwiseOp as E;
 use gopt_ir::{Attrs, DType, Graph, Node, Op, Tensor, ValueId};
 use std::collections::HashMap;
 
@@ -102,24 +102,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         .ok_or_else(|| plan_err(node, "symbolic output shape"))?;
     let n: usize = shape.iter().product();
     // The body: (graph, its inputs in kernel-parameter order, its output value).
-    let (body, params): (Graph, Vec<ValueId>) = match node.op {
-        Op::Fused(FusedOp::FusedElementwise) => {
-            let b = node
-                .attrs
-                .graph("body")
-                .map_err(|e| plan_err(node, &e.to_string()))?
-                .clone();
-            (
-                b,
-                node.inputs
-                    .iter()
-                    .map(|i| i.ok_or_else(|| plan_err(node, "absent input")))
-                    .collect::<Result<_>>()?,
-            )
-        }
-        Op::Elementwise(_) => single(g, node)?,
-        _ => return Err(plan_err(node, "not an element-wise node")),
-    };
+    let (body, params): (Graph, Vec<ValueId>) = crate::body::of(g, node)?;
     let ptys: Vec<(DType, Vec<usize>)> = params
         .iter()
         .map(|&v| {
@@ -294,36 +277,6 @@ fn storage_size(dt: DType) -> usize {
         DType::Bool => 1,
         d => d.size(),
     }
-}
-
-/// A single element-wise node as a one-op body over its own inputs.
-fn single(g: &Graph, node: &Node) -> Result<(Graph, Vec<ValueId>)> {
-    let mut body = Graph::new(&node.name);
-    let mut ins = Vec::new();
-    let mut params = Vec::new();
-    for (k, i) in node.inputs.iter().enumerate() {
-        match i {
-            None => ins.push(None),
-            Some(v) => {
-                let ty = g
-                    .ty(*v)
-                    .map_err(|e| plan_err(node, &e.to_string()))?
-                    .clone();
-                match g.constant(*v).filter(|t| t.len() == 1) {
-                    Some(t) => ins.push(Some(body.add_const(&format!("c{k}"), t.clone()))),
-                    None => {
-                        ins.push(Some(body.add_input(&format!("x{k}"), ty)));
-                        params.push(*v);
-                    }
-                }
-            }
-        }
-    }
-    let id = body.add_node(&node.name, node.op, node.attrs.clone(), ins, &["y"]);
-    let o = body.nodes[id.index()].outputs[0];
-    body.values[o.index()].ty = g.value(node.outputs[0]).ty.clone();
-    body.outputs = vec![o];
-    Ok((body, params))
 }
 
 /// Per-axis offset of a broadcast input from the output's linear index `i`.

@@ -86,7 +86,6 @@ fn concrete(g: &Graph, v: ValueId) -> Result<(DType, Vec<usize>)> {
     Ok((t.dtype, s))
 }
 
-
 /// A tensor's elements as bytes, row-major (bool as one byte).
 pub fn tensor_bytes(t: &Tensor) -> Vec<u8> {
     fn raw<T: Copy>(a: &ndarray::ArrayD<T>) -> Vec<u8> {

@@ -1,0 +1,77 @@
+//! The WGSL emitter (issue 5, being built): compute shaders for the nodes of a
+//! specialized graph, one shader module per kernel, each parsed and validated by naga
+//! before it is handed out. An invalid shader is a compiler bug: its error carries the
+//! node it came from and the shader text ([`crate::CodegenError::Shader`]). So far this
+//! covers element-wise nodes (single ops and `FusedElementwise` bodies) in f32 and f16;
+//! the emitter lists the nodes it has no kernel for, by name.
+
+pub mod elementwise;
+
+use crate::{CodegenError, Result};
+use gopt_ir::{Graph, Op};
+use serde::{Deserialize, Serialize};
+
+/// Invocations per workgroup of every generated shader.
+pub const WORKGROUP: u32 = 256;
+
+/// One generated compute shader.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct WgslKernel {
+    /// A name for reports (the entry point is always `main`).
+    pub name: String,
+    /// The graph node it computes.
+    pub node: String,
+    /// The WGSL module.
+    pub source: String,
+    /// Workgroups to dispatch along x (the shader loops over the rest).
+    pub workgroups: u32,
+    /// Graph values bound at bindings 0.. (read-only storage), in order.
+    pub inputs: Vec<u32>,
+    /// Graph values bound after the inputs (read-write storage).
+    pub outputs: Vec<u32>,
+}
+
+/// The kernels for `g`'s nodes that have one, in node order, and the nodes left (name
+/// and why: the op, or the mode or dtype it has no kernel for). Every kernel has been
+/// validated by naga; a shader that does not validate is an error.
+pub fn emit_kernels(g: &Graph) -> Result<(Vec<WgslKernel>, Vec<(String, String)>)> {
+    let mut kernels = Vec::new();
+    let mut others = Vec::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        match n.op {
+            Op::Elementwise(_) | Op::Fused(gopt_ir::ops::FusedOp::FusedElementwise) => {
+                match elementwise::emit(g, n, &format!("k{i}")) {
+                    Ok(k) => {
+                        validate(&k)?;
+                        kernels.push(k);
+                    }
+                    Err(e @ CodegenError::Unsupported { .. }) => {
+                        others.push((n.name.clone(), e.to_string()));
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            _ => others.push((n.name.clone(), n.op.name().to_string())),
+        }
+    }
+    Ok((kernels, others))
+}
+
+/// Parses and validates a kernel's WGSL with naga (every capability a kernel may use,
+/// f16 included: whether the adapter has them is the runtime's question).
+pub fn validate(k: &WgslKernel) -> Result<()> {
+    let err = |msg: String| CodegenError::Shader {
+        node: k.node.clone(),
+        msg,
+        shader: k.source.clone(),
+    };
+    let module =
+        naga::front::wgsl::parse_str(&k.source).map_err(|e| err(e.emit_to_string(&k.source)))?;
+    naga::valid::Validator::new(
+        naga::valid::ValidationFlags::all(),
+        naga::valid::Capabilities::all(),
+    )
+    .validate(&module)
+    .map_err(|e| err(format!("{e:?}")))?;
+    Ok(())
+}
