@@ -21,6 +21,9 @@ CU13="$(.venv/bin/python -c 'import nvidia, os; print(os.path.join(list(nvidia._
 export LD_LIBRARY_PATH="$CU13/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export GOPT_CUDA_INCLUDE="$CU13/include"
 
+# Mesa's Vulkan drivers want a runtime dir; wgpu's tests run on lavapipe.
+export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
+
 step "conformance data"
 .venv/bin/python scripts/gen-conformance.py tests/data/conformance
 

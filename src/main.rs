@@ -39,6 +39,7 @@ enum Command {
     Test(cli::test::Args),
     Compile(cli::compile::Args),
     Bench(cli::bench::Args),
+    Adapters(cli::adapters::Args),
 }
 
 fn main() -> ExitCode {
@@ -49,6 +50,7 @@ fn main() -> ExitCode {
         Command::Test(a) => cli::test::main(a),
         Command::Compile(a) => cli::compile::main(a),
         Command::Bench(a) => cli::bench::main(a),
+        Command::Adapters(a) => cli::adapters::main(a),
     };
     match result {
         Ok(code) => code,

@@ -218,7 +218,7 @@ fn f32_tensor(shape: &[usize]) -> gopt::Tensor {
 fn help_teaches_each_subcommand() {
     let out = gopt(&["--help"]);
     assert_ok(&out);
-    for cmd in ["inspect", "run", "test", "compile", "bench"] {
+    for cmd in ["inspect", "run", "test", "compile", "bench", "adapters"] {
         assert!(out.stdout.contains(cmd), "{}", out.stdout);
         let sub = gopt(&[cmd, "--help"]);
         assert_ok(&sub);
@@ -1028,4 +1028,17 @@ fn cuda_refuses_token_ids_outside_the_embedding() {
         &format!("attention_mask={mask}"),
     ]);
     assert_error(&out, &["input_ids", "1000000", "outside"]);
+}
+
+#[test]
+fn adapters_lists_what_wgpu_sees() {
+    let out = gopt(&["adapters", "--json"]);
+    assert_ok(&out);
+    let list: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    let list = list.as_array().expect("a list");
+    // CI installs lavapipe (.ci/run): at least that adapter must be there.
+    assert!(!list.is_empty(), "no adapter: {}", out.stdout);
+    assert!(list
+        .iter()
+        .all(|a| a["name"].is_string() && a["backend"].is_string()));
 }

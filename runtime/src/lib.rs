@@ -9,6 +9,7 @@ pub mod blas;
 pub mod cuda;
 pub mod exec;
 mod modules;
+pub mod wgsl;
 
 /// Errors of the executors.
 #[derive(Debug, thiserror::Error)]

@@ -1,6 +1,7 @@
 //! Pieces the subcommands share: exit codes, error printing, stdout that survives a
 //! closed pipe, and the `--backend` choice.
 
+pub mod adapters;
 pub mod bench;
 pub mod compile;
 pub mod inspect;
