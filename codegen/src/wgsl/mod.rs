@@ -2,10 +2,12 @@
 //! specialized graph, one shader module per kernel, each parsed and validated by naga
 //! before it is handed out. An invalid shader is a compiler bug: its error carries the
 //! node it came from and the shader text ([`crate::CodegenError::Shader`]). So far this
-//! covers element-wise nodes (single ops and `FusedElementwise` bodies) in f32 and f16;
-//! the emitter lists the nodes it has no kernel for, by name.
+//! covers element-wise nodes (single ops and `FusedElementwise` bodies) and LayerNorm,
+//! RMSNorm and Softmax rows, in f32 and f16; the emitter lists the nodes it has no
+//! kernel for, by name.
 
 pub mod elementwise;
+pub mod rows;
 
 use crate::{CodegenError, Result};
 use gopt_ir::{Graph, Op};
@@ -38,20 +40,23 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<WgslKernel>, Vec<(String, String)>
     let mut kernels = Vec::new();
     let mut others = Vec::new();
     for (i, n) in g.nodes.iter().enumerate() {
-        match n.op {
+        let emitted = match n.op {
             Op::Elementwise(_) | Op::Fused(gopt_ir::ops::FusedOp::FusedElementwise) => {
-                match elementwise::emit(g, n, &format!("k{i}")) {
-                    Ok(k) => {
-                        validate(&k)?;
-                        kernels.push(k);
-                    }
-                    Err(e @ CodegenError::Unsupported { .. }) => {
-                        others.push((n.name.clone(), e.to_string()));
-                    }
-                    Err(e) => return Err(e),
-                }
+                Some(elementwise::emit(g, n, &format!("k{i}")))
             }
-            _ => others.push((n.name.clone(), n.op.name().to_string())),
+            op if rows::handles(op) => Some(rows::emit(g, n, &format!("k{i}"))),
+            _ => None,
+        };
+        match emitted {
+            Some(Ok(k)) => {
+                validate(&k)?;
+                kernels.push(k);
+            }
+            Some(Err(e @ CodegenError::Unsupported { .. })) => {
+                others.push((n.name.clone(), e.to_string()));
+            }
+            Some(Err(e)) => return Err(e),
+            None => others.push((n.name.clone(), n.op.name().to_string())),
         }
     }
     Ok((kernels, others))
