@@ -1,5 +1,5 @@
-//! WGSL kernels without a GPU (issue 5, being built): every element-wise and row kernel
-//! the WGSL emitter makes for the shared models (fp32 and fp16) is parsed and validated by naga,
+//! WGSL kernels without a GPU (issue 5, being built): every element-wise, row and
+//! data-movement kernel the WGSL emitter makes for the shared models (fp32 and fp16) is parsed and validated by naga,
 //! an invalid shader is reported with its node and text, ops without a WGSL form are
 //! refused by name, and the generated source is snapshotted (snapshots/wgsl/).
 
@@ -36,7 +36,7 @@ fn element_wise_shaders_of_the_shared_models_validate() {
             count += model_kernels(name, bucket, precision).len();
         }
     }
-    println!("wgsl: {count} element-wise and row shaders validated by naga");
+    println!("wgsl: {count} element-wise, row and data-movement shaders validated by naga");
     assert!(
         count >= 10,
         "only {count} shaders: the emitter lost coverage"

@@ -1,8 +1,9 @@
 //! Generated WGSL kernels on a real wgpu adapter against the CPU reference interpreter
 //! (issue 5, being built). CI runs them on Mesa's lavapipe (Vulkan on the CPU, installed
 //! by `.ci/run`); a machine without any adapter fails here with the reason, never skips.
-//! Every element-wise and row (LayerNorm, softmax) shader of the shared models
-//! (optimized in fp32 and fp16) runs on
+//! Every element-wise, row (LayerNorm, softmax) and data-movement (transpose, slice,
+//! gather, concat, expand, views) shader of the shared models (optimized in fp32 and
+//! fp16) runs on
 //! pseudo-random inputs and must match the interpreter: f32 outputs within rtol 1e-5 /
 //! atol 1e-6 (erf is a polynomial with |error| < 1.5e-7), f16 outputs within one unit of
 //! their last place (rtol 1e-2 / atol 1e-3).
@@ -104,6 +105,6 @@ fn element_wise_shaders_match_the_interpreter_on_an_adapter() {
             }
         }
     }
-    println!("wgsl: {checked} element-wise and row shaders match the interpreter");
+    println!("wgsl: {checked} element-wise, row and data-movement shaders match the interpreter");
     assert!(checked >= 10, "only {checked} shaders checked");
 }

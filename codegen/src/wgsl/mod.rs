@@ -2,11 +2,12 @@
 //! specialized graph, one shader module per kernel, each parsed and validated by naga
 //! before it is handed out. An invalid shader is a compiler bug: its error carries the
 //! node it came from and the shader text ([`crate::CodegenError::Shader`]). So far this
-//! covers element-wise nodes (single ops and `FusedElementwise` bodies) and LayerNorm,
-//! RMSNorm and Softmax rows, in f32 and f16; the emitter lists the nodes it has no
+//! covers element-wise nodes (single ops and `FusedElementwise` bodies), LayerNorm,
+//! RMSNorm and Softmax rows, and data movement, in f32 and f16; the emitter lists the nodes it has no
 //! kernel for, by name.
 
 pub mod elementwise;
+pub mod movement;
 pub mod rows;
 
 use crate::{CodegenError, Result};
@@ -45,6 +46,7 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<WgslKernel>, Vec<(String, String)>
                 Some(elementwise::emit(g, n, &format!("k{i}")))
             }
             op if rows::handles(op) => Some(rows::emit(g, n, &format!("k{i}"))),
+            op if movement::handles(op) => Some(movement::emit(g, n, &format!("k{i}"))),
             _ => None,
         };
         match emitted {
