@@ -36,7 +36,7 @@ fn element_wise_shaders_of_the_shared_models_validate() {
             count += model_kernels(name, bucket, precision).len();
         }
     }
-    println!("wgsl: {count} element-wise, row and data-movement shaders validated by naga");
+    println!("wgsl: {count} element-wise, row, data-movement and GEMM shaders validated by naga");
     assert!(
         count >= 10,
         "only {count} shaders: the emitter lost coverage"
@@ -49,7 +49,7 @@ fn an_invalid_shader_names_its_node_and_shows_its_text() {
         name: "k0".into(),
         node: "broken_node".into(),
         source: "@compute @workgroup_size(1) fn main() { let x: f32 = undefined_name; }".into(),
-        workgroups: 1,
+        workgroups: [1, 1, 1],
         inputs: vec![],
         outputs: vec![],
     };
@@ -107,7 +107,12 @@ fn wgsl_source_snapshot() {
     let ks = model_kernels("bert_small", &[("batch", 1), ("seq", 128)], "fp32");
     let src: Vec<String> = ks
         .iter()
-        .map(|k| format!("// {} ({} workgroups)\n{}", k.name, k.workgroups, k.source))
+        .map(|k| {
+            format!(
+                "// {} ({:?} workgroups)\n{}",
+                k.name, k.workgroups, k.source
+            )
+        })
         .collect();
     insta::with_settings!({snapshot_path => "../snapshots/wgsl", prepend_module_to_snapshot => false}, {
         insta::assert_snapshot!("bert_small_fp32_kernels", src.join("\n"));

@@ -190,7 +190,8 @@ impl WgpuDevice {
             let mut pass = enc.begin_compute_pass(&Default::default());
             pass.set_pipeline(&pipeline);
             pass.set_bind_group(0, &group, &[]);
-            pass.dispatch_workgroups(k.workgroups.max(1), 1, 1);
+            let [x, y, z] = k.workgroups;
+            pass.dispatch_workgroups(x.max(1), y.max(1), z.max(1));
         }
         for (o, r) in outbufs.iter().zip(&readback) {
             enc.copy_buffer_to_buffer(o, 0, r, 0, o.size());

@@ -163,7 +163,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         name: name.to_string(),
         node: node.name.clone(),
         source,
-        workgroups: n32.div_ceil(WORKGROUP).clamp(1, 65535),
+        workgroups: [n32.div_ceil(WORKGROUP).clamp(1, 65535), 1, 1],
         inputs: params.iter().map(|v| v.0).collect(),
         outputs: vec![out.0],
     })

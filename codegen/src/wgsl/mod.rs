@@ -3,10 +3,12 @@
 //! before it is handed out. An invalid shader is a compiler bug: its error carries the
 //! node it came from and the shader text ([`crate::CodegenError::Shader`]). So far this
 //! covers element-wise nodes (single ops and `FusedElementwise` bodies), LayerNorm,
-//! RMSNorm and Softmax rows, and data movement, in f32 and f16; the emitter lists the nodes it has no
+//! RMSNorm and Softmax rows, data movement and GEMMs with their epilogues, in f32 and
+//! f16; the emitter lists the nodes it has no
 //! kernel for, by name.
 
 pub mod elementwise;
+pub mod matmul;
 pub mod movement;
 pub mod rows;
 
@@ -26,8 +28,8 @@ pub struct WgslKernel {
     pub node: String,
     /// The WGSL module.
     pub source: String,
-    /// Workgroups to dispatch along x (the shader loops over the rest).
-    pub workgroups: u32,
+    /// Workgroups to dispatch along x, y, z (1-D kernels loop over what x cannot hold).
+    pub workgroups: [u32; 3],
     /// Graph values bound at bindings 0.. (read-only storage), in order.
     pub inputs: Vec<u32>,
     /// Graph values bound after the inputs (read-write storage).
@@ -47,6 +49,7 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<WgslKernel>, Vec<(String, String)>
             }
             op if rows::handles(op) => Some(rows::emit(g, n, &format!("k{i}"))),
             op if movement::handles(op) => Some(movement::emit(g, n, &format!("k{i}"))),
+            op if matmul::handles(op) => Some(matmul::emit(g, n, &format!("k{i}"))),
             _ => None,
         };
         match emitted {

@@ -267,7 +267,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         name: name.to_string(),
         node: node.name.clone(),
         source,
-        workgroups: n.div_ceil(super::WORKGROUP).clamp(1, 65535),
+        workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs,
         outputs: vec![out_v.0],
     })

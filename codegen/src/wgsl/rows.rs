@@ -151,7 +151,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         name: name.to_string(),
         node: node.name.clone(),
         source,
-        workgroups: rows32.clamp(1, 65535),
+        workgroups: [rows32.clamp(1, 65535), 1, 1],
         inputs,
         outputs: vec![out.0],
     })

@@ -1,0 +1,203 @@
+//! `MatMul` and `FusedMatMul` in WGSL: a tiled GEMM (16×16 output tiles, A and B tiles
+//! in workgroup memory, fp32 accumulation) with the whole epilogue in the same shader:
+//! `act(alpha·A·B + bias) + residual`, one rounding at the store. Batches are the z
+//! dispatch dimension; a B without batch dims is shared (A's batch dims fold into M).
+
+use super::WgslKernel;
+use crate::template::fill;
+use crate::{CodegenError, Result};
+use gopt_ir::ops::fused::{Activation, MATMUL_ACTIVATIONS};
+use gopt_ir::ops::{FusedOp, NnOp};
+use gopt_ir::{DType, Graph, Node, Op, ValueId};
+
+const TEMPLATE: &str = include_str!("matmul.wgsl");
+
+/// Whether this emitter handles `op`.
+pub fn handles(op: Op) -> bool {
+    matches!(op, Op::Nn(NnOp::MatMul) | Op::Fused(FusedOp::FusedMatMul))
+}
+
+fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
+    CodegenError::Unsupported {
+        node: node.name.clone(),
+        op: node.op.name().into(),
+        backend: "WGSL",
+        what: what.into(),
+    }
+}
+
+fn typed(g: &Graph, node: &Node, v: ValueId) -> Result<(DType, Vec<usize>)> {
+    let t = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;
+    let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
+    Ok((t.dtype, s))
+}
+
+fn storage(node: &Node, dt: DType) -> Result<&'static str> {
+    match dt {
+        DType::F32 => Ok("f32"),
+        DType::F16 => Ok("f16"),
+        other => Err(unsupported(node, format!("{other} operands"))),
+    }
+}
+
+fn act_code(act: Activation) -> String {
+    match act {
+        Activation::None => String::new(),
+        Activation::Relu => "        v = max(v, 0.0);\n".into(),
+        Activation::Gelu => "        v = 0.5 * v * (1.0 + gopt_erf(v * 0.7071067812));\n".into(),
+        Activation::GeluTanh => {
+            "        v = 0.5 * v * (1.0 + tanh(0.7978845608 * (v + 0.044715 * v * v * v)));\n"
+                .into()
+        }
+        Activation::Silu => "        v = v * gopt_sigmoid(v);\n".into(),
+        Activation::Tanh => "        v = tanh(v);\n".into(),
+        Activation::Sigmoid => "        v = gopt_sigmoid(v);\n".into(),
+        Activation::Clip { lo, hi } => format!(
+            "        v = min(max(v, {:?}), {:?});\n",
+            lo.max(f64::from(f32::MIN)) as f32,
+            hi.min(f64::from(f32::MAX)) as f32
+        ),
+    }
+}
+
+/// Emits the GEMM shader for `node`.
+pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
+    let fused = node.op == Op::Fused(FusedOp::FusedMatMul);
+    let err = |e: gopt_ir::IrError| unsupported(node, e.to_string());
+    let (act, alpha, trans_b) = if fused {
+        (
+            Activation::from_node(node, MATMUL_ACTIVATIONS).map_err(err)?,
+            node.attrs.float_or("alpha", 1.0).map_err(err)?,
+            node.attrs.int_or("trans_b", 0).map_err(err)? == 1,
+        )
+    } else {
+        (Activation::None, 1.0, false)
+    };
+    let input = |k: usize| node.inputs.get(k).copied().flatten();
+    let (Some(a), Some(b)) = (input(0), input(1)) else {
+        return Err(unsupported(node, "a missing A or B"));
+    };
+    let out = *node
+        .outputs
+        .first()
+        .ok_or_else(|| unsupported(node, "no output"))?;
+    let (adt, ash) = typed(g, node, a)?;
+    let (bdt, bsh) = typed(g, node, b)?;
+    let (odt, osh) = typed(g, node, out)?;
+    if ash.len() < 2 || bsh.len() < 2 {
+        return Err(unsupported(node, "1-D operands"));
+    }
+    let (m, k) = (ash[ash.len() - 2], ash[ash.len() - 1]);
+    let n = if trans_b {
+        bsh[bsh.len() - 2]
+    } else {
+        bsh[bsh.len() - 1]
+    };
+    let abatch: usize = ash[..ash.len() - 2].iter().product();
+    let bbatch: usize = bsh[..bsh.len() - 2].iter().product();
+    let (m, batch, stride_a, stride_b) = if bbatch == 1 {
+        (m * abatch, 1, 0, 0)
+    } else if ash[..ash.len() - 2] == bsh[..bsh.len() - 2] {
+        (m, abatch, m * k, k * n)
+    } else {
+        return Err(unsupported(node, "batch dims that broadcast"));
+    };
+    let total: usize = osh.iter().product();
+    if total != m * n * batch {
+        return Err(unsupported(node, "an output that is not M×N per batch"));
+    }
+    let mut bindings = vec![
+        format!("var<storage, read> a: array<{}>;", storage(node, adt)?),
+        format!("var<storage, read> b: array<{}>;", storage(node, bdt)?),
+    ];
+    let mut inputs = vec![a.0, b.0];
+    let mut f16 = [adt, bdt, odt].contains(&DType::F16);
+    let mut epilogue = String::new();
+    let mut formula = format!("{}(alpha·A·B", act.name());
+    if let Some(bias) = input(2).filter(|_| fused) {
+        let (dt, s) = typed(g, node, bias)?;
+        if s.iter().product::<usize>() != n || s.last() != Some(&n) {
+            return Err(unsupported(node, "a bias that is not one value per column"));
+        }
+        f16 |= dt == DType::F16;
+        bindings.push(format!(
+            "var<storage, read> bias: array<{}>;",
+            storage(node, dt)?
+        ));
+        inputs.push(bias.0);
+        epilogue += "        v = v + f32(bias[col]);\n";
+        formula += " + bias";
+    }
+    formula += ")";
+    epilogue += &act_code(act);
+    if let Some(res) = input(3).filter(|_| fused) {
+        let (dt, s) = typed(g, node, res)?;
+        if s.iter().product::<usize>() != total {
+            return Err(unsupported(node, "a residual that broadcasts"));
+        }
+        f16 |= dt == DType::F16;
+        bindings.push(format!(
+            "var<storage, read> res: array<{}>;",
+            storage(node, dt)?
+        ));
+        inputs.push(res.0);
+        epilogue += "        v = v + f32(res[o]);\n";
+        formula += " + residual";
+    }
+    let ost = storage(node, odt)?;
+    bindings.push(format!("var<storage, read_write> y: array<{ost}>;"));
+    let bindings: Vec<String> = bindings
+        .iter()
+        .enumerate()
+        .map(|(i, s)| format!("@group(0) @binding({i}) {s}"))
+        .collect();
+    let b_index = if trans_b {
+        "col * {k}u + kb"
+    } else {
+        "kb * {n}u + col"
+    }
+    .replace("{k}", &k.to_string())
+    .replace("{n}", &n.to_string());
+    let u32_of = |v: usize| -> Result<String> {
+        u32::try_from(v)
+            .map(|v| v.to_string())
+            .map_err(|_| unsupported(node, "sizes past 2^32"))
+    };
+    let source = fill(
+        TEMPLATE,
+        &[
+            ("enable", if f16 { "enable f16;\n" } else { "" }),
+            ("what", node.op.name()),
+            ("formula", &formula),
+            ("bindings", &bindings.join("\n")),
+            ("m", &u32_of(m)?),
+            ("n", &u32_of(n)?),
+            ("k", &u32_of(k)?),
+            ("stride_a", &u32_of(stride_a)?),
+            ("stride_b", &u32_of(stride_b)?),
+            ("stride_d", &u32_of(m * n)?),
+            ("b_index", &b_index),
+            ("alpha", &format!("{:?}", alpha)),
+            ("epilogue", &epilogue),
+            ("store", &format!("{ost}(v)")),
+        ],
+    )?;
+    let tiles =
+        |x: usize| u32::try_from(x.div_ceil(16)).map_err(|_| unsupported(node, "too many tiles"));
+    let workgroups = [
+        tiles(n)?,
+        tiles(m)?,
+        u32::try_from(batch).map_err(|_| unsupported(node, "too many batches"))?,
+    ];
+    if workgroups.iter().any(|&w| w > 65535) {
+        return Err(unsupported(node, "more than 65535 tiles along one axis"));
+    }
+    Ok(WgslKernel {
+        name: name.to_string(),
+        node: node.name.clone(),
+        source,
+        workgroups,
+        inputs,
+        outputs: vec![out.0],
+    })
+}
