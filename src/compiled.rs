@@ -240,25 +240,26 @@ impl Compiled {
     /// optimizing again. `opts` gives run-time choices (CUDA graphs); its bucket and
     /// precision options must match the artifact's for buckets compiled later.
     pub fn load(dir: &Path, opts: &Options) -> Result<Compiled> {
+        let plan = dir.join("plan.json");
+        if !plan.is_file() {
+            return Err(GoptError::Usage(format!(
+                "{} is not a gopt artifact: no {}",
+                dir.display(),
+                plan.display()
+            )));
+        }
+        let model = crate::load_model(&dir.join("model.onnx"))?;
+        Self::load_with(dir, model, opts)
+    }
+
+    /// [`Compiled::load`] with the artifact's `model.onnx` already imported (as
+    /// `model`), so a caller that needed the model first does not import it twice.
+    pub fn load_with(dir: &Path, model: Imported, opts: &Options) -> Result<Compiled> {
         let read = |name: &str| -> Result<Vec<u8>> {
             let p = dir.join(name);
             std::fs::read(&p).map_err(|e| GoptError::io(p, e))
         };
-        let art: Artifact = serde_json::from_slice(&read("plan.json")?).map_err(|e| {
-            GoptError::Usage(format!(
-                "{}: not a gopt artifact plan: {e}",
-                dir.join("plan.json").display()
-            ))
-        })?;
-        let want = format!("gopt-artifact-{}", plan::VERSION);
-        if art.format != want {
-            return Err(GoptError::Usage(format!(
-                "{}: artifact format {} (this gopt reads {want}): compile it again",
-                dir.display(),
-                art.format
-            )));
-        }
-        let model = crate::load_model(&dir.join("model.onnx"))?;
+        let art = read_artifact(dir)?;
         let blob = read("weights.bin")?;
         let mut opts = opts.clone();
         opts.backend = if art.backend == "cuda" {
@@ -270,7 +271,14 @@ impl Compiled {
         if let Some(p) = gopt_passes::Precision::from_name(&art.precision) {
             opts.config.precision = p;
         }
-        let mut c = Compiled::empty(&model, &opts);
+        let mut c = Compiled {
+            model,
+            opts,
+            buckets: Vec::new(),
+            weights: WeightStore::default(),
+            gpu_weights: None,
+            exes: BTreeMap::new(),
+        };
         c.weights = WeightStore::default();
         c.weights.blob = blob;
         c.buckets = art
@@ -304,6 +312,23 @@ impl Compiled {
     pub fn source(&self) -> Option<&PathBuf> {
         self.model.source.as_ref()
     }
+}
+
+/// Reads and checks an artifact's `plan.json`.
+fn read_artifact(dir: &Path) -> Result<Artifact> {
+    let p = dir.join("plan.json");
+    let bytes = std::fs::read(&p).map_err(|e| GoptError::io(&p, e))?;
+    let art: Artifact = serde_json::from_slice(&bytes)
+        .map_err(|e| GoptError::Usage(format!("{}: not a gopt artifact plan: {e}", p.display())))?;
+    let want = format!("gopt-artifact-{}", plan::VERSION);
+    if art.format != want {
+        return Err(GoptError::Usage(format!(
+            "{}: artifact format {} (this gopt reads {want}): compile it again",
+            dir.display(),
+            art.format
+        )));
+    }
+    Ok(art)
 }
 
 /// Every graph input a `Gather` uses as indices into a constant (token ids into an

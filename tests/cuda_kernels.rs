@@ -11,7 +11,6 @@
 //! counted as passed); scripts/gpu-check.sh runs it on the GPU machine with `--ignored`.
 
 use gopt::codegen::cuda::emit_kernels;
-use gopt::ir::ops::EvalCx;
 use gopt::ir::{DType, Tensor};
 use gopt::pipeline::{specialize, Options};
 use gopt::runtime::cuda::Device;
@@ -19,7 +18,7 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 mod common;
-use common::random;
+use common::{node_inputs, reference};
 
 fn repo() -> PathBuf {
     std::env::var("GOPT_REPO")
@@ -103,19 +102,7 @@ fn generated_kernels_match_the_interpreter_on_the_gpu() {
                     .find(|n| n.name == k.node)
                     .expect("kernel's node");
                 // Inputs: the graph's constants where they are, random tensors otherwise.
-                let mut values: BTreeMap<u32, Tensor> = BTreeMap::new();
-                for (j, i) in node.inputs.iter().enumerate() {
-                    let Some(vid) = i else { continue };
-                    let t = match g.constant(*vid) {
-                        Some(c) => c.clone(),
-                        None => {
-                            let ty = g.ty(*vid).expect("typed");
-                            let shape = gopt::ir::dim::concrete(&ty.shape).expect("static");
-                            random(ty.dtype, &shape, (ki * 31 + j) as u64 + 7)
-                        }
-                    };
-                    values.insert(vid.0, t);
-                }
+                let values = node_inputs(g, node, (ki * 31) as u64 + 7);
                 // Attention in bf16/f16: ONNX's reference (and so the interpreter) rounds
                 // every intermediate to the low type, including each running row sum,
                 // which is itself ~1e-2 (relative L2) from the exact result at S=128; the
@@ -137,16 +124,7 @@ fn generated_kernels_match_the_interpreter_on_the_gpu() {
                         (*k, w)
                     })
                     .collect();
-                let ins: Vec<Option<&Tensor>> = node
-                    .inputs
-                    .iter()
-                    .map(|i| i.and_then(|v| widened.get(&v.0)))
-                    .collect();
-                let lookup = |_: &str| None;
-                let want = node
-                    .op
-                    .eval(&EvalCx { lookup: &lookup }, node, &ins)
-                    .unwrap_or_else(|e| panic!("{e}"));
+                let want = reference(node, &widened);
                 let params: Vec<&Tensor> = k.inputs.iter().map(|v| &values[v]).collect();
                 let outs: Vec<(DType, Vec<usize>)> = k
                     .outputs

@@ -9,7 +9,6 @@
 //! their last place (rtol 1e-2 / atol 1e-3).
 
 use gopt::codegen::wgsl::emit_kernels;
-use gopt::ir::ops::EvalCx;
 use gopt::ir::{DType, Tensor};
 use gopt::pipeline::{specialize, Options};
 use gopt::runtime::wgsl::{adapters, WgpuDevice};
@@ -17,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 mod common;
-use common::random;
+use common::{node_inputs, reference};
 
 #[test]
 fn element_wise_shaders_match_the_interpreter_on_an_adapter() {
@@ -57,29 +56,8 @@ fn element_wise_shaders_match_the_interpreter_on_an_adapter() {
                     .iter()
                     .find(|n| n.name == k.node)
                     .expect("kernel's node");
-                let mut values: BTreeMap<u32, Tensor> = BTreeMap::new();
-                for (j, i) in node.inputs.iter().enumerate() {
-                    let Some(vid) = i else { continue };
-                    let t = match g.constant(*vid) {
-                        Some(c) => c.clone(),
-                        None => {
-                            let ty = g.ty(*vid).expect("typed");
-                            let shape = gopt::ir::dim::concrete(&ty.shape).expect("static");
-                            random(ty.dtype, &shape, (ki * 31 + j) as u64 + 11)
-                        }
-                    };
-                    values.insert(vid.0, t);
-                }
-                let ins: Vec<Option<&Tensor>> = node
-                    .inputs
-                    .iter()
-                    .map(|i| i.and_then(|v| values.get(&v.0)))
-                    .collect();
-                let lookup = |_: &str| None;
-                let want = node
-                    .op
-                    .eval(&EvalCx { lookup: &lookup }, node, &ins)
-                    .unwrap_or_else(|e| panic!("{e}"));
+                let values = node_inputs(g, node, (ki * 31) as u64 + 11);
+                let want = reference(node, &values);
                 let params: Vec<&Tensor> = k.inputs.iter().map(|v| &values[v]).collect();
                 let ty = g.ty(node.outputs[0]).expect("typed");
                 let shape = gopt::ir::dim::concrete(&ty.shape).expect("static");

@@ -6,6 +6,7 @@
 
 pub mod body;
 pub mod cuda;
+pub mod index;
 pub mod memory;
 pub mod plan;
 pub mod template;

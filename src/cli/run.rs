@@ -105,12 +105,13 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         given.push((name.map(str::to_string), t));
     }
     let inputs = gopt::order_inputs(graph, given)?;
+    let out_names = gopt::output_names(graph);
     let t1 = Instant::now();
     let mut opts = args.opt.options()?;
     opts.backend = args.backend.pipeline();
     opts.no_cuda_graph = args.no_cuda_graph;
     let outputs = if artifact {
-        let mut c = gopt::Compiled::load(&args.model, &opts)
+        let mut c = gopt::Compiled::load_with(&args.model, model, &opts)
             .with_context(|| format!("cannot load the artifact {}", args.model.display()))?;
         opts.backend = c.backend();
         c.run(&inputs).with_context(|| {
@@ -132,7 +133,6 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             .outputs
     };
     let run_time = t1.elapsed();
-    let out_names = gopt::output_names(graph);
     let format = match args.format {
         Format::Npy => TensorFormat::Npy,
         Format::Pb => TensorFormat::Pb,

@@ -67,3 +67,42 @@ pub fn random(dt: DType, shape: &[usize], seed: u64) -> Tensor {
         .collect();
     Tensor::from_f64s(dt, shape, &vals).expect("tensor")
 }
+
+/// The tensors a kernel test feeds `node`: the graph's constants where its inputs are
+/// constants, seeded random tensors (seed `seed + input index`) otherwise, by value id.
+pub fn node_inputs(
+    g: &gopt::ir::Graph,
+    node: &gopt::ir::Node,
+    seed: u64,
+) -> std::collections::BTreeMap<u32, Tensor> {
+    let mut values = std::collections::BTreeMap::new();
+    for (j, i) in node.inputs.iter().enumerate() {
+        let Some(vid) = i else { continue };
+        let t = match g.constant(*vid) {
+            Some(c) => c.clone(),
+            None => {
+                let ty = g.ty(*vid).expect("typed");
+                let shape = gopt::ir::dim::concrete(&ty.shape).expect("static");
+                random(ty.dtype, &shape, seed + j as u64)
+            }
+        };
+        values.insert(vid.0, t);
+    }
+    values
+}
+
+/// What the CPU interpreter computes for `node` on `values` (by value id).
+pub fn reference(
+    node: &gopt::ir::Node,
+    values: &std::collections::BTreeMap<u32, Tensor>,
+) -> Vec<Tensor> {
+    let ins: Vec<Option<&Tensor>> = node
+        .inputs
+        .iter()
+        .map(|i| i.and_then(|v| values.get(&v.0)))
+        .collect();
+    let lookup = |_: &str| None;
+    node.op
+        .eval(&gopt::ir::ops::EvalCx { lookup: &lookup }, node, &ins)
+        .unwrap_or_else(|e| panic!("interpreter: {e}"))
+}

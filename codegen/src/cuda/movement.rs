@@ -6,6 +6,7 @@
 
 use super::elementwise::storage;
 use super::Kernel;
+use crate::index::{movement, sum, Lit, Movement};
 use crate::template::fill;
 use crate::{CodegenError, Result};
 use gopt_ir::ops::ShapeOp;
@@ -46,14 +47,6 @@ fn shape_of(g: &Graph, node: &Node, v: ValueId) -> Result<Vec<usize>> {
     gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))
 }
 
-fn strides(s: &[usize]) -> Vec<usize> {
-    let mut st = vec![1; s.len()];
-    for a in (0..s.len().saturating_sub(1)).rev() {
-        st[a] = st[a + 1] * s[a + 1];
-    }
-    st
-}
-
 /// Code that splits the output index `i` into coordinates `c0..c{r-1}`.
 fn coords(out: &[usize]) -> String {
     let mut code = String::from("        long long r = i;\n");
@@ -75,16 +68,6 @@ fn input(node: &Node, k: usize) -> Result<ValueId> {
         .ok_or_else(|| unsupported(node, "a missing input"))
 }
 
-fn const_ints(g: &Graph, node: &Node, k: usize) -> Result<Option<Vec<i64>>> {
-    match node.inputs.get(k).copied().flatten() {
-        None => Ok(None),
-        Some(v) => g
-            .constant(v)
-            .map(|t| Some(t.to_i64_vec()))
-            .ok_or_else(|| unsupported(node, "bounds that are not constants")),
-    }
-}
-
 /// Emits the kernel for `node`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     let out_v = *node
@@ -98,147 +81,50 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         .dtype;
     let t = storage(dt);
     let n: usize = out.iter().product();
-    let r = out.len();
     let x = input(node, 0)?;
-    let xs = shape_of(g, node, x)?;
-    let xst = strides(&xs);
     let mut params = vec![format!("const {t}* __restrict__ in0")];
     let mut inputs = vec![x.0];
-    let body = match node.op {
-        Op::Shape(
-            ShapeOp::Reshape
-            | ShapeOp::Flatten
-            | ShapeOp::Squeeze
-            | ShapeOp::Unsqueeze
-            | ShapeOp::Identity,
-        ) => "        out[i] = in0[i];\n".to_string(),
-        Op::Shape(ShapeOp::Transpose) => {
-            let perm: Vec<usize> = match node
-                .attrs
-                .ints("perm")
-                .map_err(|e| CodegenError::Plan(e.to_string()))?
-            {
-                Some(p) => p.iter().map(|&v| v as usize).collect(),
-                None => (0..r).rev().collect(),
-            };
-            let off: Vec<String> = (0..r)
-                .map(|a| format!("c{a} * {}LL", xst[perm[a]]))
-                .collect();
-            format!(
-                "{}        out[i] = in0[{}];\n",
-                coords(&out),
-                join_or_zero(&off)
-            )
-        }
-        Op::Shape(ShapeOp::Expand) => {
-            let pad = r - xs.len();
-            let off: Vec<String> = (0..r)
-                .filter(|&a| a >= pad && xs[a - pad] != 1)
-                .map(|a| format!("c{a} * {}LL", xst[a - pad]))
-                .collect();
-            format!(
-                "{}        out[i] = in0[{}];\n",
-                coords(&out),
-                join_or_zero(&off)
-            )
-        }
-        Op::Shape(ShapeOp::Slice) => {
-            let starts = const_ints(g, node, 1)?.ok_or_else(|| unsupported(node, "no starts"))?;
-            let axes =
-                const_ints(g, node, 3)?.unwrap_or_else(|| (0..starts.len() as i64).collect());
-            let steps = const_ints(g, node, 4)?.unwrap_or_else(|| vec![1; starts.len()]);
-            let mut start = vec![0i64; r];
-            let mut step = vec![1i64; r];
-            for ((&a, &s), &st) in axes.iter().zip(&starts).zip(&steps) {
-                let a = if a < 0 { a + r as i64 } else { a } as usize;
-                if a >= r || st <= 0 {
-                    return Err(unsupported(node, "negative or zero steps"));
-                }
-                let d = xs[a] as i64;
-                start[a] = (if s < 0 { s + d } else { s }).clamp(0, d);
-                step[a] = st;
-            }
-            let off: Vec<String> = (0..r)
-                .map(|a| format!("({}LL + c{a} * {}LL) * {}LL", start[a], step[a], xst[a]))
-                .collect();
-            format!(
-                "{}        out[i] = in0[{}];\n",
-                coords(&out),
-                join_or_zero(&off)
-            )
-        }
-        Op::Shape(ShapeOp::Gather) => {
-            let idx = input(node, 1)?;
-            let is = shape_of(g, node, idx)?;
-            let it = g
-                .ty(idx)
-                .map_err(|e| CodegenError::Plan(e.to_string()))?
-                .dtype;
-            params.push(format!("const {}* __restrict__ in1", storage(it)));
-            inputs.push(idx.0);
-            let axis = node
-                .attrs
-                .int_or("axis", 0)
-                .map_err(|e| CodegenError::Plan(e.to_string()))?;
-            let axis = if axis < 0 {
-                axis + xs.len() as i64
-            } else {
-                axis
-            } as usize;
-            let ist = strides(&is);
-            let q = is.len();
-            // Output coordinates: data's axes before `axis`, the indices' axes, then
-            // data's axes after `axis`.
-            let idx_off: Vec<String> = (0..q)
-                .map(|j| format!("c{} * {}LL", axis + j, ist[j]))
-                .collect();
-            let mut off: Vec<String> = (0..axis).map(|a| format!("c{a} * {}LL", xst[a])).collect();
-            off.push(format!("k * {}LL", xst[axis]));
-            off.extend((axis + 1..xs.len()).map(|a| format!("c{} * {}LL", a - 1 + q, xst[a])));
+    let shape = |v: ValueId| shape_of(g, node, v).map_err(|e| e.to_string());
+    let mv = movement(g, node, &shape, Lit("LL")).map_err(|what| unsupported(node, &what))?;
+    let body = match mv {
+        Movement::Copy => "        out[i] = in0[i];\n".to_string(),
+        Movement::Strided(terms) => format!(
+            "{}        out[i] = in0[{}];\n",
+            coords(&out),
+            sum(&terms, "0")
+        ),
+        Movement::Gather {
+            indices,
+            index_dtype,
+            index_terms,
+            data_terms,
+            axis_len,
+        } => {
+            params.push(format!("const {}* __restrict__ in1", storage(index_dtype)));
+            inputs.push(indices.0);
             format!(
                 "{}        long long k = (long long)in1[{}];\n        if (k < 0) k += {}LL;\n        out[i] = in0[{}];\n",
                 coords(&out),
-                join_or_zero(&idx_off),
-                xs[axis],
-                join_or_zero(&off)
+                sum(&index_terms, "0"),
+                axis_len,
+                sum(&data_terms, "0")
             )
         }
-        Op::Shape(ShapeOp::Concat) => {
-            let axis = node
-                .attrs
-                .int_or("axis", 0)
-                .map_err(|e| CodegenError::Plan(e.to_string()))?;
-            let axis = if axis < 0 { axis + r as i64 } else { axis } as usize;
+        Movement::Concat { axis, parts } => {
             let mut code = coords(&out);
-            let mut begin = 0usize;
             params.clear();
             inputs.clear();
-            for (k, v) in node.inputs.iter().enumerate() {
-                let v = v.ok_or_else(|| unsupported(node, "a missing input"))?;
-                let s = shape_of(g, node, v)?;
-                let st = strides(&s);
+            for (k, (v, end, terms)) in parts.iter().enumerate() {
                 params.push(format!("const {t}* __restrict__ in{k}"));
                 inputs.push(v.0);
-                let off: Vec<String> = (0..r)
-                    .map(|a| {
-                        if a == axis {
-                            format!("(c{a} - {begin}LL) * {}LL", st[a])
-                        } else {
-                            format!("c{a} * {}LL", st[a])
-                        }
-                    })
-                    .collect();
-                let end = begin + s[axis];
                 code += &format!(
                     "        {}if (c{axis} < {end}LL) out[i] = in{k}[{}];\n",
                     if k == 0 { "" } else { "else " },
-                    join_or_zero(&off)
+                    sum(terms, "0")
                 );
-                begin = end;
             }
             code
         }
-        _ => return Err(unsupported(node, "this op (not data movement)")),
     };
     params.push(format!("{t}* __restrict__ out"));
     let source = fill(
@@ -263,12 +149,4 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         outputs: vec![node.outputs[0].0],
         shared_mem: 0,
     })
-}
-
-fn join_or_zero(terms: &[String]) -> String {
-    if terms.is_empty() {
-        "0".into()
-    } else {
-        terms.join(" + ")
-    }
 }

@@ -48,55 +48,17 @@ pub fn handles(op: Op) -> bool {
 
 /// Emits the row kernel for `node`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let x = node
-        .inputs
-        .first()
-        .copied()
-        .flatten()
-        .ok_or_else(|| unsupported(node, "a missing input"))?;
-    let ty = g.ty(x).map_err(|e| CodegenError::Plan(e.to_string()))?;
-    let shape =
-        gopt_ir::dim::concrete(&ty.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
-    let rank = shape.len() as i64;
-    let d = *shape
-        .last()
-        .ok_or_else(|| unsupported(node, "a scalar input"))?;
+    let (_, dt, shape, d) = crate::index::row(g, node).map_err(|w| unsupported(node, &w))?;
     let rows: usize = shape[..shape.len() - 1].iter().product();
-    let axis = node
-        .attrs
-        .int_or("axis", -1)
-        .map_err(|e| CodegenError::Plan(e.to_string()))?;
-    if axis != -1 && axis != rank - 1 {
-        return Err(unsupported(
-            node,
-            "a normalization over an axis other than the last",
-        ));
-    }
-    if node.outputs.len() != 1 {
-        return Err(unsupported(node, "the optional mean/inv-std-dev outputs"));
-    }
-    let dt = ty.dtype;
     if !matches!(dt, DType::F32 | DType::F16 | DType::BF16) {
         return Err(unsupported(node, &format!("{dt} data")));
     }
     let t = storage(dt);
     let mut params = vec![format!("const {t}* __restrict__ x")];
     let per_row = |k: usize| -> Result<Option<DType>> {
-        match node.inputs.get(k).copied().flatten() {
-            None => Ok(None),
-            Some(v) => {
-                let pt = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;
-                let ps = gopt_ir::dim::concrete(&pt.shape)
-                    .ok_or_else(|| unsupported(node, "symbolic shapes"))?;
-                if ps.iter().product::<usize>() != d || ps.last() != Some(&d) {
-                    return Err(unsupported(
-                        node,
-                        "a scale or bias that is not one value per column",
-                    ));
-                }
-                Ok(Some(pt.dtype))
-            }
-        }
+        crate::index::per_column(g, node, k, d)
+            .map(|p| p.map(|(_, dt)| dt))
+            .map_err(|w| unsupported(node, &w))
     };
     if let Some(k) = emit_registers(node, name, &shape, dt, &per_row)? {
         return Ok(k);

@@ -69,14 +69,7 @@ pub fn const_input<'g>(
     }
 }
 
-/// Row-major strides of `shape`.
-pub fn strides(shape: &[usize]) -> Vec<usize> {
-    let mut st = vec![1; shape.len()];
-    for a in (0..shape.len().saturating_sub(1)).rev() {
-        st[a] = st[a + 1] * shape[a + 1];
-    }
-    st
-}
+pub use crate::index::strides;
 
 /// A float literal of `v` as CUDA `float` (infinities and NaN by bit pattern).
 pub fn flit(v: f32) -> String {

@@ -3,6 +3,7 @@
 //! 64-bit integers) and the view ops as copies. Data in f32 or f16.
 
 use super::WgslKernel;
+use crate::index::{movement, sum, Lit, Movement};
 use crate::template::fill;
 use crate::{CodegenError, Result};
 use gopt_ir::ops::ShapeOp;
@@ -52,24 +53,6 @@ fn input(node: &Node, k: usize) -> Result<ValueId> {
         .ok_or_else(|| unsupported(node, "a missing input"))
 }
 
-fn const_ints(g: &Graph, node: &Node, k: usize) -> Result<Option<Vec<i64>>> {
-    match node.inputs.get(k).copied().flatten() {
-        None => Ok(None),
-        Some(v) => g
-            .constant(v)
-            .map(|t| Some(t.to_i64_vec()))
-            .ok_or_else(|| unsupported(node, "bounds that are not constants")),
-    }
-}
-
-fn strides(s: &[usize]) -> Vec<usize> {
-    let mut st = vec![1; s.len()];
-    for a in (0..s.len().saturating_sub(1)).rev() {
-        st[a] = st[a + 1] * s[a + 1];
-    }
-    st
-}
-
 /// Code splitting `i` into output coordinates `c0..`.
 fn coords(out: &[usize]) -> String {
     let mut code = String::from("        var r: u32 = i;\n");
@@ -77,14 +60,6 @@ fn coords(out: &[usize]) -> String {
         code += &format!("        let c{a} = r % {d}u; r = r / {d}u;\n", d = out[a]);
     }
     code
-}
-
-fn sum(terms: &[String]) -> String {
-    if terms.is_empty() {
-        "0u".into()
-    } else {
-        terms.join(" + ")
-    }
 }
 
 fn data_type(node: &Node, dt: DType) -> Result<&'static str> {
@@ -105,67 +80,26 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let t = data_type(node, dt)?;
     let n = u32::try_from(out.iter().product::<usize>())
         .map_err(|_| unsupported(node, "more than 2^32 elements"))?;
-    let r = out.len();
     let x = input(node, 0)?;
-    let (_, xs) = typed(g, node, x)?;
-    let xst = strides(&xs);
     let mut bindings = vec![format!("var<storage, read> in0: array<{t}>;")];
     let mut inputs = vec![x.0];
-    let body = match node.op {
-        Op::Shape(
-            ShapeOp::Reshape
-            | ShapeOp::Flatten
-            | ShapeOp::Squeeze
-            | ShapeOp::Unsqueeze
-            | ShapeOp::Identity,
-        ) => "        out[i] = in0[i];\n".to_string(),
-        Op::Shape(ShapeOp::Transpose) => {
-            let perm: Vec<usize> = match node
-                .attrs
-                .ints("perm")
-                .map_err(|e| CodegenError::Plan(e.to_string()))?
-            {
-                Some(p) => p.iter().map(|&v| v as usize).collect(),
-                None => (0..r).rev().collect(),
-            };
-            let off: Vec<String> = (0..r)
-                .map(|a| format!("c{a} * {}u", xst[perm[a]]))
-                .collect();
-            format!("{}        out[i] = in0[{}];\n", coords(&out), sum(&off))
-        }
-        Op::Shape(ShapeOp::Expand) => {
-            let pad = r - xs.len();
-            let off: Vec<String> = (0..r)
-                .filter(|&a| a >= pad && xs[a - pad] != 1)
-                .map(|a| format!("c{a} * {}u", xst[a - pad]))
-                .collect();
-            format!("{}        out[i] = in0[{}];\n", coords(&out), sum(&off))
-        }
-        Op::Shape(ShapeOp::Slice) => {
-            let starts = const_ints(g, node, 1)?.ok_or_else(|| unsupported(node, "no starts"))?;
-            let axes =
-                const_ints(g, node, 3)?.unwrap_or_else(|| (0..starts.len() as i64).collect());
-            let steps = const_ints(g, node, 4)?.unwrap_or_else(|| vec![1; starts.len()]);
-            let mut start = vec![0i64; r];
-            let mut step = vec![1i64; r];
-            for ((&a, &s), &st) in axes.iter().zip(&starts).zip(&steps) {
-                let a = if a < 0 { a + r as i64 } else { a } as usize;
-                if a >= r || st <= 0 {
-                    return Err(unsupported(node, "negative or zero steps"));
-                }
-                let d = xs[a] as i64;
-                start[a] = (if s < 0 { s + d } else { s }).clamp(0, d);
-                step[a] = st;
-            }
-            let off: Vec<String> = (0..r)
-                .map(|a| format!("({}u + c{a} * {}u) * {}u", start[a], step[a], xst[a]))
-                .collect();
-            format!("{}        out[i] = in0[{}];\n", coords(&out), sum(&off))
-        }
-        Op::Shape(ShapeOp::Gather) => {
-            let idx = input(node, 1)?;
-            let (it, is) = typed(g, node, idx)?;
-            let read = match it {
+    let shape = |v: ValueId| typed(g, node, v).map(|t| t.1).map_err(|e| e.to_string());
+    let mv = movement(g, node, &shape, Lit("u")).map_err(|what| unsupported(node, what))?;
+    let body = match mv {
+        Movement::Copy => "        out[i] = in0[i];\n".to_string(),
+        Movement::Strided(terms) => format!(
+            "{}        out[i] = in0[{}];\n",
+            coords(&out),
+            sum(&terms, "0u")
+        ),
+        Movement::Gather {
+            indices,
+            index_dtype,
+            index_terms,
+            data_terms,
+            axis_len,
+        } => {
+            let read = match index_dtype {
                 DType::I64 => {
                     bindings.push("var<storage, read> in1: array<vec2<u32>>;".into());
                     // Little-endian words: the low one is the value for |k| < 2^31.
@@ -177,68 +111,30 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
                 }
                 other => return Err(unsupported(node, format!("{other} indices"))),
             };
-            inputs.push(idx.0);
-            let axis = node
-                .attrs
-                .int_or("axis", 0)
-                .map_err(|e| CodegenError::Plan(e.to_string()))?;
-            let axis = if axis < 0 {
-                axis + xs.len() as i64
-            } else {
-                axis
-            } as usize;
-            let ist = strides(&is);
-            let q = is.len();
-            let idx_off: Vec<String> = (0..q)
-                .map(|j| format!("c{} * {}u", axis + j, ist[j]))
-                .collect();
-            let mut off: Vec<String> = (0..axis).map(|a| format!("c{a} * {}u", xst[a])).collect();
-            off.push(format!("k * {}u", xst[axis]));
-            off.extend((axis + 1..xs.len()).map(|a| format!("c{} * {}u", a - 1 + q, xst[a])));
+            inputs.push(indices.0);
             format!(
                 "{}        var ks: i32 = {};\n        if (ks < 0) {{ ks = ks + {}; }}\n        let k = u32(ks);\n        out[i] = in0[{}];\n",
                 coords(&out),
-                read.replace("{j}", &sum(&idx_off)),
-                xs[axis],
-                sum(&off)
+                read.replace("{j}", &sum(&index_terms, "0u")),
+                axis_len,
+                sum(&data_terms, "0u")
             )
         }
-        Op::Shape(ShapeOp::Concat) => {
-            let axis = node
-                .attrs
-                .int_or("axis", 0)
-                .map_err(|e| CodegenError::Plan(e.to_string()))?;
-            let axis = if axis < 0 { axis + r as i64 } else { axis } as usize;
+        Movement::Concat { axis, parts } => {
             let mut code = coords(&out);
-            let mut begin = 0usize;
             bindings.clear();
             inputs.clear();
-            for (k, v) in node.inputs.iter().enumerate() {
-                let v = v.ok_or_else(|| unsupported(node, "a missing input"))?;
-                let (_, s) = typed(g, node, v)?;
-                let st = strides(&s);
+            for (k, (v, end, terms)) in parts.iter().enumerate() {
                 bindings.push(format!("var<storage, read> in{k}: array<{t}>;"));
                 inputs.push(v.0);
-                let off: Vec<String> = (0..r)
-                    .map(|a| {
-                        if a == axis {
-                            format!("(c{a} - {begin}u) * {}u", st[a])
-                        } else {
-                            format!("c{a} * {}u", st[a])
-                        }
-                    })
-                    .collect();
-                let end = begin + s[axis];
                 code += &format!(
                     "        {}if (c{axis} < {end}u) {{ out[i] = in{k}[{}]; }}\n",
                     if k == 0 { "" } else { "else " },
-                    sum(&off)
+                    sum(terms, "0u")
                 );
-                begin = end;
             }
             code
         }
-        _ => return Err(unsupported(node, "this op (not data movement)")),
     };
     bindings.push(format!("var<storage, read_write> out: array<{t}>;"));
     let bindings: Vec<String> = bindings

@@ -44,30 +44,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
             gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
         Ok((t.dtype, s))
     };
-    let x = node
-        .inputs
-        .first()
-        .copied()
-        .flatten()
-        .ok_or_else(|| unsupported(node, "a missing input"))?;
-    let (dt, shape) = shape_of(x)?;
-    let d = *shape
-        .last()
-        .ok_or_else(|| unsupported(node, "a scalar input"))?;
-    let rank = shape.len() as i64;
-    let axis = node
-        .attrs
-        .int_or("axis", -1)
-        .map_err(|e| CodegenError::Plan(e.to_string()))?;
-    if axis != -1 && axis != rank - 1 {
-        return Err(unsupported(
-            node,
-            "a normalization over an axis other than the last",
-        ));
-    }
-    if node.outputs.len() != 1 {
-        return Err(unsupported(node, "the optional mean/inv-std-dev outputs"));
-    }
+    let (x, dt, shape, d) = crate::index::row(g, node).map_err(|w| unsupported(node, w))?;
     let out = node.outputs[0];
     let (odt, _) = shape_of(out)?;
     let (xs, os) = (storage(node, dt)?, storage(node, odt)?);
@@ -77,16 +54,11 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let mut bindings = format!("@group(0) @binding(0) var<storage, read> x: array<{xs}>;\n");
     let mut inputs = vec![x.0];
     let mut per_row = |k: usize, var: &str| -> Result<Option<String>> {
-        let Some(v) = node.inputs.get(k).copied().flatten() else {
+        let Some((v, pdt)) =
+            crate::index::per_column(g, node, k, d).map_err(|w| unsupported(node, w))?
+        else {
             return Ok(None);
         };
-        let (pdt, ps) = shape_of(v)?;
-        if ps.iter().product::<usize>() != d || ps.last() != Some(&d) {
-            return Err(unsupported(
-                node,
-                "a scale or bias that is not one value per column",
-            ));
-        }
         f16 |= pdt == DType::F16;
         bindings += &format!(
             "@group(0) @binding({}) var<storage, read> {var}: array<{}>;\n",
