@@ -13,11 +13,30 @@ pub mod movement;
 pub mod rows;
 
 use crate::{CodegenError, Result};
-use gopt_ir::{Graph, Op};
+use gopt_ir::{DType, Graph, Op};
 use serde::{Deserialize, Serialize};
 
 /// Invocations per workgroup of every generated shader.
 pub const WORKGROUP: u32 = 256;
+
+/// The WGSL element type a tensor of `dt` has in a wgpu buffer, and its bytes per
+/// element there. WGSL storage has no 8/16-bit integers, no bool and no 64-bit integers:
+/// bool and 8/16-bit integers are widened to one 32-bit word per element (the executor
+/// converts at the graph's inputs and outputs), 64-bit integers keep their bytes as
+/// `vec2<u32>` (low word first, little-endian), f16 needs the adapter's `SHADER_F16`.
+/// bf16 and f64 have no WGSL form (a bf16 request is lowered to f16 or f32 before).
+pub fn storage_type(dt: DType) -> Option<(&'static str, usize)> {
+    match dt {
+        DType::F32 => Some(("f32", 4)),
+        DType::F16 => Some(("f16", 2)),
+        DType::I32 => Some(("i32", 4)),
+        DType::U32 => Some(("u32", 4)),
+        DType::Bool | DType::U8 | DType::U16 => Some(("u32", 4)),
+        DType::I8 | DType::I16 => Some(("i32", 4)),
+        DType::I64 | DType::U64 => Some(("vec2<u32>", 8)),
+        DType::BF16 | DType::F64 => None,
+    }
+}
 
 /// One generated compute shader.
 #[derive(Clone, Debug, Serialize, Deserialize)]
