@@ -18,14 +18,23 @@ cp "$MODELDIR/peers.json" "$OUT/"
 for m in ${MODELS//,/ }; do
     seq=(); [[ "$m" != resnet50 ]] && seq=(--seq 128)
     for b in 1 32; do
-        "$GOPT" bench "$MODELDIR/$m.onnx" --batch "$b" "${seq[@]}" --precision bf16 --json \
+        "$GOPT" bench "$MODELDIR/$m.onnx" --backend cuda --batch "$b" "${seq[@]}" --precision bf16 --json \
             > "$OUT/gopt_${m}_b$b.json" 2> "$OUT/gopt_${m}_b$b.err" \
             || echo "gopt bench $m b$b failed: $(tail -3 "$OUT/gopt_${m}_b$b.err")"
         cat "$OUT/gopt_${m}_b$b.err" >> "$OUT/gopt.err"; rm -f "$OUT/gopt_${m}_b$b.err"
+        # The WGSL path on the same GPU through Vulkan (bf16 runs as f16 there).
+        if [[ "${WGPU:-1}" == 1 ]]; then
+            "$GOPT" bench "$MODELDIR/$m.onnx" --backend wgpu --batch "$b" "${seq[@]}" --precision bf16 \
+                --iters 100 --json > "$OUT/gopt_${m}_b${b}_wgpu.json" 2> "$OUT/gopt_${m}_b${b}_wgpu.err" \
+                || echo "gopt bench --backend wgpu $m b$b failed: $(tail -3 "$OUT/gopt_${m}_b${b}_wgpu.err")"
+            cat "$OUT/gopt_${m}_b${b}_wgpu.err" >> "$OUT/gopt.err"; rm -f "$OUT/gopt_${m}_b${b}_wgpu.err"
+        fi
     done
-    "$GOPT" bench "$MODELDIR/$m.onnx" --batch 32 "${seq[@]}" --precision bf16 --profile --iters 20 \
+    "$GOPT" bench "$MODELDIR/$m.onnx" --backend cuda --batch 32 "${seq[@]}" --precision bf16 --profile --iters 20 \
         > "$OUT/profile_${m}_b32.txt" 2>> "$OUT/gopt.err" || true
-    "$GOPT" bench "$MODELDIR/$m.onnx" --batch 1 "${seq[@]}" --precision bf16 --no-cuda-graph --json \
+    [[ "${WGPU:-1}" == 1 ]] && "$GOPT" bench "$MODELDIR/$m.onnx" --backend wgpu --batch 32 "${seq[@]}" \
+        --precision bf16 --profile --iters 10 > "$OUT/profile_${m}_b32_wgpu.txt" 2>> "$OUT/gopt.err"
+    "$GOPT" bench "$MODELDIR/$m.onnx" --backend cuda --batch 1 "${seq[@]}" --precision bf16 --no-cuda-graph --json \
         > "$OUT/gopt_${m}_b1_nograph.json" 2>> "$OUT/gopt.err" || true
 done
 python3 "$(dirname "$0")/table.py" "$OUT" | tee "$OUT/bench.md"

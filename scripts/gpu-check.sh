@@ -11,23 +11,29 @@
 #         2. the shared models through CUDA against their reference data
 #            (`gopt test --backend cuda`: fp32, then bf16 and fp16 by relative L2);
 #         3. the conformance cases through CUDA;
-#         4. bench/gpu-bench.sh: ResNet-50, BERT-base, GPT-2 against PyTorch eager and
-#            torch.compile in the same run.
+#         4. the WGSL path on the same GPU through Vulkan: the shared models
+#            (tests/wgpu_models.rs and `gopt test --backend wgpu`) and the conformance
+#            cases against tests/conformance/wgpu.manifest;
+#         5. bench/gpu-bench.sh: ResNet-50, BERT-base, GPT-2 against PyTorch eager and
+#            torch.compile in the same run, through CUDA and through wgpu.
+#         The machine has no Vulkan loader: carry `.gl` (the libvulkan1 and GL/EGL
+#         loader .debs, see docs/wgsl.md), which this script unpacks.
 #         Logs and JSON go to $OUT; a summary is printed last.
 set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
 TESTS=(cuda_kernels cuda_plan cuda_attention cuda_conv)
+WGPU_TESTS=(wgpu_models)
 
 if [[ "${1:-}" == "--build" ]]; then
     set -e
     cargo build --profile test-opt --bin gopt 2>&1 | tail -1
-    args=(); for t in "${TESTS[@]}"; do args+=(--test "$t"); done
+    args=(); for t in "${TESTS[@]}" "${WGPU_TESTS[@]}"; do args+=(--test "$t"); done
     cargo test --profile test-opt "${args[@]}" --no-run 2>&1 | tail -1
     rm -rf gpu-bin && mkdir -p gpu-bin
     cp target/test-opt/gopt gpu-bin/gopt
-    for t in "${TESTS[@]}"; do
+    for t in "${TESTS[@]}" "${WGPU_TESTS[@]}"; do
         bin="$(ls -t target/test-opt/deps/"$t"-* | grep -v '\.d$' | head -1)"
         cp "$bin" "gpu-bin/$t"
     done
@@ -40,10 +46,11 @@ if [[ "${1:-}" == "--build" ]]; then
     exit 0
 fi
 
-BENCH=1; CONF=1
+BENCH=1; CONF=1; WGPU=1
 while (($#)); do
     case "$1" in
         --no-bench) BENCH=0 ;;
+        --no-wgpu) WGPU=0 ;;
         --no-conformance) CONF=0 ;;
         --tests) IFS=, read -r -a TESTS <<< "$2"; shift ;;
     esac
@@ -59,6 +66,22 @@ BIN="$REPO/gpu-bin/bin"
 mkdir -p "$BIN"
 for f in gpu-bin/*.gz; do gunzip -c "$f" > "$BIN/$(basename "$f" .gz)"; chmod +x "$BIN/$(basename "$f" .gz)"; done
 [[ -d tests/data/conformance ]] || tar xzf gpu-bin/conformance.tgz -C tests/data
+# Vulkan for wgpu: the loader from the carried .deb, and NVIDIA's ICD through its EGL
+# library (the default ICD's GLX library fails without a display).
+if [[ "$WGPU" == 1 ]]; then
+    if ! ldconfig -p | grep -q libvulkan.so.1; then
+        for f in .gl/*.deb; do [[ -f "$f" ]] && dpkg -x "$f" /; done
+        ldconfig
+    fi
+    if [[ -z "${VK_ICD_FILENAMES:-}" ]]; then
+        egl="$(ldconfig -p | grep -o '/[^ ]*libEGL_nvidia.so.0' | head -1)"
+        printf '{"file_format_version":"1.0.0","ICD":{"library_path":"%s","api_version":"1.3.0"}}\n' \
+            "${egl:-libEGL_nvidia.so.0}" > /tmp/gopt_nvidia_icd.json
+        export VK_ICD_FILENAMES=/tmp/gopt_nvidia_icd.json
+    fi
+    export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
+fi
+export WGPU
 summary=()
 log() { echo "$*"; summary+=("$*"); }
 {
@@ -83,10 +106,32 @@ log() { echo "$*"; summary+=("$*"); }
     echo "== shared models, kernel by kernel (no CUDA graph), fp32"
     "$BIN/gopt" test tests/data/models --backend cuda --no-cuda-graph --atol 1e-4 -j 4 > "$OUT/models_nograph.log" 2>&1
     log "models fp32 no CUDA graph: $(tail -1 "$OUT/models_nograph.log")"
+    if [[ "$WGPU" == 1 ]]; then
+        echo "== wgpu"
+        "$BIN/gopt" adapters 2>&1 | head -5
+        for t in "${WGPU_TESTS[@]}"; do
+            if "$BIN/$t" --nocapture --test-threads 1 > "$OUT/$t.log" 2>&1; then
+                log "$t: $(grep -E '^test result' "$OUT/$t.log" | tail -1)"
+            else
+                log "$t: FAILED ($(grep -E '^test result|panicked' "$OUT/$t.log" | head -3 | tr '\n' ' '))"
+            fi
+            grep -E '^wgpu' "$OUT/$t.log" | head -10
+        done
+        for p in fp32 fp16; do
+            "$BIN/gopt" test tests/data/models --backend wgpu --precision "$p" --atol 1e-4 > "$OUT/models_wgpu_$p.log" 2>&1
+            log "models wgpu $p: $(tail -1 "$OUT/models_wgpu_$p.log")"
+            grep -v '^PASS' "$OUT/models_wgpu_$p.log" | head -10
+        done
+        timeout 200 "$BIN/gopt" test tests/data/conformance --backend wgpu --manifest tests/conformance/wgpu.manifest \
+            > "$OUT/conformance_wgpu.log" 2>&1
+        log "conformance wgpu (all cases, manifest tests/conformance/wgpu.manifest): $(tail -1 "$OUT/conformance_wgpu.log")"
+        grep -E '^(FAIL|NOT PASSING)' "$OUT/conformance_wgpu.log" | head -20
+    fi
     if [[ "$BENCH" == 1 ]]; then
         echo "== benchmark"
         bash bench/gpu-bench.sh "$BIN/gopt" "$OUT/bench" 2>&1 | grep -v -i "warning\|^  " | tail -30
         for f in "$OUT"/bench/profile_*.txt; do echo "-- $f"; head -24 "$f"; done
+        cat "$OUT/bench/bench.md" 2>/dev/null
         cat "$OUT"/bench/gopt.err 2>/dev/null | head -20
     fi
     if [[ "$CONF" == 1 ]]; then

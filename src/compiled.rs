@@ -1,6 +1,6 @@
 //! The library's compile API: [`compile`] turns a model into a [`Compiled`] — one
-//! specialized, optimized graph per shape bucket and, for CUDA, each bucket's plan with
-//! the weights shared by all of them — and [`Compiled::run`] executes it: inputs checked,
+//! specialized, optimized graph per shape bucket and, for CUDA or wgpu, each bucket's
+//! plan with the weights shared by all of them — and [`Compiled::run`] executes it: inputs checked,
 //! padded up to their bucket, run on the chosen backend, outputs sliced back. The CLI's
 //! `compile`, `run`, `test` and `bench` are built on these calls.
 //!
@@ -19,8 +19,11 @@
 use crate::pipeline::{self, Backend, Options, Variant};
 use crate::{GoptError, Imported, Result};
 use gopt_codegen::plan::{self, CudaPlan, WeightStore};
+use gopt_codegen::wgsl::plan::WgslPlan;
 use gopt_ir::{interp, Tensor};
+use gopt_passes::Precision;
 use gopt_runtime::exec::{Executable, Weights};
+use gopt_runtime::wgpu_exec::{WgpuExecutable, WgpuWeights};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -34,6 +37,8 @@ pub struct Bucket {
     pub variant: Option<Variant>,
     /// Its CUDA plan (with the CUDA backend).
     pub plan: Option<CudaPlan>,
+    /// Its WGSL plan (with the wgpu backend).
+    pub wgsl: Option<WgslPlan>,
 }
 
 /// A compiled model.
@@ -44,6 +49,9 @@ pub struct Compiled {
     weights: WeightStore,
     gpu_weights: Option<Arc<Weights>>,
     exes: BTreeMap<usize, Executable>,
+    wgpu_weights: WgpuWeights,
+    wgpu_exes: BTreeMap<usize, WgpuExecutable>,
+    notes: Vec<String>,
 }
 
 /// What `plan.json` holds.
@@ -59,6 +67,8 @@ struct Artifact {
 struct ArtifactBucket {
     sizes: BTreeMap<String, u64>,
     plan: Option<CudaPlan>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    wgsl: Option<WgslPlan>,
 }
 
 /// Compiles `model` for every bucket combination of `opts` (the default bucket sizes,
@@ -92,14 +102,48 @@ impl Compiled {
     /// A compiled model with no bucket yet: [`Compiled::run`] compiles buckets as runs
     /// need them.
     pub fn empty(model: &Imported, opts: &Options) -> Compiled {
+        let mut opts = opts.clone();
+        let mut notes = Vec::new();
+        if opts.backend == Backend::Wgpu {
+            let p = opts.config.precision;
+            let lowered = wgsl_precision(p, opts.wgsl_f16.unwrap_or(true));
+            if lowered != p {
+                notes.push(format!(
+                    "precision: {} requested, {} on wgpu ({})",
+                    p.name(),
+                    lowered.name(),
+                    match p {
+                        Precision::Bf16 if lowered == Precision::Fp16 =>
+                            "WGSL has no bf16; f16 keeps the memory savings",
+                        Precision::Tf32 => "WGSL has no tf32 math",
+                        _ => "the adapter has no SHADER_F16",
+                    }
+                ));
+                opts.config.precision = lowered;
+            }
+        }
         Compiled {
             model: model.clone(),
-            opts: opts.clone(),
+            opts,
             buckets: Vec::new(),
             weights: WeightStore::default(),
             gpu_weights: None,
             exes: BTreeMap::new(),
+            wgpu_weights: WgpuWeights::default(),
+            wgpu_exes: BTreeMap::new(),
+            notes,
         }
+    }
+
+    /// What the backend changed from what was asked (a bf16 request compiled as f16 on
+    /// wgpu), one line each, for reports.
+    pub fn notes(&self) -> &[String] {
+        &self.notes
+    }
+
+    /// The options it compiles with (after any lowering the backend needs).
+    pub fn options(&self) -> &Options {
+        &self.opts
     }
 
     /// The compiled buckets.
@@ -114,9 +158,16 @@ impl Compiled {
 
     fn add_bucket(&mut self, sizes: &BTreeMap<String, u64>) -> Result<usize> {
         let v = pipeline::specialize(&self.model.model, sizes, &self.opts)?;
-        let plan = match self.opts.backend {
-            Backend::Cpu => None,
-            Backend::Cuda => Some(plan::build_with(&v.graph, &mut self.weights)?),
+        let (plan, wgsl) = match self.opts.backend {
+            Backend::Cpu => (None, None),
+            Backend::Cuda => (Some(plan::build_with(&v.graph, &mut self.weights)?), None),
+            Backend::Wgpu => (
+                None,
+                Some(gopt_codegen::wgsl::plan::build_with(
+                    &v.graph,
+                    &mut self.weights,
+                )?),
+            ),
         };
         // New constants invalidate the uploaded blob.
         self.release_gpu();
@@ -124,6 +175,7 @@ impl Compiled {
             sizes: sizes.clone(),
             variant: Some(v),
             plan,
+            wgsl,
         });
         Ok(self.buckets.len() - 1)
     }
@@ -133,9 +185,10 @@ impl Compiled {
     pub fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let g = &self.model.model.graph;
         let actual = interp::check_inputs(g, inputs)?;
-        if self.opts.backend == Backend::Cuda {
-            // The GPU gather does not bounds-check (an out-of-range index would be an
-            // illegal address that ends the process's CUDA context): check here.
+        if self.opts.backend != Backend::Cpu {
+            // The GPU gathers do not bounds-check (an out-of-range index would be an
+            // illegal address that ends the process's CUDA context, or a clamped read
+            // on wgpu): check here.
             check_gather_indices(g, inputs)?;
         }
         let sizes = pipeline::bucket_for(&self.model.model, &actual, &self.opts)?;
@@ -187,7 +240,28 @@ impl Compiled {
                 Ok(interp::run(&v.graph, padded)?)
             }
             Backend::Cuda => Ok(self.executable(i)?.run(padded)?),
+            Backend::Wgpu => Ok(self.wgpu_executable(i)?.run(padded)?),
         }
+    }
+
+    /// The wgpu executable of bucket `i`, made on first use.
+    pub fn wgpu_executable(&mut self, i: usize) -> Result<&mut WgpuExecutable> {
+        if !self.wgpu_exes.contains_key(&i) {
+            let plan = self.buckets[i].wgsl.clone().ok_or_else(|| {
+                GoptError::Usage("this model was not compiled for wgpu (--target wgsl)".into())
+            })?;
+            let dev = crate::wgpu::device(self.opts.adapter.as_deref())?;
+            let exe = WgpuExecutable::new(dev, plan, &mut self.wgpu_weights, &self.weights.blob)?;
+            self.wgpu_exes.insert(i, exe);
+        }
+        self.wgpu_exes
+            .get_mut(&i)
+            .ok_or_else(|| GoptError::Usage("executable missing".into()))
+    }
+
+    /// Device bytes of the wgpu weights uploaded so far.
+    pub fn wgpu_weights_bytes(&self) -> usize {
+        self.wgpu_weights.bytes()
     }
 
     /// Writes the artifact to `dir`: `plan.json` (every bucket's plan, versioned),
@@ -209,6 +283,7 @@ impl Compiled {
                 .map(|b| ArtifactBucket {
                     sizes: b.sizes.clone(),
                     plan: b.plan.clone(),
+                    wgsl: b.wgsl.clone(),
                 })
                 .collect(),
         };
@@ -227,7 +302,19 @@ impl Compiled {
                 cu.push('\n');
             }
         }
-        write("kernels.cu", cu.as_bytes())?;
+        let mut wgsl = String::new();
+        for b in &self.buckets {
+            if let Some(p) = &b.wgsl {
+                let s: Vec<String> = b.sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                wgsl.push_str(&format!("// ===== bucket {} =====\n", s.join(" ")));
+                wgsl.push_str(&p.source());
+            }
+        }
+        if self.opts.backend == Backend::Wgpu {
+            write("kernels.wgsl", wgsl.as_bytes())?;
+        } else {
+            write("kernels.cu", cu.as_bytes())?;
+        }
         write("weights.bin", &self.weights.blob)?;
         let dst = dir.join("model.onnx");
         if std::fs::canonicalize(source).ok() != std::fs::canonicalize(&dst).ok() {
@@ -262,10 +349,10 @@ impl Compiled {
         let art = read_artifact(dir)?;
         let blob = read("weights.bin")?;
         let mut opts = opts.clone();
-        opts.backend = if art.backend == "cuda" {
-            Backend::Cuda
-        } else {
-            Backend::Cpu
+        opts.backend = match art.backend.as_str() {
+            "cuda" => Backend::Cuda,
+            "wgpu" => Backend::Wgpu,
+            _ => Backend::Cpu,
         };
         // Buckets compiled later must match the artifact's precision.
         if let Some(p) = gopt_passes::Precision::from_name(&art.precision) {
@@ -278,6 +365,9 @@ impl Compiled {
             weights: WeightStore::default(),
             gpu_weights: None,
             exes: BTreeMap::new(),
+            wgpu_weights: WgpuWeights::default(),
+            wgpu_exes: BTreeMap::new(),
+            notes: Vec::new(),
         };
         c.weights = WeightStore::default();
         c.weights.blob = blob;
@@ -288,6 +378,7 @@ impl Compiled {
                 sizes: b.sizes,
                 variant: None,
                 plan: b.plan,
+                wgsl: b.wgsl,
             })
             .collect();
         Ok(c)
@@ -379,5 +470,16 @@ fn check_gather_indices(g: &gopt_ir::Graph, inputs: &[Tensor]) -> Result<()> {
 impl Drop for Compiled {
     fn drop(&mut self) {
         self.release_gpu();
+    }
+}
+
+/// The precision a request runs at on wgpu: WGSL has f32 and (with `SHADER_F16`) f16,
+/// so bf16 becomes f16 (or f32 without f16), fp16 without f16 becomes f32, and tf32 is
+/// f32.
+pub fn wgsl_precision(p: Precision, f16: bool) -> Precision {
+    match p {
+        Precision::Fp32 | Precision::Tf32 => Precision::Fp32,
+        Precision::Bf16 | Precision::Fp16 if f16 => Precision::Fp16,
+        Precision::Bf16 | Precision::Fp16 => Precision::Fp32,
     }
 }

@@ -27,6 +27,7 @@ pub mod pipeline;
 pub mod report;
 pub mod tensor_io;
 pub mod testing;
+pub mod wgpu;
 
 pub use compiled::{compile, compile_buckets, Compiled};
 pub use error::{GoptError, Result};

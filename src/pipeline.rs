@@ -23,6 +23,13 @@ pub struct Options {
     pub backend: Backend,
     /// CUDA: launch the plan step by step instead of replaying a captured CUDA graph.
     pub no_cuda_graph: bool,
+    /// wgpu: the adapter to run on (the first whose name contains this), else the most
+    /// preferred (a discrete GPU first).
+    pub adapter: Option<String>,
+    /// wgpu: whether the adapter can run f16 shaders (`None`: assumed, as for a
+    /// `compile --target wgsl` without a device). Without it, half precisions lower to
+    /// fp32.
+    pub wgsl_f16: Option<bool>,
 }
 
 /// Where a compiled graph executes.
@@ -33,6 +40,8 @@ pub enum Backend {
     Cpu,
     /// NVIDIA GPUs: generated CUDA kernels and cuBLASLt, replayed as a CUDA graph.
     Cuda,
+    /// Any GPU wgpu reaches (Vulkan, Metal, DX12; lavapipe on the CPU): generated WGSL.
+    Wgpu,
 }
 
 impl Backend {
@@ -41,6 +50,7 @@ impl Backend {
         match self {
             Backend::Cpu => "cpu",
             Backend::Cuda => "cuda",
+            Backend::Wgpu => "wgpu",
         }
     }
 }
@@ -163,7 +173,7 @@ pub struct RunOutcome {
 }
 
 /// Compiles `model` for the bucket `inputs` need and runs it once on the chosen backend
-/// (the CPU reference interpreter, or the CUDA plan): [`crate::Compiled::run`] on a
+/// (the CPU reference interpreter, the CUDA plan or the WGSL plan): [`crate::Compiled::run`] on a
 /// fresh [`crate::Compiled`].
 pub fn run(model: &crate::Imported, inputs: &[Tensor], opts: &Options) -> Result<RunOutcome> {
     let mut c = crate::Compiled::empty(model, opts);

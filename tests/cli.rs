@@ -961,6 +961,8 @@ fn cuda_without_a_gpu_is_a_clear_error() {
         "1",
         "--seq",
         "32",
+        "--backend",
+        "cuda",
     ]);
     assert_error(&out, &["no CUDA", "use another backend"]);
 }
@@ -1041,4 +1043,143 @@ fn adapters_lists_what_wgpu_sees() {
     assert!(list
         .iter()
         .all(|a| a["name"].is_string() && a["backend"].is_string()));
+}
+
+/// The shared GPT-2's first data set's input, as a path.
+fn gpt2_input() -> String {
+    root()
+        .join("tests/data/models/gpt2_small/test_data_set_0/input_0.pb")
+        .display()
+        .to_string()
+}
+
+#[test]
+fn wgpu_runs_models_and_auto_says_what_it_chose() {
+    // CI has lavapipe and no GPU: auto passes over CUDA (saying why) and runs on wgpu.
+    if std::path::Path::new("/dev/nvidia0").exists() {
+        return;
+    }
+    let out = gopt(&[
+        "run",
+        &model_path("gpt2_small"),
+        "-i",
+        &gpt2_input(),
+        "--json",
+    ]);
+    assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("run --json is JSON");
+    assert_eq!(v["backend"], "wgpu", "{}", out.stdout);
+    assert!(v["adapter"].is_string(), "{}", out.stdout);
+    assert!(
+        v["notes"][0]
+            .as_str()
+            .is_some_and(|n| n.contains("passed over cuda")),
+        "{}",
+        out.stdout
+    );
+    // bf16 has no WGSL form: the run says what it became.
+    let out = gopt(&[
+        "run",
+        &model_path("gpt2_small"),
+        "-i",
+        &gpt2_input(),
+        "--backend",
+        "wgpu",
+        "--precision",
+        "bf16",
+    ]);
+    assert_ok(&out);
+    assert!(out.stdout.contains("bf16 requested"), "{}", out.stdout);
+    // An adapter that does not exist is a clear error listing the ones there are.
+    let out = gopt(&[
+        "run",
+        &model_path("gpt2_small"),
+        "-i",
+        &gpt2_input(),
+        "--backend",
+        "wgpu",
+        "--adapter",
+        "no-such-gpu",
+    ]);
+    assert_error(
+        &out,
+        &["no wgpu adapter matching `no-such-gpu`", "adapters seen"],
+    );
+}
+
+#[test]
+fn wgsl_artifact_compiles_and_runs() {
+    let dir = scratch("wgsl_artifact_compiles_and_runs");
+    let art = dir.join("gpt2.gopt");
+    let art_s = art.display().to_string();
+    let out = gopt(&[
+        "compile",
+        &model_path("gpt2_small"),
+        "--target",
+        "wgsl",
+        "--buckets",
+        "batch=1",
+        "--buckets",
+        "seq=128",
+        "-o",
+        &art_s,
+    ]);
+    assert_ok(&out);
+    assert!(out.stdout.contains("wgsl: "), "{}", out.stdout);
+    let wgsl = std::fs::read_to_string(art.join("kernels.wgsl")).expect("kernels.wgsl");
+    assert!(wgsl.contains("@compute"), "kernels.wgsl has no shader");
+    assert!(!art.join("kernels.cu").exists());
+    let out = gopt(&["run", &art_s, "-i", &gpt2_input(), "--json"]);
+    assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    assert_eq!(v["backend"], "wgpu", "{}", out.stdout);
+    // The artifact's output matches the CPU's on the same input.
+    let cpu = gopt(&[
+        "run",
+        &model_path("gpt2_small"),
+        "-i",
+        &gpt2_input(),
+        "--backend",
+        "cpu",
+        "--json",
+    ]);
+    assert_ok(&cpu);
+    let c: serde_json::Value = serde_json::from_str(&cpu.stdout).expect("JSON");
+    let (a, b) = (
+        v["outputs"][0]["mean"].as_f64().expect("mean"),
+        c["outputs"][0]["mean"].as_f64().expect("mean"),
+    );
+    assert!((a - b).abs() <= 1e-5, "wgpu mean {a}, cpu mean {b}");
+}
+
+#[test]
+fn bench_on_wgpu() {
+    let out = gopt(&[
+        "bench",
+        &model_path("bert_small"),
+        "--batch",
+        "1",
+        "--seq",
+        "32",
+        "--backend",
+        "wgpu",
+        "--iters",
+        "3",
+        "--warmup",
+        "1",
+        "--json",
+    ]);
+    assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("bench --json is JSON");
+    assert_eq!(v["backend"], "wgpu");
+    assert!(
+        v["p50_ms"].as_f64().is_some_and(|t| t > 0.0),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        v["kernels"].as_u64().is_some_and(|k| k > 10),
+        "{}",
+        out.stdout
+    );
 }

@@ -37,6 +37,7 @@ fn check_numerics(name: &str, precision: Option<&str>) {
         jobs: None,
         pipeline,
         rel_l2,
+        fallback_cpu: false,
     };
     let r = run_case(&case, &opts);
     assert_eq!(r.status, Status::Pass, "{name} {precision:?}: {r}");
@@ -92,6 +93,7 @@ fn mobilenet_v2_bf16_within_its_stated_bound() {
         jobs: None,
         pipeline: Some(gopt::pipeline::Options::from_cli("bf16", &[], &[]).expect("options")),
         rel_l2: Some(2.5e-2),
+        fallback_cpu: false,
     };
     let r = run_case(&case, &opts);
     assert_eq!(r.status, Status::Pass, "{r}");

@@ -9,6 +9,7 @@ pub mod blas;
 pub mod cuda;
 pub mod exec;
 mod modules;
+pub mod wgpu_exec;
 pub mod wgsl;
 
 /// Errors of the executors.

@@ -1,13 +1,60 @@
-//! The WGSL executor through wgpu (issue 5, being built): adapter selection (a discrete
-//! GPU first, then integrated, then a CPU implementation such as Mesa's lavapipe, which
-//! CI uses), and running one generated shader on host tensors, which the kernel tests
-//! use. Whole plans, bind groups built once per bucket and one command buffer per run,
-//! come next.
+//! wgpu devices: adapter selection (a discrete GPU first, then integrated, then a CPU
+//! implementation such as Mesa's lavapipe, which CI uses), the WGSL storage layout of
+//! host tensors, and running one generated shader on host tensors, which the kernel
+//! tests use. Whole plans run in [`crate::wgpu_exec`].
 
 use crate::{Result, RuntimeError};
-use gopt_codegen::plan::tensor_bytes;
 use gopt_codegen::wgsl::WgslKernel;
 use gopt_ir::{DType, Tensor};
+
+/// Bytes per element of `dt` in a wgpu buffer (`gopt_codegen::wgsl::storage_type`), or
+/// an error for the dtypes WGSL storage cannot hold (bf16, f64).
+pub fn storage_size(dt: DType) -> Result<usize> {
+    gopt_codegen::wgsl::storage_type(dt)
+        .map(|(_, n)| n)
+        .ok_or_else(|| err(format!("{dt} tensors have no WGSL storage form")))
+}
+
+/// A host tensor's bytes in the layout WGSL kernels use: bool and 8/16-bit integers
+/// widened to one 32-bit word per element (bool 0/1, signed values sign-extended),
+/// everything else as it is (i64/u64 keep their little-endian bytes).
+pub fn to_storage(t: &Tensor) -> Result<Vec<u8>> {
+    storage_size(t.dtype())?;
+    Ok(gopt_codegen::wgsl::plan::storage_bytes(t))
+}
+
+/// The tensor of `dt` and `shape` whose storage layout (see [`to_storage`]) is
+/// `bytes`: 32-bit words narrowed back for bool (non-zero is true) and 8/16-bit
+/// integers (their low bits).
+pub fn from_storage(dt: DType, shape: &[usize], bytes: &[u8]) -> Result<Tensor> {
+    let n: usize = shape.iter().product();
+    let size = storage_size(dt)?;
+    if bytes.len() != n * size {
+        return Err(err(format!(
+            "{} bytes do not hold a {dt} tensor of {shape:?} in WGSL storage",
+            bytes.len()
+        )));
+    }
+    match dt {
+        DType::Bool | DType::U8 | DType::U16 | DType::I8 | DType::I16 => {
+            let words: Vec<f64> = bytes
+                .chunks_exact(4)
+                .map(|w| {
+                    let v = u32::from_le_bytes([w[0], w[1], w[2], w[3]]);
+                    match dt {
+                        DType::Bool => f64::from(u8::from(v != 0)),
+                        DType::U8 => f64::from(v as u8),
+                        DType::U16 => f64::from(v as u16),
+                        DType::I8 => f64::from(v as i8),
+                        _ => f64::from(v as i16),
+                    }
+                })
+                .collect();
+            Tensor::from_f64s(dt, shape, &words).map_err(err)
+        }
+        _ => crate::cuda::from_bytes(dt, shape, bytes),
+    }
+}
 
 /// What an adapter is (for `--adapter` and the report).
 #[derive(Clone, Debug)]
@@ -60,8 +107,8 @@ fn info(a: &wgpu::Adapter) -> AdapterInfo {
 
 /// A wgpu device and its queue.
 pub struct WgpuDevice {
-    device: wgpu::Device,
-    queue: wgpu::Queue,
+    pub(crate) device: wgpu::Device,
+    pub(crate) queue: wgpu::Queue,
     /// The adapter it runs on.
     pub adapter: AdapterInfo,
 }
@@ -93,7 +140,8 @@ impl WgpuDevice {
                 }
             ))
         })?;
-        let features = adapter.features() & wgpu::Features::SHADER_F16;
+        let features =
+            adapter.features() & (wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY);
         let desc = wgpu::DeviceDescriptor {
             label: Some("gopt"),
             required_features: features,
@@ -136,7 +184,8 @@ impl WgpuDevice {
             cache: None,
         });
         let storage = |bytes: &[u8], extra: wgpu::BufferUsages| {
-            let size = bytes.len().max(4).div_ceil(4) * 4;
+            // At least one element of the widest storage type (vec2<u32>).
+            let size = bytes.len().max(16).div_ceil(4) * 4;
             let b = d.create_buffer(&wgpu::BufferDescriptor {
                 label: None,
                 size: size as u64,
@@ -150,12 +199,12 @@ impl WgpuDevice {
         };
         let ins: Vec<wgpu::Buffer> = inputs
             .iter()
-            .map(|t| storage(&tensor_bytes(t), wgpu::BufferUsages::empty()))
-            .collect();
+            .map(|t| Ok(storage(&to_storage(t)?, wgpu::BufferUsages::empty())))
+            .collect::<Result<_>>()?;
         let sizes: Vec<usize> = outs
             .iter()
-            .map(|(dt, s)| s.iter().product::<usize>() * dt.size())
-            .collect();
+            .map(|(dt, s)| Ok(s.iter().product::<usize>() * storage_size(*dt)?))
+            .collect::<Result<_>>()?;
         let outbufs: Vec<wgpu::Buffer> = sizes
             .iter()
             .map(|&n| storage(&vec![0u8; n], wgpu::BufferUsages::COPY_SRC))
@@ -206,7 +255,7 @@ impl WgpuDevice {
             .zip(&sizes)
             .map(|(((dt, shape), r), &n)| {
                 let view = r.slice(..).get_mapped_range().map_err(err)?;
-                crate::cuda::from_bytes(*dt, shape, &view[..n])
+                from_storage(*dt, shape, &view[..n])
             })
             .collect()
     }

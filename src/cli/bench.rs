@@ -1,12 +1,14 @@
 //! `gopt bench`: compiles a model for one bucket and times it. On CUDA the time of an
 //! execution is taken between two CUDA events around it, after warm-up, inputs already
 //! on the device (what a serving loop pays per batch once its inputs are there); on the
-//! CPU it is wall-clock. Reports p50/p95/min/mean, throughput, device memory and the
+//! CPU it is wall-clock. On wgpu it is GPU timestamps around the run's compute pass
+//! where the adapter has timestamp queries, else wall-clock from submit to completion. Reports p50/p95/min/mean, throughput, device memory and the
 //! time each compile stage took.
 
-use super::{fmt_duration, outln, Backend};
+use super::{fmt_duration, outln, DeviceArgs};
 use anyhow::{bail, Context, Result};
 use gopt::ir::{DType, Dim, Tensor};
+use gopt::pipeline::Backend;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -21,21 +23,24 @@ use std::time::Instant;
                   like a mask all ones): --warmup untimed runs, then --iters timed ones. \
                   On CUDA each run is timed with CUDA events around the replay of the \
                   bucket's CUDA graph (or the kernel-by-kernel launches with \
-                  --no-cuda-graph), inputs resident on the device. --batch binds the \
+                  --no-cuda-graph), inputs resident on the device. On wgpu each run \
+                  is one command buffer, timed by GPU timestamps around its compute pass \
+                  when the adapter has them (else wall-clock to completion). \
+                  --backend auto takes cuda, else wgpu, else the CPU. --batch binds the \
                   symbol of every input's first dim, --seq the second dim of rank-2 \
                   inputs (token ids, masks); --bind sets any other symbol.",
     after_help = "Examples:\n  \
         gopt bench tests/data/models/bert_small/model.onnx --batch 32 --seq 128 --precision bf16\n  \
         gopt bench model.onnx --batch 1 --seq 128 --precision bf16 --json\n  \
         gopt bench resnet50.onnx --batch 32 --precision bf16 --no-cuda-graph\n  \
-        gopt bench tests/data/models/mobilenet_v2/model.onnx --batch 1 --backend cpu --iters 10"
+        gopt bench tests/data/models/mobilenet_v2/model.onnx --batch 1 --backend cpu --iters 10\n  \
+        gopt bench tests/data/models/gpt2_small/model.onnx --batch 1 --seq 64 --backend wgpu --adapter llvmpipe"
 )]
 pub struct Args {
     /// The model file (.onnx).
     pub model: PathBuf,
-    /// Where to execute.
-    #[arg(long, value_enum, default_value_t = Backend::Cuda)]
-    pub backend: Backend,
+    #[command(flatten)]
+    pub device: DeviceArgs,
     /// Batch size (binds the symbol of each input's first dim).
     #[arg(long, value_name = "N")]
     pub batch: Option<u64>,
@@ -51,10 +56,7 @@ pub struct Args {
     /// Timed runs (at least 1; 100 or more for stable percentiles).
     #[arg(long, default_value_t = 200)]
     pub iters: usize,
-    /// CUDA: launch kernel by kernel instead of replaying a captured CUDA graph.
-    #[arg(long)]
-    pub no_cuda_graph: bool,
-    /// CUDA: also time every step on its own and list the slowest (and the time per
+    /// CUDA and wgpu: also time every step on its own and list the slowest (and the time per
     /// kind of step).
     #[arg(long)]
     pub profile: bool,
@@ -71,6 +73,8 @@ struct Report {
     backend: &'static str,
     device: String,
     precision: String,
+    /// What the backend changed (a bf16 request run as f16 on wgpu).
+    notes: Vec<String>,
     bucket: BTreeMap<String, u64>,
     cuda_graph: bool,
     iters: usize,
@@ -181,8 +185,9 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     compile_ms.insert("import", t.elapsed().as_secs_f64() * 1e3);
     let bucket = bindings(args, &model.model.graph)?;
     let mut opts = args.opt.options()?;
-    opts.backend = args.backend.pipeline();
-    opts.no_cuda_graph = args.no_cuda_graph;
+    let (candidates, _) = args.device.candidates();
+    let backend = candidates[0];
+    args.device.apply(&mut opts, backend)?;
     let t = Instant::now();
     let mut compiled = gopt::compile_buckets(&model, &opts, std::slice::from_ref(&bucket), |_| {})
         .with_context(|| format!("cannot compile {}", args.model.display()))?;
@@ -197,7 +202,38 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     let sizes = b0.sizes.clone();
     let batch = args.batch.unwrap_or(1);
     let mut profile = Vec::new();
-    let (device, times, kernels, launches, mem) = match args.backend {
+    let (device, times, kernels, launches, mem) = match backend {
+        Backend::Wgpu => {
+            let t = Instant::now();
+            let exe = compiled.wgpu_executable(0)?;
+            compile_ms.insert("pipelines+upload", t.elapsed().as_secs_f64() * 1e3);
+            exe.set_inputs(&ins)?;
+            let (times, gpu_clock) = exe.time(args.warmup, args.iters)?;
+            if args.profile {
+                profile = exe.profile(20)?;
+            }
+            let p = exe.plan();
+            let a = exe.adapter();
+            let device = format!(
+                "{} ({}, {}; {})",
+                a.name,
+                a.kind,
+                a.backend,
+                if gpu_clock {
+                    "GPU timestamps"
+                } else {
+                    "wall clock"
+                }
+            );
+            let (k, pool, unplanned, dev_bytes) = (
+                p.kernels.len(),
+                p.pool_bytes(),
+                p.unplanned_bytes,
+                exe.device_bytes(),
+            );
+            let w = compiled.wgpu_weights_bytes();
+            (device, times, k, k, (pool, unplanned, w, dev_bytes + w))
+        }
         Backend::Cuda => {
             let t = Instant::now();
             let dev = gopt::cuda::device()?;
@@ -250,11 +286,12 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     let p50 = percentile(&sorted, 0.5);
     let report = Report {
         model: args.model.display().to_string(),
-        backend: args.backend.pipeline().name(),
+        backend: backend.name(),
         device,
-        precision: args.opt.precision.clone(),
+        precision: compiled.options().config.precision.name().to_string(),
+        notes: compiled.notes().to_vec(),
         bucket: sizes,
-        cuda_graph: args.backend == Backend::Cuda && !args.no_cuda_graph,
+        cuda_graph: backend == Backend::Cuda && !args.device.no_cuda_graph,
         iters: args.iters,
         p50_ms: p50,
         p95_ms: percentile(&sorted, 0.95),
@@ -288,12 +325,17 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         report.precision,
         if report.cuda_graph {
             "CUDA graph"
-        } else if args.backend == Backend::Cuda {
+        } else if backend == Backend::Cuda {
             "kernel by kernel"
+        } else if backend == Backend::Wgpu {
+            "wgpu, one command buffer per run"
         } else {
             ""
         }
     );
+    for n in &report.notes {
+        outln!("note  {n}");
+    }
     outln!(
         "latency  p50 {:.3} ms   p95 {:.3} ms   min {:.3} ms   mean {:.3} ms   ({} runs after {} warm-up)",
         report.p50_ms, report.p95_ms, report.min_ms, report.mean_ms, args.iters, args.warmup
@@ -302,7 +344,18 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         "throughput  {:.1} samples/s (batch {batch})",
         report.throughput_per_s
     );
-    if args.backend == Backend::Cuda {
+    if backend == Backend::Wgpu {
+        outln!(
+            "plan  {} shaders, {} dispatches per run; pooled buffers {} (one buffer per value: {}), weights {}, device total {}",
+            report.kernels,
+            report.launches,
+            gopt::report::human_bytes(report.arena_bytes as u64),
+            gopt::report::human_bytes(report.unplanned_bytes as u64),
+            gopt::report::human_bytes(report.weights_bytes as u64),
+            gopt::report::human_bytes(report.device_bytes as u64)
+        );
+    }
+    if backend == Backend::Cuda {
         outln!(
             "plan  {} kernels, {} launches per run; arena {} (one buffer per value: {}), weights {}, device total {}",
             report.kernels,

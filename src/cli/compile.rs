@@ -59,12 +59,13 @@ pub struct Args {
     pub print_ir: bool,
     /// Write the compile report to DIR: `report.json` (what --json prints), `report.md`
     /// (what --explain prints) and each bucket's optimized graph as `<bucket>.ir`; with
-    /// `--target cuda` also the artifact `gopt run DIR` loads: `plan.json`, `kernels.cu`,
-    /// `weights.bin`, `model.onnx`.
+    /// `--target cuda|wgsl` also the artifact `gopt run DIR` loads: `plan.json`,
+    /// `kernels.cu` (or `kernels.wgsl`), `weights.bin`, `model.onnx`.
     #[arg(short, long = "output", value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Code generation target: `cuda` (an execution plan per bucket: kernels, cuBLASLt
-    /// GEMMs, arena; no GPU needed to compile) or `none` (stop after the optimizer).
+    /// GEMMs, arena; no GPU needed to compile), `wgsl` (WGSL compute shaders for wgpu,
+    /// each validated by naga; bf16 becomes f16) or `none` (stop after the optimizer).
     #[arg(long, value_enum, default_value_t = Target::Cuda)]
     pub target: Target,
 }
@@ -74,6 +75,8 @@ pub struct Args {
 pub enum Target {
     /// NVIDIA GPUs (CUDA C kernels for NVRTC, cuBLASLt GEMMs, a liveness-planned arena).
     Cuda,
+    /// Any GPU through wgpu (WGSL compute shaders, pooled buffers).
+    Wgsl,
     /// No code generation: the optimized graphs and the report only.
     None,
 }
@@ -141,6 +144,9 @@ struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     after: Option<GraphSummary>,
     buckets: Vec<BucketReport>,
+    /// What the target changed from what was asked (bf16 compiled as f16 for WGSL).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    notes: Vec<String>,
 }
 
 #[derive(Serialize)]
@@ -150,6 +156,32 @@ struct BucketReport {
     optimizer: Option<gopt::passes::PassReport>,
     #[serde(skip_serializing_if = "Option::is_none")]
     cuda: Option<CudaSummary>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wgsl: Option<WgslSummary>,
+}
+
+/// A bucket's WGSL plan in numbers.
+#[derive(Serialize)]
+struct WgslSummary {
+    shaders: usize,
+    distinct_shaders: usize,
+    f16: bool,
+    pool_bytes: usize,
+    unplanned_bytes: usize,
+}
+
+impl WgslSummary {
+    fn of(p: &gopt::codegen::wgsl::plan::WgslPlan) -> WgslSummary {
+        let distinct: std::collections::HashSet<&str> =
+            p.kernels.iter().map(|k| k.source.as_str()).collect();
+        WgslSummary {
+            shaders: p.kernels.len(),
+            distinct_shaders: distinct.len(),
+            f16: p.f16,
+            pool_bytes: p.pool_bytes(),
+            unplanned_bytes: p.unplanned_bytes,
+        }
+    }
 }
 
 /// A bucket's CUDA plan in numbers.
@@ -260,8 +292,10 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         s
     });
     let mut opts = opts;
-    if args.target == Target::Cuda {
-        opts.backend = gopt::pipeline::Backend::Cuda;
+    match args.target {
+        Target::Cuda => opts.backend = gopt::pipeline::Backend::Cuda,
+        Target::Wgsl => opts.backend = gopt::pipeline::Backend::Wgpu,
+        Target::None => {}
     }
     let compiled = gopt::compile_buckets(&model, &opts, &combos, |b| {
         if let Some(bar) = &bar {
@@ -285,10 +319,10 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         format!(
             "cannot compile {}{}",
             args.model.display(),
-            if args.target == Target::Cuda {
-                " for CUDA (--target none stops after the optimizer)"
-            } else {
-                ""
+            match args.target {
+                Target::Cuda => " for CUDA (--target none stops after the optimizer)",
+                Target::Wgsl => " to WGSL (--target none stops after the optimizer)",
+                Target::None => "",
             }
         )
     })?;
@@ -297,6 +331,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             bucket: b.sizes.clone(),
             optimizer: b.variant.as_ref().and_then(|v| v.report.clone()),
             cuda: b.plan.as_ref().map(CudaSummary::of),
+            wgsl: b.wgsl.as_ref().map(WgslSummary::of),
         });
     }
     if let Some(b) = bar {
@@ -313,10 +348,11 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         before,
         after,
         buckets,
+        notes: compiled.notes().to_vec(),
     };
     if let Some(dir) = &args.out {
         write_artifact(dir, &report, &graphs)?;
-        if args.target == Target::Cuda {
+        if args.target != Target::None {
             compiled
                 .save(dir)
                 .with_context(|| format!("cannot write the artifact to {}", dir.display()))?;
@@ -327,15 +363,18 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     } else {
         print_text(&report, &gopt::report::input_symbols(&model.model.graph));
         print_buckets(&report.buckets, args.explain);
+        for n in &report.notes {
+            outln!("note: {n}");
+        }
         if let Some(dir) = &args.out {
             outln!(
                 "wrote {}/report.json, report.md and {} graph(s){}",
                 dir.display(),
                 graphs.len(),
-                if args.target == Target::Cuda {
-                    ", plan.json, kernels.cu, weights.bin, model.onnx"
-                } else {
-                    ""
+                match args.target {
+                    Target::Cuda => ", plan.json, kernels.cu, weights.bin, model.onnx",
+                    Target::Wgsl => ", plan.json, kernels.wgsl, weights.bin, model.onnx",
+                    Target::None => "",
                 }
             );
         }
@@ -506,6 +545,17 @@ fn print_buckets(buckets: &[BucketReport], explain: bool) {
                 r.before.est_us,
                 r.after.est_us,
                 if r.fusions.is_empty() { "nothing".into() } else { r.fusions.join("; ") }
+            );
+        }
+        if let Some(w) = &b.wgsl {
+            outln!(
+                "  wgsl: {} shaders ({} distinct{}), one command buffer per run; pooled \
+                 buffers {} (one buffer per value: {})",
+                w.shaders,
+                w.distinct_shaders,
+                if w.f16 { ", f16" } else { "" },
+                human_bytes(w.pool_bytes as u64),
+                human_bytes(w.unplanned_bytes as u64)
             );
         }
         if let Some(c) = &b.cuda {

@@ -18,20 +18,86 @@ pub const EXIT_FAILED: u8 = 1;
 /// Where to execute.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub enum Backend {
+    /// The first that works here: cuda, then wgpu, then cpu (says which ran and why).
+    Auto,
     /// The CPU reference interpreter.
     Cpu,
     /// An NVIDIA GPU: generated CUDA kernels and cuBLASLt, replayed as a CUDA graph.
     Cuda,
+    /// Any GPU wgpu reaches (Vulkan, Metal, DX12; Mesa's lavapipe on the CPU): WGSL.
+    Wgpu,
 }
 
-impl Backend {
-    /// The pipeline's backend.
-    pub fn pipeline(self) -> gopt::pipeline::Backend {
-        match self {
-            Backend::Cpu => gopt::pipeline::Backend::Cpu,
-            Backend::Cuda => gopt::pipeline::Backend::Cuda,
+/// The backend flags `run`, `test` and `bench` share.
+#[derive(clap::Args, Clone, Debug)]
+pub struct DeviceArgs {
+    /// Where to execute: auto tries cuda, then wgpu, then cpu.
+    #[arg(long, value_enum, default_value_t = Backend::Auto)]
+    pub backend: Backend,
+    /// wgpu: run on the first adapter whose name contains NAME (`gopt adapters` lists
+    /// them); default: a discrete GPU first, then integrated, then CPU (lavapipe).
+    #[arg(long, value_name = "NAME")]
+    pub adapter: Option<String>,
+    /// CUDA: launch kernel by kernel instead of replaying a captured CUDA graph.
+    #[arg(long)]
+    pub no_cuda_graph: bool,
+}
+
+impl DeviceArgs {
+    /// The backends to try, in order, and why the ones `auto` passed over were passed
+    /// over: one backend unless `--backend auto`.
+    pub fn candidates(&self) -> (Vec<gopt::pipeline::Backend>, Vec<String>) {
+        use gopt::pipeline::Backend as B;
+        match self.backend {
+            Backend::Cpu => (vec![B::Cpu], vec![]),
+            Backend::Cuda => (vec![B::Cuda], vec![]),
+            Backend::Wgpu => (vec![B::Wgpu], vec![]),
+            Backend::Auto => {
+                let (first, why) = gopt::wgpu::auto(self.adapter.as_deref());
+                let list = match first {
+                    B::Cuda => vec![B::Cuda, B::Wgpu, B::Cpu],
+                    B::Wgpu => vec![B::Wgpu, B::Cpu],
+                    B::Cpu => vec![B::Cpu],
+                };
+                (list, why)
+            }
         }
     }
+
+    /// Sets `opts` up for `backend` (the adapter, whether it has f16, CUDA graphs).
+    pub fn apply(
+        &self,
+        opts: &mut gopt::pipeline::Options,
+        backend: gopt::pipeline::Backend,
+    ) -> anyhow::Result<()> {
+        opts.backend = backend;
+        opts.no_cuda_graph = self.no_cuda_graph;
+        opts.adapter = self.adapter.clone();
+        if backend == gopt::pipeline::Backend::Wgpu {
+            let dev = gopt::wgpu::device(self.adapter.as_deref())?;
+            opts.wgsl_f16 = Some(dev.adapter.f16);
+        }
+        Ok(())
+    }
+}
+
+/// Whether an error means "this backend cannot run this model here" (no device, or no
+/// kernel for a node), after which `--backend auto` tries the next one.
+pub fn backend_cannot(e: &gopt::GoptError) -> bool {
+    matches!(e, gopt::GoptError::Codegen(_) | gopt::GoptError::Runtime(_)) || e.is_unsupported()
+}
+
+/// The adapter a wgpu run used, for reports.
+pub fn adapter_name(opts: &gopt::pipeline::Options) -> Option<String> {
+    (opts.backend == gopt::pipeline::Backend::Wgpu)
+        .then(|| gopt::wgpu::device(opts.adapter.as_deref()).ok())
+        .flatten()
+        .map(|d| {
+            format!(
+                "{} ({}, {})",
+                d.adapter.name, d.adapter.kind, d.adapter.backend
+            )
+        })
 }
 
 /// Writes a line to stdout; if stdout is closed (`gopt test | head`), exits quietly

@@ -1,7 +1,7 @@
 //! `gopt run`: runs a model on input files and prints (and optionally writes) its
 //! outputs.
 
-use super::{fmt_duration, fmt_num, outln, Backend};
+use super::{adapter_name, backend_cannot, fmt_duration, fmt_num, outln, DeviceArgs};
 use anyhow::{Context, Result};
 use gopt::tensor_io::{file_stem, read_tensor, write_tensor, Summary, TensorFormat};
 use serde::Serialize;
@@ -36,12 +36,8 @@ pub struct Args {
     /// FILE is .npy or .pb. Repeat for each input.
     #[arg(short, long = "input", value_name = "NAME=FILE")]
     pub inputs: Vec<String>,
-    /// Where to execute.
-    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
-    pub backend: Backend,
-    /// CUDA: launch kernel by kernel instead of replaying a captured CUDA graph.
-    #[arg(long)]
-    pub no_cuda_graph: bool,
+    #[command(flatten)]
+    pub device: DeviceArgs,
     /// Write each output to DIR/<output name>.<format> (DIR is created if needed).
     #[arg(short, long = "output-dir", value_name = "DIR")]
     pub out: Option<PathBuf>,
@@ -77,6 +73,11 @@ struct OutputReport {
 struct Report {
     model: String,
     backend: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    adapter: Option<String>,
+    /// Why `--backend auto` passed over the backends before it, and what the backend
+    /// changed (a bf16 request run as f16 on wgpu).
+    notes: Vec<String>,
     import_ms: f64,
     run_ms: f64,
     outputs: Vec<OutputReport>,
@@ -108,30 +109,48 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     let out_names = gopt::output_names(graph);
     let t1 = Instant::now();
     let mut opts = args.opt.options()?;
-    opts.backend = args.backend.pipeline();
-    opts.no_cuda_graph = args.no_cuda_graph;
-    let outputs = if artifact {
-        let mut c = gopt::Compiled::load_with(&args.model, model, &opts)
-            .with_context(|| format!("cannot load the artifact {}", args.model.display()))?;
-        opts.backend = c.backend();
-        c.run(&inputs).with_context(|| {
-            format!(
-                "cannot run {} on {}",
-                args.model.display(),
-                opts.backend.name()
-            )
-        })?
-    } else {
-        gopt::pipeline::run(&model, &inputs, &opts)
-            .with_context(|| {
-                format!(
+    let (candidates, mut notes) = args.device.candidates();
+    let mut outputs = None;
+    for (k, &backend) in candidates.iter().enumerate() {
+        let last = k + 1 == candidates.len();
+        if let Err(e) = args.device.apply(&mut opts, backend) {
+            if last {
+                return Err(e);
+            }
+            notes.push(format!("{}: {e:#}", backend.name()));
+            continue;
+        }
+        let attempt = if artifact {
+            gopt::Compiled::load_with(&args.model, model.clone(), &opts)
+                .with_context(|| format!("cannot load the artifact {}", args.model.display()))
+                .and_then(|mut c| {
+                    opts.backend = c.backend();
+                    notes.extend(c.notes().iter().cloned());
+                    Ok(c.run(&inputs)?)
+                })
+        } else {
+            let mut c = gopt::Compiled::empty(&model, &opts);
+            notes.extend(c.notes().iter().cloned());
+            c.run(&inputs).map_err(anyhow::Error::from)
+        };
+        match attempt {
+            Ok(o) => {
+                outputs = Some(o);
+                break;
+            }
+            Err(e) if !last && !artifact && e.downcast_ref().is_some_and(backend_cannot) => {
+                notes.push(format!("{}: {e:#}", backend.name()));
+            }
+            Err(e) => {
+                return Err(e.context(format!(
                     "cannot run {} on {}",
                     args.model.display(),
                     opts.backend.name()
-                )
-            })?
-            .outputs
-    };
+                )))
+            }
+        }
+    }
+    let outputs = outputs.context("no backend to run on")?;
     let run_time = t1.elapsed();
     let format = match args.format {
         Format::Npy => TensorFormat::Npy,
@@ -165,6 +184,8 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     let report = Report {
         model: args.model.display().to_string(),
         backend: opts.backend.name(),
+        adapter: adapter_name(&opts),
+        notes,
         import_ms: import_time.as_secs_f64() * 1e3,
         run_ms: run_time.as_secs_f64() * 1e3,
         outputs: reports,
@@ -193,12 +214,19 @@ fn split_spec<'a>(spec: &'a str, names: &[String]) -> (Option<&'a str>, &'a str)
 
 fn print_text(r: &Report, import: std::time::Duration, run: std::time::Duration) {
     outln!(
-        "ran {} on {} in {} (import {})",
+        "ran {} on {}{} in {} (import {})",
         r.model,
         r.backend,
+        r.adapter
+            .as_ref()
+            .map(|a| format!(" [{a}]"))
+            .unwrap_or_default(),
         fmt_duration(run),
         fmt_duration(import)
     );
+    for n in &r.notes {
+        outln!("  note: {n}");
+    }
     for o in &r.outputs {
         let s = &o.summary;
         let stat = |v: Option<f64>| v.map(fmt_num).unwrap_or_else(|| "-".into());

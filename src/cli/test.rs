@@ -1,7 +1,7 @@
 //! `gopt test`: runs ONNX-layout test cases (the backend conformance suite, the real
 //! models) and compares with their reference outputs and, optionally, a manifest.
 
-use super::{outln, Backend, EXIT_FAILED};
+use super::{adapter_name, outln, DeviceArgs, EXIT_FAILED};
 use anyhow::{Context, Result};
 use gopt::testing::{self, CaseResult, ManifestCheck, Options, Totals};
 use serde::Serialize;
@@ -39,12 +39,8 @@ pub struct Args {
     /// Case folders, or folders of case folders.
     #[arg(required = true, value_name = "DIR")]
     pub dirs: Vec<PathBuf>,
-    /// Where to execute.
-    #[arg(long, value_enum, default_value_t = Backend::Cpu)]
-    pub backend: Backend,
-    /// CUDA: launch kernel by kernel instead of replaying a captured CUDA graph.
-    #[arg(long)]
-    pub no_cuda_graph: bool,
+    #[command(flatten)]
+    pub device: DeviceArgs,
     /// Relative tolerance (overrides tolerance.json).
     #[arg(long, value_name = "R")]
     pub rtol: Option<f64>,
@@ -84,8 +80,25 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         None => None,
     };
     let mut pipeline = args.opt.options()?;
-    pipeline.backend = args.backend.pipeline();
-    pipeline.no_cuda_graph = args.no_cuda_graph;
+    let (candidates, why) = args.device.candidates();
+    let backend = candidates[0];
+    args.device.apply(&mut pipeline, backend)?;
+    // `auto` runs every case on the first backend this machine has; a case that backend
+    // has no kernel for runs on the CPU interpreter, with a note saying so.
+    let fallback_cpu = candidates.len() > 1;
+    // On stderr, like the manifest notes: stdout keeps one line per case and the totals.
+    if !args.json {
+        eprintln!(
+            "backend: {}{}",
+            backend.name(),
+            adapter_name(&pipeline)
+                .map(|a| format!(" [{a}]"))
+                .unwrap_or_default()
+        );
+        for w in &why {
+            eprintln!("  {w}");
+        }
+    }
     // Low-precision pipelines are checked by relative L2 error against the fp32
     // references (the precision rules' stated tolerance).
     let rel_l2 = pipeline.config.low_precision().map(|_| 2e-2);
@@ -95,6 +108,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         jobs: args.jobs,
         pipeline: Some(pipeline),
         rel_l2,
+        fallback_cpu,
     };
     let json = args.json;
     let results = testing::run_cases(&cases, &opts, |r| {

@@ -50,6 +50,9 @@ pub struct Options {
     pub pipeline: Option<crate::pipeline::Options>,
     /// Compare float outputs by relative L2 error instead (low-precision pipelines).
     pub rel_l2: Option<f64>,
+    /// A case the pipeline's backend has no kernel for runs on the CPU interpreter, with
+    /// a note (`--backend auto`); otherwise another backend never falls back.
+    pub fallback_cpu: bool,
 }
 
 /// Outcome of a case.
@@ -325,6 +328,12 @@ fn run_set(
     match crate::pipeline::run(model, inputs, p) {
         Ok(o) => Ok(o.outputs),
         Err(e @ GoptError::Passes(_)) => Err(e),
+        Err(e @ (GoptError::Codegen(_) | GoptError::Runtime(_)))
+            if opts.fallback_cpu && p.backend != crate::pipeline::Backend::Cpu =>
+        {
+            *note = Some(format!("ran on cpu: {} cannot: {e}", p.backend.name()));
+            run_cpu(model, inputs)
+        }
         // Another backend never falls back to the interpreter: its result must be its own.
         Err(e) if p.backend != crate::pipeline::Backend::Cpu => Err(e),
         Err(e) => {

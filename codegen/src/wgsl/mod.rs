@@ -2,15 +2,29 @@
 //! specialized graph, one shader module per kernel, each parsed and validated by naga
 //! before it is handed out. An invalid shader is a compiler bug: its error carries the
 //! node it came from and the shader text ([`crate::CodegenError::Shader`]). So far this
-//! covers element-wise nodes (single ops and `FusedElementwise` bodies), LayerNorm,
-//! RMSNorm and Softmax rows, data movement and GEMMs with their epilogues, in f32 and
-//! f16; the emitter lists the nodes it has no
-//! kernel for, by name.
+//! covers element-wise nodes (single ops and `FusedElementwise` bodies, over every
+//! dtype [`storage_type`] holds: see [`types`]), LayerNorm, RMSNorm and Softmax rows,
+//! data movement, Split and Pad (any storable dtype) and GEMMs with their epilogues;
+//! the emitter lists the nodes it has no kernel for, by name.
 
+pub mod arg;
+pub mod attention;
+pub mod conv;
+pub mod cumulative;
 pub mod elementwise;
+mod elementwise_expr;
+pub mod gather_elements;
+pub mod gemm;
+pub mod loss;
 pub mod matmul;
 pub mod movement;
+pub mod plan;
+pub mod pool;
+pub mod reduce;
 pub mod rows;
+pub mod split_pad;
+pub mod trilu;
+pub mod types;
 
 use crate::{CodegenError, Result};
 use gopt_ir::{DType, Graph, Op};
@@ -67,12 +81,27 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<WgslKernel>, Vec<(String, String)>
                 Some(elementwise::emit(g, n, &format!("k{i}")))
             }
             op if rows::handles(op) => Some(rows::emit(g, n, &format!("k{i}"))),
+            op if attention::handles(op) => Some(attention::emit(g, n, &format!("k{i}"))),
             op if movement::handles(op) => Some(movement::emit(g, n, &format!("k{i}"))),
             op if matmul::handles(op) => Some(matmul::emit(g, n, &format!("k{i}"))),
+            op if split_pad::handles(op) => Some(split_pad::emit(g, n, &format!("k{i}"))),
+            op if conv::handles(op) => Some(conv::emit(g, n, &format!("k{i}"))),
+            op if pool::handles(op) => Some(pool::emit(g, n, &format!("k{i}"))),
+            op if reduce::handles(op) => Some(reduce::emit(g, n, &format!("k{i}"))),
+            op if arg::handles(op) => Some(arg::emit(g, n, &format!("k{i}"))),
+            op if trilu::handles(op) => Some(trilu::emit(g, n, &format!("k{i}"))),
+            op if cumulative::handles(op) => Some(cumulative::emit(g, n, &format!("k{i}"))),
+            op if gather_elements::handles(op) => {
+                Some(gather_elements::emit(g, n, &format!("k{i}")))
+            }
+            op if loss::handles(op) => Some(loss::emit(g, n, &format!("k{i}"))),
+            op if gemm::handles(op) => Some(gemm::emit(g, n, &format!("k{i}"))),
             _ => None,
         };
         match emitted {
-            Some(Ok(k)) => {
+            Some(Ok(mut k)) => {
+                // `k12_layernormalization`: reports group kernels by op.
+                k.name = format!("{}_{}", k.name, n.op.name().to_ascii_lowercase());
                 validate(&k)?;
                 kernels.push(k);
             }

@@ -1,6 +1,7 @@
 //! Data movement in WGSL: Transpose, Slice (constant bounds, positive steps), Expand,
 //! Concat, Gather (i64 or i32 indices; i64 read as two 32-bit words, since WGSL has no
-//! 64-bit integers) and the view ops as copies. Data in f32 or f16.
+//! 64-bit integers) and the view ops as copies. Data of any dtype WGSL storage holds
+//! (elements copied in their storage type).
 
 use super::WgslKernel;
 use crate::index::{movement, sum, Lit, Movement};
@@ -53,21 +54,25 @@ fn input(node: &Node, k: usize) -> Result<ValueId> {
         .ok_or_else(|| unsupported(node, "a missing input"))
 }
 
-/// Code splitting `i` into output coordinates `c0..`.
+/// Code splitting `i` into output coordinates `c0..` (an empty output's zero extents
+/// divide by 1 instead: its loop never runs, and naga refuses a constant `% 0u`).
 fn coords(out: &[usize]) -> String {
     let mut code = String::from("        var r: u32 = i;\n");
     for a in (0..out.len()).rev() {
-        code += &format!("        let c{a} = r % {d}u; r = r / {d}u;\n", d = out[a]);
+        code += &format!(
+            "        let c{a} = r % {d}u; r = r / {d}u;\n",
+            d = out[a].max(1)
+        );
     }
     code
 }
 
+/// The storage element of `dt` (data movement copies storage elements as they are:
+/// bool and 8/16-bit integers as one 32-bit word, i64/u64 as `vec2<u32>`).
 fn data_type(node: &Node, dt: DType) -> Result<&'static str> {
-    match dt {
-        DType::F32 => Ok("f32"),
-        DType::F16 => Ok("f16"),
-        other => Err(unsupported(node, format!("{other} data"))),
-    }
+    super::storage_type(dt)
+        .map(|(t, _)| t)
+        .ok_or_else(|| unsupported(node, format!("{dt} data")))
 }
 
 /// Emits the shader for `node`.

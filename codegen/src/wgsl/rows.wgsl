@@ -1,7 +1,9 @@
-{{enable}}// {{what}} over the last axis ({{d}} columns, {{rows}} rows): one workgroup per row (looping
+{{enable}}// {{what}} over rows ({{d}} columns, {{rows}} rows): one workgroup per row (looping
 // over rows past the dispatch), fp32 sums reduced through workgroup memory.
 {{bindings}}
 var<workgroup> red: array<f32, 256>;
+
+{{helpers}}
 
 fn reduce_sum(v: f32, lid: u32) -> f32 {
     red[lid] = v;
@@ -35,6 +37,6 @@ fn reduce_max(v: f32, lid: u32) -> f32 {
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     for (var row: u32 = wid.x; row < {{rows}}u; row = row + nwg.x) {
-        let base = row * {{d}}u;
+        let base = {{base}};
 {{body}}    }
 }

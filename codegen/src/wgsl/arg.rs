@@ -1,0 +1,139 @@
+//! ArgMax and ArgMin in WGSL along one axis (`keepdims`, `select_last_index`), over
+//! floats (compared in f32, NaN first-wins as the reference), 8/16/32-bit integers and
+//! i64/u64 (compared as their words); the i64 output as `vec2<u32>` words. Hardmax
+//! (floats) is ArgMax writing its lane: 1 at the index, 0 elsewhere.
+
+use super::types::{self, kind, Kind};
+use super::WgslKernel;
+use crate::template::fill;
+use crate::{CodegenError, Result};
+use gopt_ir::ops::ReduceOp;
+use gopt_ir::{DType, Graph, Node, Op};
+
+const TEMPLATE: &str = include_str!("arg.wgsl");
+
+/// Whether this emitter handles `op`.
+pub fn handles(op: Op) -> bool {
+    matches!(
+        op,
+        Op::Reduce(ReduceOp::ArgMax | ReduceOp::ArgMin | ReduceOp::Hardmax)
+    )
+}
+
+fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
+    CodegenError::Unsupported {
+        node: node.name.clone(),
+        op: node.op.name().into(),
+        backend: "WGSL",
+        what: what.into(),
+    }
+}
+
+/// Emits the shader for ArgMax/ArgMin node `node` of `g`.
+pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
+    let plan = |e: gopt_ir::IrError| CodegenError::Plan(e.to_string());
+    let x = node
+        .inputs
+        .first()
+        .copied()
+        .flatten()
+        .ok_or_else(|| unsupported(node, "a missing input"))?;
+    let out = *node
+        .outputs
+        .first()
+        .ok_or_else(|| unsupported(node, "no output"))?;
+    let ty = g.ty(x).map_err(plan)?;
+    let dt = ty.dtype;
+    let shape =
+        gopt_ir::dim::concrete(&ty.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
+    let (t, _) = super::storage_type(dt).ok_or_else(|| unsupported(node, format!("{dt} data")))?;
+    let hard = node.op == Op::Reduce(ReduceOp::Hardmax);
+    if hard && kind(dt) != Some(Kind::Float) {
+        return Err(unsupported(node, format!("{dt} data")));
+    }
+    let axis = node
+        .attrs
+        .int_or("axis", if hard { -1 } else { 0 })
+        .map_err(plan)?;
+    let axis = gopt_ir::ops::util::norm_axis(axis, shape.len()).map_err(plan)?;
+    let last = node.attrs.int_or("select_last_index", 0).map_err(plan)? != 0;
+    let max = node.op != Op::Reduce(ReduceOp::ArgMin);
+    let d = shape[axis];
+    if d == 0 {
+        return Err(unsupported(node, "an empty axis"));
+    }
+    let inner: usize = shape[axis + 1..].iter().product();
+    let n = u32::try_from(shape.iter().product::<usize>() / d)
+        .map_err(|_| unsupported(node, "more than 2^32 elements"))?;
+    if n == 0 {
+        // Its i64 output buffer would be one word, short of one `vec2<u32>`.
+        return Err(unsupported(node, "an empty output"));
+    }
+    let load = |at: &str| types::load(dt, &format!("x[{at}]"));
+    let isnan = |v: &str| match kind(dt) {
+        Some(Kind::Float) => format!("((bitcast<u32>({v}) & 0x7fffffffu) > 0x7f800000u)"),
+        _ => "false".into(),
+    };
+    let (less, equal) = match kind(dt) {
+        Some(Kind::Float | Kind::Int | Kind::Uint) => ("({a} < {b})", "(v == best)"),
+        Some(Kind::Wide) if dt == DType::I64 => ("gopt_lt_i64({a}, {b})", "all(v == best)"),
+        Some(Kind::Wide) => ("gopt_lt_u64({a}, {b})", "all(v == best)"),
+        _ => return Err(unsupported(node, format!("{dt} data"))),
+    };
+    let (a, b) = if max { ("best", "v") } else { ("v", "best") };
+    let better = less.replace("{a}", a).replace("{b}", b);
+    let first = load("base");
+    let vload = load(&format!("base + j * {inner}u"));
+    let helpers = types::helpers_for(&better);
+    let (ot, write) = if hard {
+        (
+            t,
+            format!(
+                "        for (var j: u32 = 0u; j < {d}u; j = j + 1u) {{\n            out[base + j * {inner}u] = {t}(select(0.0, 1.0, j == bi));\n        }}\n"
+            ),
+        )
+    } else {
+        (
+            "vec2<u32>",
+            "        out[o] = vec2<u32>(bi, 0u);\n".to_string(),
+        )
+    };
+    let source = fill(
+        TEMPLATE,
+        &[
+            (
+                "enable",
+                if dt == DType::F16 {
+                    "enable f16;\n"
+                } else {
+                    ""
+                },
+            ),
+            ("what", node.op.name()),
+            ("d", &d.to_string()),
+            ("inner", &inner.max(1).to_string()),
+            ("span", &(d * inner).to_string()),
+            ("tie", if last { "higher" } else { "lower" }),
+            ("t", t),
+            ("helpers", &helpers),
+            ("n", &n.to_string()),
+            ("first", &first),
+            ("bnan", &isnan("best")),
+            ("load", &vload),
+            ("vnan", &isnan("v")),
+            ("last", if last { "true" } else { "false" }),
+            ("better", &better),
+            ("equal", equal),
+            ("ot", ot),
+            ("write", &write),
+        ],
+    )?;
+    Ok(WgslKernel {
+        name: name.to_string(),
+        node: node.name.clone(),
+        source,
+        workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
+        inputs: vec![x.0],
+        outputs: vec![out.0],
+    })
+}

@@ -1,0 +1,162 @@
+//! CumSum and CumProd in WGSL (`exclusive`, `reverse`; the axis a constant or read at
+//! run time, i32 or i64), over floats (f32 math in the reference's order, one rounding
+//! at the store), 8/16/32-bit integers (wrapped to their width) and i64/u64 (exact, as
+//! `vec2<u32>`). One invocation per element loops over its lane: quadratic in the
+//! axis' length, for the short axes these ops have in models.
+
+use super::types::{self, kind, Kind};
+use super::WgslKernel;
+use crate::template::fill;
+use crate::{CodegenError, Result};
+use gopt_ir::ops::ReduceOp;
+use gopt_ir::{DType, Graph, Node, Op};
+
+const TEMPLATE: &str = include_str!("cumulative.wgsl");
+
+/// Whether this emitter handles `op`.
+pub fn handles(op: Op) -> bool {
+    matches!(op, Op::Reduce(ReduceOp::CumSum | ReduceOp::CumProd))
+}
+
+fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
+    CodegenError::Unsupported {
+        node: node.name.clone(),
+        op: node.op.name().into(),
+        backend: "WGSL",
+        what: what.into(),
+    }
+}
+
+/// Emits the shader for CumSum/CumProd node `node` of `g`.
+pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
+    let plan = |e: gopt_ir::IrError| CodegenError::Plan(e.to_string());
+    let input = |k: usize| {
+        node.inputs
+            .get(k)
+            .copied()
+            .flatten()
+            .ok_or_else(|| unsupported(node, "a missing input"))
+    };
+    let (x, av) = (input(0)?, input(1)?);
+    let out = *node
+        .outputs
+        .first()
+        .ok_or_else(|| unsupported(node, "no output"))?;
+    let ty = g.ty(x).map_err(plan)?;
+    let dt = ty.dtype;
+    let shape =
+        gopt_ir::dim::concrete(&ty.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
+    let (st, _) = super::storage_type(dt).ok_or_else(|| unsupported(node, format!("{dt} data")))?;
+    let n = u32::try_from(shape.iter().product::<usize>())
+        .map_err(|_| unsupported(node, "more than 2^32 elements"))?;
+    if n == 0 || shape.is_empty() {
+        return Err(unsupported(node, "an empty or scalar input"));
+    }
+    let prod = node.op == Op::Reduce(ReduceOp::CumProd);
+    let exclusive = node.attrs.int_or("exclusive", 0).map_err(plan)? != 0;
+    let reverse = node.attrs.int_or("reverse", 0).map_err(plan)? != 0;
+    let (init, combine) = match (kind(dt), prod) {
+        (Some(Kind::Float), false) => ("0.0", "acc + v"),
+        (Some(Kind::Float), true) => ("1.0", "acc * v"),
+        (Some(Kind::Int), false) => ("0i", "acc + v"),
+        (Some(Kind::Int), true) => ("1i", "acc * v"),
+        (Some(Kind::Uint), false) => ("0u", "acc + v"),
+        (Some(Kind::Uint), true) => ("1u", "acc * v"),
+        (Some(Kind::Wide), false) => ("vec2<u32>(0u, 0u)", "gopt_add64(acc, v)"),
+        (Some(Kind::Wide), true) => ("vec2<u32>(1u, 0u)", "gopt_mul64(acc, v)"),
+        _ => return Err(unsupported(node, format!("{dt} data"))),
+    };
+    let rank = shape.len();
+    let adt = g.ty(av).map_err(plan)?.dtype;
+    let mut bindings = vec![format!("var<storage, read> x: array<{st}>;")];
+    let mut inputs = vec![x.0];
+    let axis = match g.constant(av) {
+        Some(c) => {
+            let a = *c
+                .to_i64_vec()
+                .first()
+                .ok_or_else(|| unsupported(node, "an empty axis"))?;
+            let a = gopt_ir::ops::util::norm_axis(a, rank).map_err(plan)?;
+            let inner: usize = shape[a + 1..].iter().product();
+            format!("    let d = {}u;\n    let inner = {inner}u;\n", shape[a])
+        }
+        None => {
+            let read = match adt {
+                DType::I64 => "bitcast<i32>(ax[0].x)",
+                DType::I32 => "ax[0]",
+                other => return Err(unsupported(node, format!("a {other} axis"))),
+            };
+            bindings.push(format!(
+                "var<storage, read> ax: array<{}>;",
+                if adt == DType::I64 {
+                    "vec2<u32>"
+                } else {
+                    "i32"
+                }
+            ));
+            inputs.push(av.0);
+            let dims: Vec<String> = shape.iter().map(|d| format!("{d}u")).collect();
+            format!(
+                "    let dims = array<u32, {rank}>({});\n    var a = {read};\n    if (a < 0i) {{ a = a + {rank}i; }}\n    let au = u32(clamp(a, 0i, {}i));\n    let d = dims[au];\n    var inner = 1u;\n    for (var k: u32 = au + 1u; k < {rank}u; k = k + 1u) {{ inner = inner * dims[k]; }}\n",
+                dims.join(", "),
+                rank - 1
+            )
+        }
+    };
+    bindings.push(format!("var<storage, read_write> out: array<{st}>;"));
+    let bindings: Vec<String> = bindings
+        .iter()
+        .enumerate()
+        .map(|(k, b)| format!("@group(0) @binding({k}) {b}"))
+        .collect();
+    let (lo, hi, t) = match (reverse, exclusive) {
+        (false, false) => ("0u", "j + 1u", "lo + s"),
+        (false, true) => ("0u", "j", "lo + s"),
+        (true, false) => ("j", "d", "hi - 1u - s"),
+        (true, true) => ("j + 1u", "d", "hi - 1u - s"),
+    };
+    let store = types::store(dt, &types::wrap(dt, "acc"));
+    let helpers = types::helpers_for(combine);
+    let source = fill(
+        TEMPLATE,
+        &[
+            (
+                "enable",
+                if dt == DType::F16 {
+                    "enable f16;\n"
+                } else {
+                    ""
+                },
+            ),
+            ("what", node.op.name()),
+            (
+                "mode",
+                match (exclusive, reverse) {
+                    (false, false) => "inclusive",
+                    (true, false) => "exclusive",
+                    (false, true) => "inclusive, reversed",
+                    (true, true) => "exclusive, reversed",
+                },
+            ),
+            ("bindings", &bindings.join("\n")),
+            ("helpers", &helpers),
+            ("axis", &axis),
+            ("n", &n.to_string()),
+            ("lo", lo),
+            ("hi", hi),
+            ("init", init),
+            ("t", t),
+            ("load", &types::load(dt, "x[base + t * inner]")),
+            ("combine", combine),
+            ("store", &store),
+        ],
+    )?;
+    Ok(WgslKernel {
+        name: name.to_string(),
+        node: node.name.clone(),
+        source,
+        workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
+        inputs,
+        outputs: vec![out.0],
+    })
+}

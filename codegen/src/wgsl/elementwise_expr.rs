@@ -1,0 +1,472 @@
+//! The WGSL expression of one element-wise op over typed values (see [`super::types`]):
+//! floats in f32, bool, i32/u32 (8/16-bit values wrapped by the caller), and i64/u64
+//! as `vec2<u32>` through the exact 64-bit helpers. What has no exact WGSL form is an
+//! `Err` naming it.
+
+use super::types::{self, kind, Kind};
+use gopt_ir::ops::ElementwiseOp as E;
+use gopt_ir::{Attrs, DType};
+
+type R = std::result::Result<String, String>;
+
+fn fattr(a: &Attrs, name: &str, d: f32) -> R {
+    let v = a.float_or(name, d).map_err(|e| e.to_string())?;
+    if v.is_finite() {
+        Ok(types::f32_literal(v))
+    } else {
+        Err(format!("a non-finite {name}"))
+    }
+}
+
+/// The zero of a kind.
+fn zero(k: Kind) -> &'static str {
+    match k {
+        Kind::Float => "0.0",
+        Kind::Bool => "false",
+        Kind::Int => "0i",
+        Kind::Uint => "0u",
+        Kind::Wide => "vec2<u32>(0u, 0u)",
+    }
+}
+
+/// `a < b` for values of `dt`.
+fn less(dt: DType, a: &str, b: &str) -> String {
+    match (kind(dt), dt) {
+        (Some(Kind::Wide), DType::I64) => format!("gopt_lt_i64({a}, {b})"),
+        (Some(Kind::Wide), _) => format!("gopt_lt_u64({a}, {b})"),
+        (Some(Kind::Bool), _) => format!("(select(0u, 1u, {a}) < select(0u, 1u, {b}))"),
+        _ => format!("({a} < {b})"),
+    }
+}
+
+/// A comparison of two values of `dt` (IEEE for floats: NaN compares false).
+fn compare(op: E, dt: DType, a: &str, b: &str) -> String {
+    let o = match op {
+        E::Equal => "==",
+        E::Less => "<",
+        E::LessOrEqual => "<=",
+        E::Greater => ">",
+        _ => ">=",
+    };
+    match kind(dt) {
+        Some(Kind::Wide) => match op {
+            E::Equal => format!("all({a} == {b})"),
+            E::Less => less(dt, a, b),
+            E::Greater => less(dt, b, a),
+            E::LessOrEqual => format!("(!{})", less(dt, b, a)),
+            _ => format!("(!{})", less(dt, a, b)),
+        },
+        Some(Kind::Bool) if op != E::Equal => {
+            format!("(select(0u, 1u, {a}) {o} select(0u, 1u, {b}))")
+        }
+        _ => format!("({a} {o} {b})"),
+    }
+}
+
+/// The larger (`max`) or smaller of two values of `dt`.
+fn extreme(dt: DType, max: bool, a: &str, b: &str) -> String {
+    match kind(dt) {
+        Some(Kind::Wide) => {
+            let lt = less(dt, a, b);
+            if max {
+                format!("select({a}, {b}, {lt})")
+            } else {
+                format!("select({b}, {a}, {lt})")
+            }
+        }
+        _ => format!("{}({a}, {b})", if max { "max" } else { "min" }),
+    }
+}
+
+/// The op over typed arguments (`None`: an absent optional input), giving a value of
+/// `out`'s kind (not yet wrapped to an 8/16-bit width).
+pub fn expr(op: E, a: &Attrs, args: &[Option<(String, DType)>], out: DType) -> R {
+    let arg = |i: usize| -> std::result::Result<(&str, DType), String> {
+        args.get(i)
+            .and_then(|a| a.as_ref())
+            .map(|(s, d)| (s.as_str(), *d))
+            .ok_or_else(|| format!("input {i}"))
+    };
+    let x = |i: usize| arg(i).map(|a| a.0);
+    let (_, dt0) = arg(0).or_else(|_| arg(1))?;
+    let k0 = kind(dt0).ok_or_else(|| format!("{dt0} inputs"))?;
+    let ko = kind(out).ok_or_else(|| format!("{out} outputs"))?;
+    let name = op.name();
+    let on = |what: &str| format!("{name} on {dt0} ({what})");
+    let wide_no = || {
+        Err(on(
+            "WGSL has no 64-bit integers and this op has no exact 64-bit form here",
+        ))
+    };
+    // Ops that only take floats.
+    let float_only = |e: String| -> R {
+        if k0 == Kind::Float {
+            Ok(e)
+        } else {
+            Err(on("takes a float type"))
+        }
+    };
+    let present: Vec<(&str, DType)> = args
+        .iter()
+        .flatten()
+        .map(|(s, d)| (s.as_str(), *d))
+        .collect();
+    Ok(match op {
+        E::Add | E::Sub | E::Mul => {
+            let (p, q) = (x(0)?, x(1)?);
+            match k0 {
+                Kind::Bool => return Err(on("takes a numeric type")),
+                Kind::Wide => {
+                    let f = match op {
+                        E::Add => "gopt_add64",
+                        E::Sub => "gopt_sub64",
+                        _ => "gopt_mul64",
+                    };
+                    format!("{f}({p}, {q})")
+                }
+                _ => {
+                    let o = match op {
+                        E::Add => "+",
+                        E::Sub => "-",
+                        _ => "*",
+                    };
+                    format!("({p} {o} {q})")
+                }
+            }
+        }
+        E::Div => match k0 {
+            Kind::Bool => return Err(on("takes a numeric type")),
+            Kind::Wide => return wide_no(),
+            _ => format!("({} / {})", x(0)?, x(1)?),
+        },
+        E::Mod => {
+            let fmod = a.int_or("fmod", 0).map_err(|e| e.to_string())? != 0;
+            let (p, q) = (x(0)?, x(1)?);
+            match (k0, fmod) {
+                (Kind::Float, true) => format!("gopt_fmod({p}, {q})"),
+                (Kind::Float, false) => format!("gopt_mod_floor({p}, {q})"),
+                (Kind::Int, false) => format!("gopt_imod_floor({p}, {q})"),
+                (Kind::Int | Kind::Uint, _) => format!("({p} % {q})"),
+                (Kind::Bool, _) => return Err(on("takes a numeric type")),
+                (Kind::Wide, _) => return wide_no(),
+            }
+        }
+        E::Pow => {
+            if k0 != Kind::Float {
+                return Err(on("integer powers have no WGSL form here"));
+            }
+            // WGSL's pow is undefined for negative bases: odd integer exponents keep
+            // the sign, as ONNX (numpy) does.
+            let b = x(0)?;
+            let (e, edt) = arg(1)?;
+            let e = if kind(edt) == Some(Kind::Float) {
+                e.to_string()
+            } else {
+                types::cast(edt, DType::F32, e).ok_or_else(|| format!("{edt} exponents"))?
+            };
+            format!(
+                "select(pow(abs({b}), {e}), select(pow(abs({b}), {e}), -pow(abs({b}), {e}), abs({e} % 2.0) == 1.0), {b} < 0.0 && {e} == floor({e}))"
+            )
+        }
+        E::Neg => match k0 {
+            Kind::Float | Kind::Int => format!("(-{})", x(0)?),
+            Kind::Wide if dt0 == DType::I64 => format!("gopt_neg64({})", x(0)?),
+            _ => return Err(on("takes a float or signed integer type")),
+        },
+        E::Abs => match k0 {
+            Kind::Float | Kind::Int => format!("abs({})", x(0)?),
+            Kind::Uint => x(0)?.to_string(),
+            Kind::Wide if dt0 == DType::U64 => x(0)?.to_string(),
+            Kind::Wide => {
+                let v = x(0)?;
+                format!("select({v}, gopt_neg64({v}), bitcast<i32>({v}.y) < 0i)")
+            }
+            Kind::Bool => return Err(on("takes a numeric type")),
+        },
+        E::Sign => {
+            let v = x(0)?;
+            match k0 {
+                Kind::Float => format!("sign({v})"),
+                Kind::Int => format!("(select(0i, 1i, {v} > 0i) - select(0i, 1i, {v} < 0i))"),
+                Kind::Uint => format!("select(0u, 1u, {v} > 0u)"),
+                Kind::Wide => {
+                    let z = zero(k0);
+                    let neg = less(dt0, v, z);
+                    format!(
+                        "select(select({z}, vec2<u32>(1u, 0u), any({v} != {z})), vec2<u32>(0xffffffffu, 0xffffffffu), {neg})"
+                    )
+                }
+                Kind::Bool => return Err(on("takes a numeric type")),
+            }
+        }
+        E::Relu => {
+            let v = x(0)?;
+            match k0 {
+                Kind::Bool => return Err(on("takes a numeric type")),
+                Kind::Uint => v.to_string(),
+                Kind::Wide => extreme(dt0, true, v, zero(k0)),
+                k => format!("max({v}, {})", zero(k)),
+            }
+        }
+        E::PRelu => {
+            let (v, s) = (x(0)?, x(1)?);
+            match k0 {
+                Kind::Bool => return Err(on("takes a numeric type")),
+                Kind::Uint => v.to_string(),
+                Kind::Wide if dt0 == DType::U64 => v.to_string(),
+                Kind::Wide => format!(
+                    "select({v}, gopt_mul64({v}, {s}), {})",
+                    less(dt0, v, zero(k0))
+                ),
+                k => format!("select({v}, {v} * {s}, {v} < {})", zero(k)),
+            }
+        }
+        E::Max | E::Min | E::Sum => {
+            if k0 == Kind::Bool {
+                return Err(on("takes a numeric type"));
+            }
+            let (first, rest) = present.split_first().ok_or("no inputs")?;
+            rest.iter()
+                .fold(first.0.to_string(), |acc, (v, _)| match op {
+                    E::Max => extreme(dt0, true, &acc, v),
+                    E::Min => extreme(dt0, false, &acc, v),
+                    _ if k0 == Kind::Wide => format!("gopt_add64({acc}, {v})"),
+                    _ => format!("({acc} + {v})"),
+                })
+        }
+        E::Mean => {
+            let sum = present
+                .iter()
+                .map(|(v, _)| v.to_string())
+                .reduce(|acc, v| format!("({acc} + {v})"))
+                .ok_or("no inputs")?;
+            float_only(format!("({sum} / {}.0)", present.len()))?
+        }
+        E::Clip => {
+            if k0 == Kind::Bool {
+                return Err(on("takes a numeric type"));
+            }
+            let mut e = x(0)?.to_string();
+            if let Some(Some((lo, _))) = args.get(1) {
+                e = extreme(dt0, true, &e, lo);
+            }
+            if let Some(Some((hi, _))) = args.get(2) {
+                e = extreme(dt0, false, &e, hi);
+            }
+            e
+        }
+        E::Equal | E::Less | E::LessOrEqual | E::Greater | E::GreaterOrEqual => {
+            let (p, q) = (x(0)?, x(1)?);
+            compare(op, dt0, p, q)
+        }
+        E::Not => match k0 {
+            Kind::Bool => format!("(!{})", x(0)?),
+            _ => return Err(on("takes bool")),
+        },
+        E::And | E::Or | E::Xor => {
+            if k0 != Kind::Bool {
+                return Err(on("takes bool"));
+            }
+            let o = match op {
+                E::And => "&&",
+                E::Or => "||",
+                _ => "!=",
+            };
+            format!("({} {o} {})", x(0)?, x(1)?)
+        }
+        E::BitwiseNot | E::BitwiseAnd | E::BitwiseOr | E::BitwiseXor => {
+            if !matches!(k0, Kind::Int | Kind::Uint | Kind::Wide) {
+                return Err(on("takes an integer type"));
+            }
+            match op {
+                E::BitwiseNot => format!("(~{})", x(0)?),
+                E::BitwiseAnd => format!("({} & {})", x(0)?, x(1)?),
+                E::BitwiseOr => format!("({} | {})", x(0)?, x(1)?),
+                _ => format!("({} ^ {})", x(0)?, x(1)?),
+            }
+        }
+        E::IsNaN => float_only(format!(
+            "((bitcast<u32>({}) & 0x7fffffffu) > 0x7f800000u)",
+            x(0)?
+        ))?,
+        E::IsInf => {
+            let pos = a.int_or("detect_positive", 1).map_err(|e| e.to_string())? != 0;
+            let neg = a.int_or("detect_negative", 1).map_err(|e| e.to_string())? != 0;
+            let b = format!("bitcast<u32>({})", x(0)?);
+            float_only(match (pos, neg) {
+                (true, true) => format!("(({b} & 0x7fffffffu) == 0x7f800000u)"),
+                (true, false) => format!("({b} == 0x7f800000u)"),
+                (false, true) => format!("({b} == 0xff800000u)"),
+                (false, false) => "false".into(),
+            })?
+        }
+        E::Where => {
+            let (c, cdt) = arg(0)?;
+            if cdt != DType::Bool {
+                return Err(format!("Where condition of type {cdt}"));
+            }
+            format!("select({}, {}, {c})", x(2)?, x(1)?)
+        }
+        E::Cast | E::CastLike => {
+            types::cast(dt0, out, x(0)?).ok_or_else(|| format!("{name} from {dt0} to {out}"))?
+        }
+        E::Dropout => x(0)?.to_string(),
+        E::BitShift => {
+            // Shifts by a negative amount or by the width or more give 0 (-1 for a
+            // negative value shifted right), as the reference; the amount is masked
+            // so that a constant one is a valid WGSL shift either way.
+            let left = match a.str_or("direction", "").map_err(|e| e.to_string())? {
+                "LEFT" => true,
+                "RIGHT" => false,
+                d => return Err(format!("BitShift direction {d:?}")),
+            };
+            let (v, y) = (x(0)?, x(1)?);
+            let w = dt0.size() * 8;
+            match k0 {
+                Kind::Int => {
+                    let ok = format!("({y} >= 0i && {y} < {w}i)");
+                    let amt = format!("(u32({y}) & 31u)");
+                    if left {
+                        format!("select(0i, {v} << {amt}, {ok})")
+                    } else {
+                        format!("select(select(0i, -1i, {v} < 0i), {v} >> {amt}, {ok})")
+                    }
+                }
+                Kind::Uint => {
+                    let o = if left { "<<" } else { ">>" };
+                    format!("select(0u, {v} {o} ({y} & 31u), {y} < {w}u)")
+                }
+                Kind::Wide => {
+                    let ok = format!("({y}.y == 0u && {y}.x < 64u)");
+                    let amt = format!("({y}.x & 63u)");
+                    let z = zero(k0);
+                    if left {
+                        format!("select({z}, gopt_shl64({v}, {amt}), {ok})")
+                    } else if dt0 == DType::U64 {
+                        format!("select({z}, gopt_shr64({v}, {amt}), {ok})")
+                    } else {
+                        let neg = format!("(bitcast<i32>({v}.y) < 0i)");
+                        let ones = "vec2<u32>(0xffffffffu, 0xffffffffu)";
+                        format!(
+                            "select(select({z}, {ones}, {neg}), select(gopt_shr64({v}, {amt}), ~gopt_shr64(~{v}, {amt}), {neg}), {ok})"
+                        )
+                    }
+                }
+                _ => return Err(on("takes an integer type")),
+            }
+        }
+        // Float math.
+        _ if ko != Kind::Float || k0 != Kind::Float => {
+            return Err(format!(
+                "{name} on {dt0} (no WGSL form for non-float types)"
+            ))
+        }
+        E::Reciprocal => format!("(1.0 / {})", x(0)?),
+        E::Sqrt => format!("sqrt({})", x(0)?),
+        E::Exp => format!("exp({})", x(0)?),
+        E::Log => format!("gopt_log({})", x(0)?),
+        E::Ceil => format!("ceil({})", x(0)?),
+        E::Floor => format!("floor({})", x(0)?),
+        E::Round => format!("round({})", x(0)?),
+        E::Sin => format!("sin({})", x(0)?),
+        E::Cos => format!("cos({})", x(0)?),
+        E::Tan => format!("tan({})", x(0)?),
+        E::Asin => format!("gopt_asin({})", x(0)?),
+        E::Acos => format!("gopt_acos({})", x(0)?),
+        E::Atan => format!("gopt_atan({})", x(0)?),
+        E::Sinh => format!("sinh({})", x(0)?),
+        E::Cosh => format!("cosh({})", x(0)?),
+        E::Asinh => {
+            // Odd by construction: no cancellation for negative arguments.
+            let v = x(0)?;
+            format!("(sign({v}) * gopt_log(abs({v}) + sqrt({v} * {v} + 1.0)))")
+        }
+        E::Acosh => {
+            let v = x(0)?;
+            format!("gopt_log({v} + sqrt(({v} - 1.0) * ({v} + 1.0)))")
+        }
+        E::Atanh => {
+            let v = x(0)?;
+            format!("(0.5 * gopt_log((1.0 + {v}) / (1.0 - {v})))")
+        }
+        E::Tanh => format!("gopt_tanh({})", x(0)?),
+        E::Sigmoid => format!("gopt_sigmoid({})", x(0)?),
+        E::Erf => format!("gopt_erf({})", x(0)?),
+        E::LeakyRelu => {
+            let v = x(0)?;
+            format!(
+                "select({v} * {}, {v}, {v} >= 0.0)",
+                fattr(a, "alpha", 0.01)?
+            )
+        }
+        E::Elu => {
+            let v = x(0)?;
+            format!(
+                "select({} * (exp({v}) - 1.0), {v}, {v} >= 0.0)",
+                fattr(a, "alpha", 1.0)?
+            )
+        }
+        E::Selu => {
+            let v = x(0)?;
+            let alpha = fattr(a, "alpha", 1.673_263_2)?;
+            let gamma = fattr(a, "gamma", 1.050_701)?;
+            format!("select({gamma} * {alpha} * (exp({v}) - 1.0), {gamma} * {v}, {v} > 0.0)")
+        }
+        E::Celu => {
+            let v = x(0)?;
+            let alpha = fattr(a, "alpha", 1.0)?;
+            format!("(max({v}, 0.0) + min(0.0, {alpha} * (exp({v} / {alpha}) - 1.0)))")
+        }
+        E::ThresholdedRelu => {
+            let v = x(0)?;
+            format!("select(0.0, {v}, {v} > {})", fattr(a, "alpha", 1.0)?)
+        }
+        E::Shrink => {
+            let v = x(0)?;
+            let bias = fattr(a, "bias", 0.0)?;
+            let lambd = fattr(a, "lambd", 0.5)?;
+            format!(
+                "select(select(0.0, {v} - {bias}, {v} > {lambd}), {v} + {bias}, {v} < -{lambd})"
+            )
+        }
+        E::HardSigmoid => format!(
+            "clamp({} * {} + {}, 0.0, 1.0)",
+            fattr(a, "alpha", 0.2)?,
+            x(0)?,
+            fattr(a, "beta", 0.5)?
+        ),
+        E::HardSwish => {
+            let v = x(0)?;
+            format!("({v} * clamp({v} / 6.0 + 0.5, 0.0, 1.0))")
+        }
+        E::Softplus => format!("gopt_softplus({})", x(0)?),
+        E::Softsign => {
+            let v = x(0)?;
+            format!("({v} / (1.0 + abs({v})))")
+        }
+        E::Mish => {
+            let v = x(0)?;
+            format!("gopt_mish({v})")
+        }
+        E::Gelu => {
+            let v = x(0)?;
+            match a.str_or("approximate", "none").map_err(|e| e.to_string())? {
+                "tanh" => format!(
+                    "(0.5 * {v} * (1.0 + gopt_tanh(0.7978845608 * ({v} + 0.044715 * {v} * {v} * {v}))))"
+                ),
+                _ => format!("(0.5 * {v} * (1.0 + gopt_erf({v} * 0.7071067812)))"),
+            }
+        }
+        E::Swish => {
+            let v = x(0)?;
+            format!("({v} * gopt_sigmoid({} * {v}))", fattr(a, "alpha", 1.0)?)
+        }
+        E::BitCast
+        | E::Bernoulli
+        | E::RandomUniform
+        | E::RandomNormal
+        | E::RandomUniformLike
+        | E::RandomNormalLike
+        | E::Multinomial => return Err(format!("{name} (no WGSL form yet)")),
+    })
+}

@@ -1,0 +1,230 @@
+//! NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss in WGSL (`reduction` none, sum
+//! or mean, `ignore_index`, optional per-class weights; SoftmaxCrossEntropyLoss's
+//! log-softmax over the class axis computed per target, its optional log-probability
+//! output written alongside), f32/f16 scores, i64 or i32 targets. `none` runs one
+//! invocation per target; `sum` and `mean` run one workgroup that sums the losses (and
+//! the weights, for `mean`) through workgroup memory.
+
+use super::types;
+use super::WgslKernel;
+use crate::template::fill;
+use crate::{CodegenError, Result};
+use gopt_ir::ops::ReduceOp;
+use gopt_ir::{DType, Graph, Node, Op, ValueId};
+
+const TEMPLATE: &str = include_str!("loss.wgsl");
+
+/// Whether this emitter handles `op`.
+pub fn handles(op: Op) -> bool {
+    matches!(
+        op,
+        Op::Reduce(ReduceOp::NegativeLogLikelihoodLoss | ReduceOp::SoftmaxCrossEntropyLoss)
+    )
+}
+
+fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
+    CodegenError::Unsupported {
+        node: node.name.clone(),
+        op: node.op.name().into(),
+        backend: "WGSL",
+        what: what.into(),
+    }
+}
+
+fn float(node: &Node, dt: DType) -> Result<&'static str> {
+    match dt {
+        DType::F32 => Ok("f32"),
+        DType::F16 => Ok("f16"),
+        other => Err(unsupported(node, format!("{other} data"))),
+    }
+}
+
+/// Emits the shader for loss node `node` of `g`.
+pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
+    let plan = |e: gopt_ir::IrError| CodegenError::Plan(e.to_string());
+    let input = |k: usize| node.inputs.get(k).copied().flatten();
+    let typed = |v: ValueId| -> Result<(DType, Vec<usize>)> {
+        let t = g.ty(v).map_err(plan)?;
+        let s =
+            gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
+        Ok((t.dtype, s))
+    };
+    let sce = node.op == Op::Reduce(ReduceOp::SoftmaxCrossEntropyLoss);
+    let x = input(0).ok_or_else(|| unsupported(node, "a missing input"))?;
+    let tv = input(1).ok_or_else(|| unsupported(node, "a missing input"))?;
+    let (dt, xs) = typed(x)?;
+    let (tdt, ts) = typed(tv)?;
+    let xt = float(node, dt)?;
+    let [n, c, ref rest @ ..] = xs[..] else {
+        return Err(unsupported(node, "scores of rank below 2"));
+    };
+    let d: usize = rest.iter().product();
+    let m = n * d;
+    if ts.iter().product::<usize>() != m || xs.iter().product::<usize>() >= 1 << 31 {
+        return Err(unsupported(node, "targets that do not match the scores"));
+    }
+    if m == 0 || c == 0 {
+        return Err(unsupported(node, "empty inputs"));
+    }
+    let reduction = node.attrs.str_or("reduction", "mean").map_err(plan)?;
+    if !["none", "sum", "mean"].contains(&reduction) {
+        return Err(unsupported(node, format!("reduction `{reduction}`")));
+    }
+    let none = reduction == "none";
+    let ignore = node.attrs.int("ignore_index").map_err(plan)?;
+    let mut bindings = vec![format!("var<storage, read> x: array<{xt}>;")];
+    let mut inputs = vec![x.0];
+    let read = match tdt {
+        DType::I64 => {
+            bindings.push("var<storage, read> tgt: array<vec2<u32>>;".into());
+            let ign = match ignore {
+                Some(v) => format!(
+                    "all(tw == vec2<u32>({}u, {}u))",
+                    v as u64 & 0xffff_ffff,
+                    (v as u64) >> 32
+                ),
+                None => "false".into(),
+            };
+            format!(
+                "        let ignored = {ign};\n        let hi = bitcast<i32>(tw.y);\n        let t = bitcast<i32>(tw.x);\n        let valid = ((hi == 0i && t >= 0i) || (hi == -1i && t < 0i)) && t >= 0i && t < {c}i;\n"
+            )
+        }
+        DType::I32 => {
+            bindings.push("var<storage, read> tgt: array<i32>;".into());
+            let ign = match ignore {
+                Some(v) if i32::try_from(v).is_ok() => format!("(tw == {v}i)"),
+                _ => "false".into(),
+            };
+            format!(
+                "        let ignored = {ign};\n        let t = tw;\n        let valid = t >= 0i && t < {c}i;\n"
+            )
+        }
+        other => return Err(unsupported(node, format!("{other} targets"))),
+    };
+    inputs.push(tv.0);
+    let weight = match input(2) {
+        Some(wv) => {
+            let (wdt, wsh) = typed(wv)?;
+            if wsh.iter().product::<usize>() != c {
+                return Err(unsupported(node, "weights that are not one per class"));
+            }
+            bindings.push(format!(
+                "var<storage, read> weight: array<{}>;",
+                float(node, wdt)?
+            ));
+            inputs.push(wv.0);
+            "f32(weight[k])".to_string()
+        }
+        None => "1.0".to_string(),
+    };
+    let out = *node
+        .outputs
+        .first()
+        .ok_or_else(|| unsupported(node, "no output"))?;
+    let (odt, _) = typed(out)?;
+    let ot = float(node, odt)?;
+    bindings.push(format!("var<storage, read_write> y: array<{ot}>;"));
+    let mut outputs = vec![out.0];
+    let mut prep = String::new();
+    let xk = if sce {
+        let write = match node.outputs.get(1) {
+            Some(&lv) => {
+                let (ldt, _) = typed(lv)?;
+                let lt = float(node, ldt)?;
+                bindings.push(format!("var<storage, read_write> logp: array<{lt}>;"));
+                outputs.push(lv.0);
+                format!(
+                    "        for (var j: u32 = 0u; j < {c}u; j = j + 1u) {{\n            logp[base + j * {d}u] = {lt}(f32(x[base + j * {d}u]) - shift);\n        }}\n"
+                )
+            }
+            None => String::new(),
+        };
+        prep = format!(
+            "        var mx: f32 = -3.4028235e38;\n        for (var j: u32 = 0u; j < {c}u; j = j + 1u) {{\n            mx = max(mx, f32(x[base + j * {d}u]));\n        }}\n        var se: f32 = 0.0;\n        for (var j: u32 = 0u; j < {c}u; j = j + 1u) {{\n            se = se + exp(f32(x[base + j * {d}u]) - mx);\n        }}\n        let shift = mx + gopt_log(se);\n{write}"
+        );
+        format!("f32(x[base + k * {d}u]) - shift")
+    } else {
+        if node.outputs.len() > 1 {
+            return Err(unsupported(node, "more than one output"));
+        }
+        format!("f32(x[base + k * {d}u])")
+    };
+    let (start, step, each, finish, groups) = if none {
+        (
+            "gid.x",
+            "nwg.x * 256u",
+            format!("        y[i] = {ot}(loss);\n"),
+            String::new(),
+            u32::try_from(m.div_ceil(256))
+                .unwrap_or(65535)
+                .clamp(1, 65535),
+        )
+    } else {
+        let result = if reduction == "mean" {
+            "red[0] / redw[0]"
+        } else {
+            "red[0]"
+        };
+        (
+            "lid",
+            "256u",
+            String::new(),
+            format!(
+                "    red[lid] = ls;\n    redw[lid] = ws;\n    workgroupBarrier();\n    for (var s: u32 = 128u; s > 0u; s = s >> 1u) {{\n        if (lid < s) {{\n            red[lid] = red[lid] + red[lid + s];\n            redw[lid] = redw[lid] + redw[lid + s];\n        }}\n        workgroupBarrier();\n    }}\n    if (lid == 0u) {{\n        y[0] = {ot}({result});\n    }}\n"
+            ),
+            1,
+        )
+    };
+    let bindings: Vec<String> = bindings
+        .iter()
+        .enumerate()
+        .map(|(k, b)| format!("@group(0) @binding({k}) {b}"))
+        .collect();
+    let bindings = bindings.join("\n");
+    let helpers = types::helpers_for(&prep);
+    let source = fill(
+        TEMPLATE,
+        &[
+            (
+                "enable",
+                if bindings.contains("f16") {
+                    "enable f16;\n"
+                } else {
+                    ""
+                },
+            ),
+            ("what", node.op.name()),
+            ("reduction", reduction),
+            ("m", &m.to_string()),
+            ("c", &c.to_string()),
+            ("d", &d.to_string()),
+            (
+                "how",
+                if none {
+                    "one invocation per target"
+                } else {
+                    "one workgroup, summed through workgroup memory"
+                },
+            ),
+            ("bindings", &bindings),
+            ("helpers", &helpers),
+            ("start", start),
+            ("step", step),
+            ("cd", &(c * d).to_string()),
+            ("prep", &prep),
+            ("read", &read),
+            ("weight", &weight),
+            ("xk", &xk),
+            ("each", &each),
+            ("finish", &finish),
+        ],
+    )?;
+    Ok(WgslKernel {
+        name: name.to_string(),
+        node: node.name.clone(),
+        source,
+        workgroups: [groups, 1, 1],
+        inputs,
+        outputs,
+    })
+}

@@ -1,0 +1,240 @@
+//! Windowed pools in WGSL: MaxPool and AveragePool over any number of spatial dims
+//! (`[N, C, spatial...]`), with strides, dilations, explicit pads or `auto_pad`,
+//! `ceil_mode` and (average) `count_include_pad`, f32 or f16 data. One invocation per
+//! output element (grid-stride) walks its window with the bounds baked in; sums run in
+//! f32 and round once. The semantics are the reference interpreter's
+//! (`ir/src/ops/nn/pool.rs`) and the CUDA emitter's: MaxPool keeps the first of equal
+//! maxima and gives 0 for a window without input elements; the padded count of an
+//! average counts the taps before the end of the explicitly padded input (so
+//! `ceil_mode` windows that run past it count less). MaxPool's Indices output is
+//! refused.
+
+use super::WgslKernel;
+use crate::template::fill;
+use crate::{CodegenError, Result};
+use gopt_ir::ops::NnOp;
+use gopt_ir::{DType, Graph, Node, Op, ValueId};
+
+const TEMPLATE: &str = include_str!("pool.wgsl");
+
+/// The attributes the windowed pools may carry (anything else is refused).
+const ATTRS: &[&str] = &[
+    "auto_pad",
+    "ceil_mode",
+    "count_include_pad",
+    "dilations",
+    "kernel_shape",
+    "pads",
+    "storage_order",
+    "strides",
+];
+
+/// Whether this emitter handles `op`.
+pub fn handles(op: Op) -> bool {
+    matches!(op, Op::Nn(NnOp::MaxPool | NnOp::AveragePool))
+}
+
+fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
+    CodegenError::Unsupported {
+        node: node.name.clone(),
+        op: node.op.name().into(),
+        backend: "WGSL",
+        what: what.into(),
+    }
+}
+
+fn plan(e: impl std::fmt::Display) -> CodegenError {
+    CodegenError::Plan(e.to_string())
+}
+
+fn typed(g: &Graph, node: &Node, v: ValueId) -> Result<(DType, Vec<usize>)> {
+    let t = g.ty(v).map_err(plan)?;
+    let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
+    Ok((t.dtype, s))
+}
+
+/// One spatial dim of the window, resolved: (input, kernel, stride, dilation, pad
+/// begin, pad end).
+type Dim = (usize, usize, usize, usize, usize, usize);
+
+fn window(node: &Node, sp: &[usize], out: &[usize]) -> Result<Vec<Dim>> {
+    let d = sp.len();
+    let ints = |name: &str, default: usize, len: usize| -> Result<Vec<usize>> {
+        match node.attrs.ints(name).map_err(plan)? {
+            None => Ok(vec![default; len]),
+            Some(v) if v.len() == len && v.iter().all(|&x| x >= 0) => {
+                Ok(v.iter().map(|&x| x as usize).collect())
+            }
+            Some(v) => Err(unsupported(node, format!("{name} {v:?}"))),
+        }
+    };
+    if !node.attrs.has("kernel_shape") {
+        return Err(unsupported(node, "a missing kernel_shape"));
+    }
+    let kernel = ints("kernel_shape", 0, d)?;
+    let strides = ints("strides", 1, d)?;
+    let dil = ints("dilations", 1, d)?;
+    let pads = ints("pads", 0, 2 * d)?;
+    let ceil = node.attrs.int_or("ceil_mode", 0).map_err(plan)? != 0;
+    let auto_pad = node.attrs.str_or("auto_pad", "NOTSET").map_err(plan)?;
+    if kernel.contains(&0) || strides.contains(&0) || dil.contains(&0) {
+        return Err(unsupported(node, "zero kernel dims, strides or dilations"));
+    }
+    (0..d)
+        .map(|i| {
+            let (input, k, s) = (sp[i], kernel[i], strides[i]);
+            let span = (k - 1) * dil[i] + 1;
+            let (o, pb, pe) = match auto_pad {
+                "SAME_UPPER" | "SAME_LOWER" => {
+                    let o = input.div_ceil(s);
+                    let total = ((o.max(1) - 1) * s + span).saturating_sub(input);
+                    let b = if auto_pad == "SAME_UPPER" {
+                        total / 2
+                    } else {
+                        total - total / 2
+                    };
+                    (o, b, total - b)
+                }
+                "NOTSET" | "" | "VALID" => {
+                    let (pb, pe) = if auto_pad == "VALID" {
+                        (0, 0)
+                    } else {
+                        (pads[i], pads[d + i])
+                    };
+                    let avail = (input + pb + pe).checked_sub(span).ok_or_else(|| {
+                        unsupported(node, "a window larger than the padded input")
+                    })?;
+                    let mut o = if ceil {
+                        avail.div_ceil(s) + 1
+                    } else {
+                        avail / s + 1
+                    };
+                    // The last window must start inside the input or the begin padding.
+                    if ceil && (o - 1) * s >= input + pb {
+                        o -= 1;
+                    }
+                    (o, pb, pe)
+                }
+                other => return Err(unsupported(node, format!("auto_pad `{other}`"))),
+            };
+            if o != out[i] {
+                return Err(plan(format!(
+                    "{}: output dim {i} is {}, expected {o}",
+                    node.name, out[i]
+                )));
+            }
+            Ok((input, k, s, dil[i], pb, pe))
+        })
+        .collect()
+}
+
+/// Emits the shader for a MaxPool or AveragePool node.
+pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
+    if let Some(k) = node.attrs.0.keys().find(|k| !ATTRS.contains(&k.as_str())) {
+        return Err(unsupported(node, format!("attribute `{k}`")));
+    }
+    let is_max = node.op == Op::Nn(NnOp::MaxPool);
+    if node.outputs.len() != 1 {
+        return Err(unsupported(node, "MaxPool's Indices output"));
+    }
+    if !is_max && node.attrs.has("storage_order") {
+        return Err(unsupported(node, "storage_order on AveragePool"));
+    }
+    let x = node
+        .inputs
+        .first()
+        .copied()
+        .flatten()
+        .ok_or_else(|| unsupported(node, "a missing input"))?;
+    let (dt, xs) = typed(g, node, x)?;
+    let (out_dt, ys) = typed(g, node, node.outputs[0])?;
+    let t = match dt {
+        DType::F32 => "f32",
+        DType::F16 => "f16",
+        other => return Err(unsupported(node, format!("{other} pools"))),
+    };
+    if xs.len() < 3 || ys.len() != xs.len() || out_dt != dt {
+        return Err(unsupported(node, "inputs other than [N, C, spatial...]"));
+    }
+    let dims = window(node, &xs[2..], &ys[2..])?;
+    let count_pad = node.attrs.int_or("count_include_pad", 0).map_err(plan)? != 0;
+    let total: usize = ys.iter().product();
+    let plane: usize = xs[2..].iter().product();
+    if total >= 1 << 31 || xs.iter().product::<usize>() >= 1 << 31 {
+        return Err(unsupported(node, "tensors of 2^31 elements or more"));
+    }
+    // Output coordinates o{i} (innermost last), then the plane's first element.
+    let mut decode = String::from("        var r: u32 = i;\n");
+    for i in (0..dims.len()).rev() {
+        decode += &format!(
+            "        let o{i} = i32(r % {o}u); r = r / {o}u;\n",
+            o = ys[2 + i]
+        );
+    }
+    decode += &format!("        let base = r * {plane}u;\n");
+    // The window walk: one loop per dim, skipping taps outside the input.
+    let mut open = String::new();
+    let mut close = String::new();
+    let mut padded = String::new();
+    let mut offset = String::from("0");
+    for (i, &(input, k, s, dl, pb, pe)) in dims.iter().enumerate() {
+        let ind = " ".repeat(8 + 4 * i);
+        open += &format!(
+            "{ind}for (var t{i}: i32 = 0; t{i} < {k}; t{i} = t{i} + 1) {{\n{ind}    let c{i} = o{i} * {s} - {pb} + t{i} * {dl};\n{ind}    if (c{i} < 0 || c{i} >= {input}) {{ continue; }}\n"
+        );
+        close = format!("{ind}}}\n") + &close;
+        offset = format!("({offset}) * {input} + c{i}");
+        padded += &format!(
+            "        {{ var q: i32 = 0; for (var t: i32 = 0; t < {k}; t = t + 1) {{ if (o{i} * {s} - {pb} + t * {dl} < {end}) {{ q = q + 1; }} }} padded = padded * q; }}\n",
+            end = input + pe
+        );
+    }
+    let inner = " ".repeat(8 + 4 * dims.len());
+    let load = format!("f32(x[base + u32({offset})])");
+    let (init, step, result) = if is_max {
+        (
+            "        var best: f32 = 0.0;\n        var any: bool = false;\n".to_string(),
+            format!("{inner}let v = {load};\n{inner}if (!any || v > best) {{ best = v; any = true; }}\n"),
+            "best",
+        )
+    } else if count_pad {
+        (
+            format!("        var sum: f32 = 0.0;\n        var padded: i32 = 1;\n{padded}"),
+            format!("{inner}sum = sum + {load};\n"),
+            "sum / f32(padded)",
+        )
+    } else {
+        (
+            "        var sum: f32 = 0.0;\n        var count: i32 = 0;\n".to_string(),
+            format!("{inner}sum = sum + {load};\n{inner}count = count + 1;\n"),
+            "sum / f32(count)",
+        )
+    };
+    let source = fill(
+        TEMPLATE,
+        &[
+            (
+                "enable",
+                if dt == DType::F16 {
+                    "enable f16;\n"
+                } else {
+                    ""
+                },
+            ),
+            ("what", node.op.name()),
+            ("t", t),
+            ("total", &total.to_string()),
+            ("decode", &decode),
+            ("body", &format!("{init}{open}{step}{close}")),
+            ("store", &format!("{t}({result})")),
+        ],
+    )?;
+    Ok(WgslKernel {
+        name: name.to_string(),
+        node: node.name.clone(),
+        source,
+        workgroups: [total.div_ceil(256).clamp(1, 65535) as u32, 1, 1],
+        inputs: vec![x.0],
+        outputs: vec![node.outputs[0].0],
+    })
+}

@@ -1,0 +1,495 @@
+//! A WGSL plan on a wgpu device: shader modules, pipelines, buffers and bind groups are
+//! made once per bucket, and a run writes the inputs, records every dispatch into one
+//! compute pass of one command buffer, and reads the outputs back. The device's limits
+//! are checked before anything is created, so a tensor too large for a storage binding
+//! is a clear error naming its kernel rather than a validation panic inside wgpu, and
+//! shader or pipeline errors are caught in an error scope and returned with the node.
+
+use crate::wgsl::WgpuDevice;
+use crate::wgsl::{from_storage, to_storage};
+use crate::{Result, RuntimeError};
+use gopt_codegen::wgsl::plan::{Slot, WgslPlan};
+use gopt_ir::Tensor;
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+fn err(what: impl std::fmt::Display) -> RuntimeError {
+    RuntimeError::Usage(format!("wgpu: {what}"))
+}
+
+/// The weights on the device: one buffer per distinct constant (by blob offset), shared
+/// by the buckets of a model.
+#[derive(Default)]
+pub struct WgpuWeights {
+    buffers: HashMap<usize, wgpu::Buffer>,
+}
+
+impl WgpuWeights {
+    /// Device bytes held.
+    pub fn bytes(&self) -> usize {
+        self.buffers.values().map(|b| b.size() as usize).sum()
+    }
+
+    fn get(&mut self, dev: &WgpuDevice, blob: &[u8], at: usize, n: usize) -> Result<wgpu::Buffer> {
+        if let Some(b) = self.buffers.get(&at) {
+            return Ok(b.clone());
+        }
+        let bytes = blob.get(at..at + n).ok_or_else(|| {
+            err(format!(
+                "the weights blob ({} bytes) has no {n} bytes at {at}: the artifact is damaged",
+                blob.len()
+            ))
+        })?;
+        let b = storage(dev, n, wgpu::BufferUsages::empty());
+        write(dev, &b, bytes);
+        self.buffers.insert(at, b.clone());
+        Ok(b)
+    }
+}
+
+fn storage(dev: &WgpuDevice, n: usize, extra: wgpu::BufferUsages) -> wgpu::Buffer {
+    dev.device.create_buffer(&wgpu::BufferDescriptor {
+        label: None,
+        size: n.max(4).div_ceil(4) as u64 * 4,
+        usage: wgpu::BufferUsages::STORAGE
+            | wgpu::BufferUsages::COPY_DST
+            | wgpu::BufferUsages::COPY_SRC
+            | extra,
+        mapped_at_creation: false,
+    })
+}
+
+/// Writes `bytes` at the start of `b` (padded to the 4-byte copy granularity).
+fn write(dev: &WgpuDevice, b: &wgpu::Buffer, bytes: &[u8]) {
+    if bytes.len().is_multiple_of(4) {
+        dev.queue.write_buffer(b, 0, bytes);
+    } else {
+        let mut padded = bytes.to_vec();
+        padded.resize(bytes.len().div_ceil(4) * 4, 0);
+        dev.queue.write_buffer(b, 0, &padded);
+    }
+}
+
+/// A bucket's plan made ready on a device.
+pub struct WgpuExecutable {
+    dev: Arc<WgpuDevice>,
+    plan: WgslPlan,
+    pipelines: Vec<wgpu::ComputePipeline>,
+    groups: Vec<wgpu::BindGroup>,
+    /// Where each value is: its buffer.
+    places: HashMap<u32, wgpu::Buffer>,
+    readback: Vec<wgpu::Buffer>,
+    timestamps: Option<(wgpu::QuerySet, wgpu::Buffer, wgpu::Buffer)>,
+    device_bytes: usize,
+}
+
+impl WgpuExecutable {
+    /// Checks `plan` against the device's limits and makes its pipelines, buffers and
+    /// bind groups; constants come from `blob` through `weights`.
+    pub fn new(
+        dev: Arc<WgpuDevice>,
+        plan: WgslPlan,
+        weights: &mut WgpuWeights,
+        blob: &[u8],
+    ) -> Result<WgpuExecutable> {
+        let limits = dev.device.limits();
+        if plan.f16 && !dev.adapter.f16 {
+            return Err(err(format!(
+                "this plan has f16 shaders and {} has no SHADER_F16: compile with \
+                 --precision fp32 for it",
+                dev.adapter.name
+            )));
+        }
+        let max_bind = limits
+            .max_storage_buffer_binding_size
+            .min(limits.max_buffer_size);
+        for k in &plan.kernels {
+            let n = k.inputs.len() + k.outputs.len();
+            if n as u32 > limits.max_storage_buffers_per_shader_stage {
+                return Err(err(format!(
+                    "kernel {} (node `{}`) binds {n} storage buffers; {} allows {}",
+                    k.name, k.node, dev.adapter.name, limits.max_storage_buffers_per_shader_stage
+                )));
+            }
+            for &v in k.inputs.iter().chain(&k.outputs) {
+                let bytes = plan.value_bytes.get(&v).copied().unwrap_or(0);
+                if bytes as u64 > max_bind {
+                    return Err(err(format!(
+                        "kernel {} (node `{}`) binds a {bytes}-byte tensor, above {}'s \
+                         storage binding limit of {max_bind} bytes: compile smaller buckets \
+                         (--buckets) or use the CUDA backend",
+                        k.name, k.node, dev.adapter.name
+                    )));
+                }
+            }
+            if k.workgroups
+                .iter()
+                .any(|&w| w > limits.max_compute_workgroups_per_dimension)
+            {
+                return Err(err(format!(
+                    "kernel {} (node `{}`) dispatches {:?} workgroups; {} allows {} per dimension",
+                    k.name,
+                    k.node,
+                    k.workgroups,
+                    dev.adapter.name,
+                    limits.max_compute_workgroups_per_dimension
+                )));
+            }
+        }
+        let d = &dev.device;
+        let scope = d.push_error_scope(wgpu::ErrorFilter::Validation);
+        // Identical shaders (repeated layers) share one module and pipeline.
+        let mut by_source: HashMap<&str, wgpu::ComputePipeline> = HashMap::new();
+        let mut pipelines = Vec::with_capacity(plan.kernels.len());
+        for k in &plan.kernels {
+            let p = by_source.entry(k.source.as_str()).or_insert_with(|| {
+                let module = d.create_shader_module(wgpu::ShaderModuleDescriptor {
+                    label: Some(&k.name),
+                    source: wgpu::ShaderSource::Wgsl(k.source.as_str().into()),
+                });
+                d.create_compute_pipeline(&wgpu::ComputePipelineDescriptor {
+                    label: Some(&k.name),
+                    layout: None,
+                    module: &module,
+                    entry_point: Some("main"),
+                    compilation_options: Default::default(),
+                    cache: None,
+                })
+            });
+            pipelines.push(p.clone());
+        }
+        let pooled: Vec<wgpu::Buffer> = plan
+            .buffers
+            .iter()
+            .map(|&n| storage(&dev, n, wgpu::BufferUsages::empty()))
+            .collect();
+        let mut places = HashMap::new();
+        for (&v, slot) in &plan.slots {
+            let n = plan.value_bytes.get(&v).copied().unwrap_or(0);
+            let b = match *slot {
+                Slot::Buffer(i) => pooled.get(i).cloned().ok_or_else(|| {
+                    err(format!("value {v} is in buffer {i}, which the plan lacks"))
+                })?,
+                Slot::Weight(at) => weights.get(&dev, blob, at, n)?,
+            };
+            places.insert(v, b);
+        }
+        let mut groups = Vec::with_capacity(plan.kernels.len());
+        for (k, p) in plan.kernels.iter().zip(&pipelines) {
+            let entries = k
+                .inputs
+                .iter()
+                .chain(&k.outputs)
+                .enumerate()
+                .map(|(i, v)| {
+                    let b = places.get(v).ok_or_else(|| {
+                        err(format!(
+                            "kernel {} (node `{}`): value {v} has no buffer",
+                            k.name, k.node
+                        ))
+                    })?;
+                    let n = plan
+                        .value_bytes
+                        .get(v)
+                        .copied()
+                        .unwrap_or(4)
+                        .max(4)
+                        .div_ceil(4)
+                        * 4;
+                    Ok(wgpu::BindGroupEntry {
+                        binding: i as u32,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer: b,
+                            offset: 0,
+                            size: wgpu::BufferSize::new(n as u64),
+                        }),
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            groups.push(d.create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some(&k.name),
+                layout: &p.get_bind_group_layout(0),
+                entries: &entries,
+            }));
+        }
+        if let Some(e) = pollster::block_on(scope.pop()) {
+            return Err(err(format!("building the plan's pipelines: {e}")));
+        }
+        let readback = plan
+            .outputs
+            .iter()
+            .map(|o| {
+                let n = plan.value_bytes.get(&o.value).copied().unwrap_or(4);
+                d.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some(&o.name),
+                    size: n.max(4).div_ceil(4) as u64 * 4,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                })
+            })
+            .collect();
+        let timestamps = d
+            .features()
+            .contains(wgpu::Features::TIMESTAMP_QUERY)
+            .then(|| {
+                let set = d.create_query_set(&wgpu::QuerySetDescriptor {
+                    label: None,
+                    ty: wgpu::QueryType::Timestamp,
+                    count: 2,
+                });
+                let resolve = d.create_buffer(&wgpu::BufferDescriptor {
+                    label: None,
+                    size: 16,
+                    usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                    mapped_at_creation: false,
+                });
+                let read = d.create_buffer(&wgpu::BufferDescriptor {
+                    label: None,
+                    size: 16,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                (set, resolve, read)
+            });
+        let device_bytes = pooled.iter().map(|b| b.size() as usize).sum();
+        Ok(WgpuExecutable {
+            dev,
+            plan,
+            pipelines,
+            groups,
+            places,
+            readback,
+            timestamps,
+            device_bytes,
+        })
+    }
+
+    /// The plan it runs.
+    pub fn plan(&self) -> &WgslPlan {
+        &self.plan
+    }
+
+    /// Device bytes of its pooled buffers (weights not included).
+    pub fn device_bytes(&self) -> usize {
+        self.device_bytes
+    }
+
+    /// The adapter it runs on.
+    pub fn adapter(&self) -> &crate::wgsl::AdapterInfo {
+        &self.dev.adapter
+    }
+
+    /// Writes the inputs (graph order; dtypes and shapes of the plan's bucket).
+    pub fn set_inputs(&mut self, inputs: &[Tensor]) -> Result<()> {
+        if inputs.len() != self.plan.inputs.len() {
+            return Err(RuntimeError::Usage(format!(
+                "the plan takes {} inputs, got {}",
+                self.plan.inputs.len(),
+                inputs.len()
+            )));
+        }
+        for (io, t) in self.plan.inputs.iter().zip(inputs) {
+            if t.dtype() != io.dtype || t.shape() != io.shape.as_slice() {
+                return Err(RuntimeError::Usage(format!(
+                    "input `{}`: the plan wants {} {:?}, got {} {:?}",
+                    io.name,
+                    io.dtype,
+                    io.shape,
+                    t.dtype(),
+                    t.shape()
+                )));
+            }
+            let b = &self.places[&io.value];
+            write(&self.dev, b, &to_storage(t)?);
+        }
+        Ok(())
+    }
+
+    fn record(&self, enc: &mut wgpu::CommandEncoder, timed: bool) {
+        let timestamp_writes = match (&self.timestamps, timed) {
+            (Some((set, _, _)), true) => Some(wgpu::ComputePassTimestampWrites {
+                query_set: set,
+                beginning_of_pass_write_index: Some(0),
+                end_of_pass_write_index: Some(1),
+            }),
+            _ => None,
+        };
+        let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+            label: Some("gopt plan"),
+            timestamp_writes,
+        });
+        for ((k, p), g) in self
+            .plan
+            .kernels
+            .iter()
+            .zip(&self.pipelines)
+            .zip(&self.groups)
+        {
+            pass.set_pipeline(p);
+            pass.set_bind_group(0, g, &[]);
+            let [x, y, z] = k.workgroups;
+            pass.dispatch_workgroups(x.max(1), y.max(1), z.max(1));
+        }
+    }
+
+    fn wait(&self) -> Result<()> {
+        self.dev
+            .device
+            .poll(wgpu::PollType::wait_indefinitely())
+            .map_err(err)?;
+        Ok(())
+    }
+
+    /// Runs the plan once on the inputs written last, and waits for it.
+    pub fn execute(&mut self) -> Result<()> {
+        let mut enc = self.dev.device.create_command_encoder(&Default::default());
+        self.record(&mut enc, false);
+        self.dev.queue.submit([enc.finish()]);
+        self.wait()
+    }
+
+    /// Reads the outputs back (graph order).
+    pub fn outputs(&self) -> Result<Vec<Tensor>> {
+        let mut enc = self.dev.device.create_command_encoder(&Default::default());
+        for (o, r) in self.plan.outputs.iter().zip(&self.readback) {
+            enc.copy_buffer_to_buffer(&self.places[&o.value], 0, r, 0, r.size());
+        }
+        self.dev.queue.submit([enc.finish()]);
+        self.read_back()
+    }
+
+    fn read_back(&self) -> Result<Vec<Tensor>> {
+        for r in &self.readback {
+            r.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+        }
+        self.wait()?;
+        let outs = self
+            .plan
+            .outputs
+            .iter()
+            .zip(&self.readback)
+            .map(|(o, r)| {
+                let n = self.plan.value_bytes.get(&o.value).copied().unwrap_or(0);
+                let t = {
+                    let view = r.slice(..).get_mapped_range().map_err(err)?;
+                    from_storage(o.dtype, &o.shape, &view[..n])
+                };
+                r.unmap();
+                t
+            })
+            .collect();
+        outs
+    }
+
+    /// Writes the inputs, runs the plan and reads the outputs, in one command buffer.
+    pub fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
+        self.set_inputs(inputs)?;
+        let mut enc = self.dev.device.create_command_encoder(&Default::default());
+        self.record(&mut enc, false);
+        for (o, r) in self.plan.outputs.iter().zip(&self.readback) {
+            enc.copy_buffer_to_buffer(&self.places[&o.value], 0, r, 0, r.size());
+        }
+        self.dev.queue.submit([enc.finish()]);
+        self.read_back()
+    }
+
+    /// Times `iters` executions after `warmup` ones; milliseconds per execution, and
+    /// whether they are GPU timestamps around the compute pass (else wall-clock time
+    /// from submit to completion).
+    pub fn time(&mut self, warmup: usize, iters: usize) -> Result<(Vec<f64>, bool)> {
+        for _ in 0..warmup {
+            self.execute()?;
+        }
+        let mut out = Vec::with_capacity(iters);
+        let period = f64::from(self.dev.queue.get_timestamp_period());
+        for _ in 0..iters {
+            match &self.timestamps {
+                Some((set, resolve, read)) => {
+                    let mut enc = self.dev.device.create_command_encoder(&Default::default());
+                    self.record(&mut enc, true);
+                    enc.resolve_query_set(set, 0..2, resolve, 0);
+                    enc.copy_buffer_to_buffer(resolve, 0, read, 0, 16);
+                    self.dev.queue.submit([enc.finish()]);
+                    read.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+                    self.wait()?;
+                    let (a, b) = {
+                        let v = read.slice(..).get_mapped_range().map_err(err)?;
+                        let w = |i: usize| {
+                            u64::from_le_bytes(v[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]))
+                        };
+                        (w(0), w(1))
+                    };
+                    read.unmap();
+                    out.push(b.saturating_sub(a) as f64 * period / 1e6);
+                }
+                None => {
+                    let t = Instant::now();
+                    self.execute()?;
+                    out.push(t.elapsed().as_secs_f64() * 1e3);
+                }
+            }
+        }
+        Ok((out, self.timestamps.is_some()))
+    }
+
+    /// Each kernel timed alone (dispatched in its own pass between timestamps, `iters`
+    /// times): label and median milliseconds, in plan order. Empty without timestamps.
+    pub fn profile(&mut self, iters: usize) -> Result<Vec<(String, f64)>> {
+        let Some((set, resolve, read)) = &self.timestamps else {
+            return Ok(Vec::new());
+        };
+        let period = f64::from(self.dev.queue.get_timestamp_period());
+        let mut samples = vec![Vec::new(); self.plan.kernels.len()];
+        for _ in 0..iters.max(1) {
+            for (i, ((k, p), g)) in self
+                .plan
+                .kernels
+                .iter()
+                .zip(&self.pipelines)
+                .zip(&self.groups)
+                .enumerate()
+            {
+                let mut enc = self.dev.device.create_command_encoder(&Default::default());
+                {
+                    let mut pass = enc.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                        label: None,
+                        timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                            query_set: set,
+                            beginning_of_pass_write_index: Some(0),
+                            end_of_pass_write_index: Some(1),
+                        }),
+                    });
+                    pass.set_pipeline(p);
+                    pass.set_bind_group(0, g, &[]);
+                    let [x, y, z] = k.workgroups;
+                    pass.dispatch_workgroups(x.max(1), y.max(1), z.max(1));
+                }
+                enc.resolve_query_set(set, 0..2, resolve, 0);
+                enc.copy_buffer_to_buffer(resolve, 0, read, 0, 16);
+                self.dev.queue.submit([enc.finish()]);
+                read.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+                self.wait()?;
+                let ms = {
+                    let v = read.slice(..).get_mapped_range().map_err(err)?;
+                    let w = |i: usize| {
+                        u64::from_le_bytes(v[i * 8..i * 8 + 8].try_into().unwrap_or([0; 8]))
+                    };
+                    w(1).saturating_sub(w(0)) as f64 * period / 1e6
+                };
+                read.unmap();
+                samples[i].push(ms);
+            }
+        }
+        Ok(self
+            .plan
+            .kernels
+            .iter()
+            .zip(samples)
+            .map(|(k, mut t)| {
+                t.sort_by(|a, b| a.total_cmp(b));
+                (format!("{} `{}`", k.name, k.node), t[t.len() / 2])
+            })
+            .collect())
+    }
+}
