@@ -78,6 +78,11 @@ if [[ "$WGPU" == 1 ]]; then
         printf '{"file_format_version":"1.0.0","ICD":{"library_path":"%s","api_version":"1.3.0"}}\n' \
             "${egl:-libEGL_nvidia.so.0}" > /tmp/gopt_nvidia_icd.json
         export VK_ICD_FILENAMES=/tmp/gopt_nvidia_icd.json
+        # Else NVIDIA's own ICD file (it works once the GLX loaders are unpacked too).
+        if ! "$BIN/gopt" adapters 2>/dev/null | grep -q NVIDIA; then
+            unset VK_ICD_FILENAMES
+            export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
+        fi
     fi
     export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
 fi
