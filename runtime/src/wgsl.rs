@@ -6,6 +6,8 @@
 use crate::{Result, RuntimeError};
 use gopt_codegen::wgsl::WgslKernel;
 use gopt_ir::{DType, Tensor};
+/// wgpu's device limits (for [`WgpuDevice::open_with_limits`]).
+pub use wgpu::Limits;
 
 /// Bytes per element of `dt` in a wgpu buffer (`gopt_codegen::wgsl::storage_type`), or
 /// an error for the dtypes WGSL storage cannot hold (bf16, f64).
@@ -120,6 +122,16 @@ fn err(what: impl std::fmt::Display) -> RuntimeError {
 impl WgpuDevice {
     /// Opens the most preferred adapter, or the first whose name contains `name`.
     pub fn open(name: Option<&str>) -> Result<WgpuDevice> {
+        Self::open_with_limits(name, None)
+    }
+
+    /// [`WgpuDevice::open`] with these limits instead of all the adapter has (e.g.
+    /// `wgpu::Limits::default()`, what every WebGPU implementation guarantees, to check a
+    /// plan against the smallest devices).
+    pub fn open_with_limits(
+        name: Option<&str>,
+        limits: Option<wgpu::Limits>,
+    ) -> Result<WgpuDevice> {
         let instance = instance();
         let mut all = pollster::block_on(instance.enumerate_adapters(wgpu::Backends::all()));
         all.sort_by_key(|a| rank(&a.get_info()));
@@ -145,7 +157,7 @@ impl WgpuDevice {
         let desc = wgpu::DeviceDescriptor {
             label: Some("gopt"),
             required_features: features,
-            required_limits: adapter.limits(),
+            required_limits: limits.unwrap_or_else(|| adapter.limits()),
             ..Default::default()
         };
         let (device, queue) = pollster::block_on(adapter.request_device(&desc)).map_err(err)?;
