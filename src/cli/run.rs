@@ -26,7 +26,9 @@ use std::time::Instant;
         gopt run model.onnx --input input_ids=ids.npy --input attention_mask=mask.npy\n  \
         gopt run model.onnx -i input_0.pb -i input_1.pb -o out/ --format pb\n  \
         gopt run tests/data/models/mobilenet_v2/model.onnx \\\n      \
-        -i tests/data/models/mobilenet_v2/test_data_set_0/input_0.pb --json"
+        -i tests/data/models/mobilenet_v2/test_data_set_0/input_0.pb --json\n  \
+        gopt run model.onnx -i x.npy --backend wgpu --adapter llvmpipe\n  \
+        gopt compile model.onnx --target wgsl -o out/ && gopt run out/ -i x.npy"
 )]
 pub struct Args {
     /// The model file (.onnx), or an artifact folder `gopt compile -o DIR` wrote (its

@@ -33,7 +33,8 @@ use std::process::ExitCode;
         gopt test tests/data/conformance --manifest tests/conformance/cpu.manifest\n  \
         gopt test tests/data/models --precision bf16\n  \
         gopt test tests/data/models --disable fusion,layout\n  \
-        gopt test tests/data/conformance --write-manifest tests/conformance/cpu.manifest"
+        gopt test tests/data/conformance --write-manifest tests/conformance/cpu.manifest\n  \
+        gopt test tests/data/conformance --backend wgpu --manifest tests/conformance/wgpu.manifest"
 )]
 pub struct Args {
     /// Case folders, or folders of case folders.
