@@ -1,8 +1,24 @@
-{{enable}}// {{what}}: a 16x16 output tile per workgroup, A and B tiles of 16 along K staged in
-// workgroup memory, fp32 accumulation; epilogue y = {{formula}}.
+{{enable}}// {{what}}: y = {{formula}}, a register-tiled GEMM ({{desc}}).
+// 256 invocations (16x16) per workgroup compute a {{bm}}x{{bn}} output tile (looping over
+// tiles past the dispatch); each invocation a {{tm}}x{{tn}} block in f32 registers: rows
+// ty*4 + 64i, columns tx*4 + 64j, four at a time, by outer products. K advances {{bk}}
+// at a time through workgroup memory (A as [K][BM], B as [K][BN], f32, vec4 reads), the
+// next K slice loaded into registers while this one is multiplied. Everything inside
+// the K loop is unrolled with named registers (no private arrays, which some drivers
+// put in local memory); epilogue per output, one rounding at the store.
 {{bindings}}
-var<workgroup> at: array<array<f32, 16>, 16>;
-var<workgroup> bt: array<array<f32, 16>, 16>;
+const M: u32 = {{m}}u;
+const N: u32 = {{n}}u;
+const K: u32 = {{k}}u;
+const BM: u32 = {{bm}}u;
+const BN: u32 = {{bn}}u;
+const BK: u32 = {{bk}}u;
+const SA: u32 = {{sa}}u;
+const SB: u32 = {{sb}}u;
+const TILES_M: u32 = {{tiles_m}}u;
+const TILES_N: u32 = {{tiles_n}}u;
+var<workgroup> As: array<vec4<f32>, {{as_len}}>;
+var<workgroup> Bs: array<vec4<f32>, {{bs_len}}>;
 
 fn gopt_erf(x: f32) -> f32 {
     let t = 1.0 / (1.0 + 0.3275911 * abs(x));
@@ -14,28 +30,38 @@ fn gopt_sigmoid(x: f32) -> f32 {
     return 1.0 / (1.0 + exp(-x));
 }
 
-@compute @workgroup_size(16, 16)
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid: vec3<u32>) {
-    let row = wid.y * 16u + lid.y;
-    let col = wid.x * 16u + lid.x;
+fn put(batch: u32, row: u32, col: u32, acc: f32) {
+    if (row < M && col < N) {
+        let o = batch * {{stride_d}}u + row * N + col;
+        var v: f32 = acc * {{alpha}};
+{{epilogue}}        y[o] = {{store}};
+    }
+}
+
+@compute @workgroup_size(256)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
     let batch = wid.z;
     let abase = batch * {{stride_a}}u;
     let bbase = batch * {{stride_b}}u;
-    var acc: f32 = 0.0;
-    for (var k0: u32 = 0u; k0 < {{k}}u; k0 = k0 + 16u) {
-        let ka = k0 + lid.x;
-        at[lid.y][lid.x] = select(0.0, f32(a[abase + row * {{k}}u + ka]), row < {{m}}u && ka < {{k}}u);
-        let kb = k0 + lid.y;
-        bt[lid.y][lid.x] = select(0.0, f32(b[bbase + {{b_index}}]), kb < {{k}}u && col < {{n}}u);
-        workgroupBarrier();
-        for (var j: u32 = 0u; j < 16u; j = j + 1u) {
-            acc = acc + at[lid.y][j] * bt[j][lid.x];
+    let tx = lid % 16u;
+    let ty = lid / 16u;
+    for (var mt: u32 = wid.y; mt < TILES_M; mt = mt + nwg.y) {
+    for (var nt: u32 = wid.x; nt < TILES_N; nt = nt + nwg.x) {
+        let m0 = mt * BM;
+        let n0 = nt * BN;
+{{decls}}        {
+            let kl = 0u;
+{{load}}        }
+        for (var k0: u32 = 0u; k0 < K; k0 = k0 + BK) {
+{{stage}}            workgroupBarrier();
+            if (k0 + BK < K) {
+                let kl = k0 + BK;
+{{load}}            }
+            for (var kk: u32 = 0u; kk < BK; kk = kk + 1u) {
+{{fma}}            }
+            workgroupBarrier();
         }
-        workgroupBarrier();
-    }
-    if (row < {{m}}u && col < {{n}}u) {
-        let o = batch * {{stride_d}}u + row * {{n}}u + col;
-        var v: f32 = acc * {{alpha}};
-{{epilogue}}        y[o] = {{store}};
+{{out}}    }
     }
 }
