@@ -69,6 +69,13 @@ pub struct AdapterInfo {
     pub backend: String,
     /// Whether it can run f16 shaders.
     pub f16: bool,
+    /// Whether it has GPU timestamp queries (how `bench` times a run).
+    pub timestamps: bool,
+    /// Whether wgpu exposes its cooperative (tensor-core) matrices on it: in wgpu 30
+    /// only 8×8 f32 tiles, which NVIDIA's Vulkan driver does not list.
+    pub cooperative_matrix: bool,
+    /// Largest storage buffer binding in bytes.
+    pub max_binding: u64,
 }
 
 /// The adapters wgpu sees, most preferred first.
@@ -104,6 +111,11 @@ fn info(a: &wgpu::Adapter) -> AdapterInfo {
         kind: format!("{:?}", i.device_type),
         backend: format!("{:?}", i.backend),
         f16: a.features().contains(wgpu::Features::SHADER_F16),
+        timestamps: a.features().contains(wgpu::Features::TIMESTAMP_QUERY),
+        cooperative_matrix: a
+            .features()
+            .contains(wgpu::Features::EXPERIMENTAL_COOPERATIVE_MATRIX),
+        max_binding: a.limits().max_storage_buffer_binding_size,
     }
 }
 

@@ -27,6 +27,9 @@ struct Adapter {
     kind: String,
     backend: String,
     f16: bool,
+    timestamps: bool,
+    cooperative_matrix: bool,
+    max_storage_binding_bytes: u64,
 }
 
 /// Runs `gopt adapters`.
@@ -38,6 +41,9 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             kind: a.kind,
             backend: a.backend,
             f16: a.f16,
+            timestamps: a.timestamps,
+            cooperative_matrix: a.cooperative_matrix,
+            max_storage_binding_bytes: a.max_binding,
         })
         .collect();
     if args.json {
@@ -47,12 +53,19 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     } else {
         for (i, a) in list.iter().enumerate() {
             outln!(
-                "{}{}  ({}, {}{})",
+                "{}{}  ({}, {}{}{}{}; storage bindings up to {})",
                 if i == 0 { "* " } else { "  " },
                 a.name,
                 a.kind,
                 a.backend,
-                if a.f16 { ", f16" } else { "" }
+                if a.f16 { ", f16" } else { "" },
+                if a.timestamps { ", timestamps" } else { "" },
+                if a.cooperative_matrix {
+                    ", cooperative matrix"
+                } else {
+                    ""
+                },
+                gopt::report::human_bytes(a.max_storage_binding_bytes)
             );
         }
     }
