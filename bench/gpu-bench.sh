@@ -34,6 +34,8 @@ for m in ${MODELS//,/ }; do
         > "$OUT/profile_${m}_b32.txt" 2>> "$OUT/gopt.err" || true
     [[ "${WGPU:-1}" == 1 ]] && "$GOPT" bench "$MODELDIR/$m.onnx" --backend wgpu --batch 32 "${seq[@]}" \
         --precision bf16 --profile --iters 10 > "$OUT/profile_${m}_b32_wgpu.txt" 2>> "$OUT/gopt.err"
+    [[ "${WGPU:-1}" == 1 ]] && "$GOPT" bench "$MODELDIR/$m.onnx" --backend wgpu --batch 1 "${seq[@]}" \
+        --precision bf16 --profile --iters 10 > "$OUT/profile_${m}_b1_wgpu.txt" 2>> "$OUT/gopt.err"
     "$GOPT" bench "$MODELDIR/$m.onnx" --backend cuda --batch 1 "${seq[@]}" --precision bf16 --no-cuda-graph --json \
         > "$OUT/gopt_${m}_b1_nograph.json" 2>> "$OUT/gopt.err" || true
 done
