@@ -52,6 +52,9 @@ pub struct Compiled {
     wgpu_weights: WgpuWeights,
     wgpu_exes: BTreeMap<usize, WgpuExecutable>,
     notes: Vec<String>,
+    /// Models whose shape-deciding inputs became constants, by their values
+    /// ([`crate::value_inputs`]).
+    by_value: BTreeMap<Vec<Vec<u8>>, Compiled>,
 }
 
 /// What `plan.json` holds.
@@ -132,6 +135,7 @@ impl Compiled {
             wgpu_weights: WgpuWeights::default(),
             wgpu_exes: BTreeMap::new(),
             notes,
+            by_value: BTreeMap::new(),
         }
     }
 
@@ -185,6 +189,16 @@ impl Compiled {
     pub fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let g = &self.model.model.graph;
         let actual = interp::check_inputs(g, inputs)?;
+        let by_value = crate::value_inputs::positions(g);
+        if !by_value.is_empty() {
+            let key = crate::value_inputs::key(inputs, &by_value);
+            let (m, rest) = crate::value_inputs::specialize(&self.model, inputs, &by_value);
+            let inner = self
+                .by_value
+                .entry(key)
+                .or_insert_with(|| Compiled::empty(&m, &self.opts));
+            return inner.run(&rest);
+        }
         if self.opts.backend != Backend::Cpu {
             // The GPU gathers do not bounds-check (an out-of-range index would be an
             // illegal address that ends the process's CUDA context, or a clamped read
@@ -368,6 +382,7 @@ impl Compiled {
             wgpu_weights: WgpuWeights::default(),
             wgpu_exes: BTreeMap::new(),
             notes: Vec::new(),
+            by_value: BTreeMap::new(),
         };
         c.weights = WeightStore::default();
         c.weights.blob = blob;

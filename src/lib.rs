@@ -26,6 +26,7 @@ pub mod error;
 pub mod pipeline;
 pub mod report;
 pub mod tensor_io;
+pub mod value_inputs;
 pub mod testing;
 pub mod wgpu;
 

@@ -114,10 +114,15 @@ fn typed(g: &Graph, v: ValueId) -> Result<(DType, Vec<usize>)> {
 fn bytes_of(g: &Graph, v: ValueId) -> Result<usize> {
     let (dt, s) = typed(g, v)?;
     let (_, size) = storage_type(dt).ok_or_else(|| {
-        CodegenError::Plan(format!(
-            "value `{}` is {dt}, which WGSL storage cannot hold",
-            g.value(v).name
-        ))
+        let name = &g.value(v).name;
+        // The node that makes it (or the value itself, for an input or constant).
+        let node = g.nodes.iter().find(|n| n.outputs.contains(&v));
+        CodegenError::Unsupported {
+            node: node.map_or_else(|| name.clone(), |n| n.name.clone()),
+            op: node.map_or("value", |n| n.op.name()).to_string(),
+            backend: "WGSL",
+            what: format!("{dt} data (value `{name}`: WGSL storage has no {dt})"),
+        }
     })?;
     Ok(s.iter().product::<usize>() * size)
 }

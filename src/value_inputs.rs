@@ -1,0 +1,82 @@
+//! Graph inputs that decide shapes (a Reshape target, Slice bounds, reduction axes, a
+//! Pad width, Resize sizes fed as inputs rather than initializers) leave every shape
+//! after them unknown until a run, so no plan can be made ahead of it. Like TensorRT's
+//! shape tensors, gopt specializes on their values: [`crate::Compiled::run`] makes them
+//! constants of a copy of the model, keyed by the values, and compiles that copy (its
+//! own buckets, plans and kernels) the first time those values are seen. The answer is
+//! the same as with the values as inputs; only compile work is repeated per new value.
+
+use gopt_ir::{Graph, Tensor};
+
+/// The input positions of each op that determine its output's shape.
+fn shape_operands(op: &str) -> &'static [usize] {
+    match op {
+        "Reshape" | "Expand" | "Tile" | "Split" | "Squeeze" | "Unsqueeze" | "OneHot"
+        | "TopK" | "Upsample" | "CenterCropPad" => &[1],
+        "ReduceSum" | "ReduceMean" | "ReduceMax" | "ReduceMin" | "ReduceProd"
+        | "ReduceSumSquare" | "ReduceL1" | "ReduceL2" | "ReduceLogSum" | "ReduceLogSumExp" => {
+            &[1]
+        }
+        "Slice" => &[1, 2, 3, 4],
+        "Pad" => &[1, 3],
+        "Resize" => &[1, 2, 3],
+        "ConstantOfShape" => &[0],
+        "Range" => &[0, 1, 2],
+        _ => &[],
+    }
+}
+
+/// Positions in `g.inputs` of the inputs some node uses as a shape operand (small
+/// tensors only: at most 64 elements by their declared type).
+pub fn positions(g: &Graph) -> Vec<usize> {
+    let mut out = Vec::new();
+    for (k, &v) in g.inputs.iter().enumerate() {
+        let small = g.value(v).ty.as_ref().is_some_and(|t| {
+            gopt_ir::dim::concrete(&t.shape).is_some_and(|s| s.iter().product::<usize>() <= 64)
+        });
+        let used = g.nodes.iter().any(|n| {
+            shape_operands(n.op.name())
+                .iter()
+                .any(|&i| n.inputs.get(i).copied().flatten() == Some(v))
+        });
+        if small && used {
+            out.push(k);
+        }
+    }
+    out
+}
+
+/// A key for the values of the inputs at `positions`.
+pub fn key(inputs: &[Tensor], positions: &[usize]) -> Vec<Vec<u8>> {
+    positions
+        .iter()
+        .filter_map(|&k| inputs.get(k))
+        .map(|t| {
+            let mut b = format!("{}{:?}", t.dtype(), t.shape()).into_bytes();
+            b.extend(gopt_codegen::plan::tensor_bytes(t));
+            b
+        })
+        .collect()
+}
+
+/// `model` with the inputs at `positions` made constants holding their values in
+/// `inputs`, and the other inputs in order.
+pub fn specialize(
+    model: &crate::Imported,
+    inputs: &[Tensor],
+    positions: &[usize],
+) -> (crate::Imported, Vec<Tensor>) {
+    let mut m = model.clone();
+    let g = &mut m.model.graph;
+    for &k in positions.iter().rev() {
+        let v = g.inputs.remove(k);
+        g.constants.insert(v, inputs[k].clone());
+    }
+    let rest = inputs
+        .iter()
+        .enumerate()
+        .filter(|(k, _)| !positions.contains(k))
+        .map(|(_, t)| t.clone())
+        .collect();
+    (m, rest)
+}
