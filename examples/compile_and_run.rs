@@ -4,6 +4,7 @@
 //! ```sh
 //! cargo run --release --example compile_and_run                 # CPU backend
 //! cargo run --release --example compile_and_run -- --cuda       # on an NVIDIA GPU
+//! cargo run --release --example compile_and_run -- --wgpu       # any GPU, or lavapipe
 //! ```
 //!
 //! It uses the small BERT shipped in `tests/data/models/bert_small`.
@@ -14,6 +15,7 @@ use std::path::Path;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
     let cuda = std::env::args().any(|a| a == "--cuda");
+    let wgpu = std::env::args().any(|a| a == "--wgpu");
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/models/bert_small");
     let model = gopt::load_model(&dir.join("model.onnx"))?;
 
@@ -21,9 +23,22 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     // buckets: batch 1 and 2, sequence 128 (shorter sequences are padded and masked).
     let precision = if cuda { "bf16" } else { "fp32" };
     let mut opts = Options::from_cli(precision, &[], &["batch=1,2".into(), "seq=128".into()])?;
-    opts.backend = if cuda { Backend::Cuda } else { Backend::Cpu };
+    opts.backend = match (cuda, wgpu) {
+        (true, _) => Backend::Cuda,
+        (_, true) => Backend::Wgpu,
+        _ => Backend::Cpu,
+    };
     let mut compiled = gopt::compile(&model, &opts)?;
     for b in compiled.buckets() {
+        if let Some(p) = &b.wgsl {
+            println!(
+                "bucket {:?}: {} WGSL shaders, pooled buffers {} bytes",
+                b.sizes,
+                p.kernels.len(),
+                p.pool_bytes()
+            );
+            continue;
+        }
         match (&b.plan, &b.variant) {
             (Some(p), _) => println!(
                 "bucket {:?}: {} launches per run, arena {} bytes",
@@ -55,9 +70,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         got[0].shape()
     );
 
-    // The artifact: plan.json, kernels.cu, weights.bin, model.onnx (CUDA only: the CPU
-    // backend has no plan to save).
-    if cuda {
+    // The artifact: plan.json, kernels.cu (or kernels.wgsl), weights.bin, model.onnx
+    // (the CPU backend has no plan to save).
+    if cuda || wgpu {
         let out = std::env::temp_dir().join("bert_small.gopt");
         compiled.save(&out)?;
         let mut loaded = gopt::Compiled::load(&out, &opts)?;
