@@ -4,7 +4,8 @@
 //! FusedConv, pool and reduction kernel of MobileNetV2 (optimized in fp32 and fp16,
 //! batch 1: channels-last convolutions) runs on pseudo-random inputs, then the CUDA
 //! test matrix (tests/cuda_conv/cases.rs, f32 and f16) and a few hand-built graphs
-//! (NCHW groups with dilation, stride and padding, MaxPool with ceil_mode and pads,
+//! (NCHW groups with dilation, stride and padding, convolutions sized for each
+//! register tile of the implicit GEMM (NHWC vec4 and scalar gathers, NCHW, groups), MaxPool with ceil_mode and pads,
 //! AveragePool counting pads both ways, ReduceMean over leading axes without keepdims).
 //! Sums (convolutions, averages, sums) compare by relative L2 error, 1e-5 for f32
 //! outputs (GPU and CPU add in other orders) and 1e-2 for f16 outputs; max / min pick
@@ -188,6 +189,51 @@ fn extra_cases(dt: &'static str) -> Vec<(String, String)> {
         ..conv_case(dt, 24, 40, 1, 1, 0)
     };
     v.push((pointwise.name(), pointwise.text()));
+    // The implicit GEMM's register tiles: 128x128 (NHWC, vec4 channels, permuted W),
+    // 128x64 (1x1 read directly, odd M, K under one slice), and the small tiles with
+    // scalar gathers, several images, NCHW and NHWC, groups.
+    let tiled = [
+        Conv {
+            nhwc: true,
+            n: 2,
+            hw: 130,
+            act: "relu",
+            ..conv_case(dt, 4, 128, 3, 1, 1)
+        },
+        Conv {
+            nhwc: true,
+            hw: 130,
+            residual: Some(vec![1, 130, 130, 70]),
+            ..conv_case(dt, 12, 70, 1, 1, 0)
+        },
+        Conv {
+            n: 3,
+            hw: 30,
+            act: "silu",
+            ..conv_case(dt, 6, 36, 3, 2, 1)
+        },
+        Conv {
+            nhwc: true,
+            n: 2,
+            hw: 11,
+            dil: 2,
+            ..conv_case(dt, 6, 20, 3, 2, 2)
+        },
+        Conv {
+            nhwc: true,
+            n: 2,
+            hw: 10,
+            group: 2,
+            ..conv_case(dt, 16, 24, 3, 1, 1)
+        },
+        Conv {
+            n: 2,
+            hw: 9,
+            bias: false,
+            ..conv_case(dt, 20, 33, 1, 1, 0)
+        },
+    ];
+    v.extend(tiled.iter().map(|c| (c.name(), c.text())));
     let one = |name: &str, xs: &[usize], ys: &[usize], consts: &str, op: &str| {
         (
             format!("{dt} {name}"),

@@ -3,9 +3,10 @@
 //! adapter fails, never skips). The cases cover what the shader specializes on: odd
 //! sizes (M, N, K from 1 to 200: partial tiles, scalar loads), rows that are multiples
 //! of 4 (vec4 loads), every tile size (problems big enough for 128×128 and 128×64
-//! tiles), B transposed or not, batched B and a shared B (batch folded into M), every
-//! epilogue (bias, each activation, residual, alpha), f32 and f16. Sums compare by
-//! relative L2 error: 1e-5 for f32 outputs, 1e-2 for f16. An ignored test times the
+//! tiles, batch-1 transformer shapes for the small 32×64 / 32×32 / 16×32 tiles), B
+//! transposed or not, batched B and a shared B (batch folded into M), every epilogue
+//! (bias, each activation, residual, alpha), f32 and f16. Sums compare by relative L2
+//! error: 1e-5 for f32 outputs, 1e-2 for f16. An ignored test times the
 //! BERT-base-sized GEMMs with GPU timestamps (`--ignored gemm_timing`), for tuning on
 //! a real GPU (lavapipe's timings mean nothing).
 
@@ -164,6 +165,28 @@ fn cases() -> Vec<Case> {
             residual: true,
             ..Case::fused(dt, 1151, 2045, 17, "activation=\"gelu\"")
         });
+        // Batch-1 transformer shapes and odd ones for the small tiles (32x64, 32x32,
+        // 16x32: M = 128 with N from 768 to 3072), batched too.
+        for &(m, n, k, batch) in &[
+            (128, 768, 64, None),
+            (128, 2304, 24, None),
+            (128, 1030, 40, None),
+            (127, 3071, 9, None),
+            (33, 130, 200, Some(3)),
+            (17, 33, 31, Some(2)),
+        ] {
+            v.push(Case {
+                batch,
+                trans_b: true,
+                bias: true,
+                residual: true,
+                ..Case::fused(dt, m, n, k, "activation=\"gelu\"")
+            });
+            v.push(Case {
+                batch,
+                ..Case::plain(dt, m, n, k)
+            });
+        }
         // Every epilogue, on odd and aligned sizes.
         let acts = [
             "activation=\"relu\"",

@@ -4,11 +4,14 @@
 //! at the store. The node is read by the CUDA emitter's [`crate::cuda::conv::spec`] (so
 //! both backends accept and refuse the same modes; bf16 has no WGSL form and is
 //! refused here). One input channel per group (depthwise) runs a direct shader, one
-//! invocation per output; every other convolution runs as an implicit GEMM per group,
-//! the im2col tile gathered on the fly into workgroup memory (`conv.wgsl`), with K in
-//! the order that makes the gather contiguous: (channel, tap) for NCHW, (tap, channel)
-//! for NHWC. Sizes are baked into the source so index math divides by constants.
+//! invocation per output; every other convolution runs as an implicit GEMM per group
+//! with the GEMM's register tiling (`gemm_tile.rs`: tile by problem size, 8×8 / 4×4
+//! vec4 outer products per invocation), the im2col tile gathered on the fly into
+//! workgroup memory (`conv.wgsl`), with K in the order that makes the gather
+//! contiguous: (channel, tap) for NCHW, (tap, channel) for NHWC, loaded as vec4 along
+//! channels for NHWC when a group's channels come in fours. Sizes are baked into the source so index math divides by constants.
 
+use super::gemm_tile::{tile, Operand};
 use super::WgslKernel;
 use crate::cuda::conv_spec::ConvSpec;
 use crate::index::strides;
@@ -20,9 +23,6 @@ use gopt_ir::{DType, Graph, Node, Op};
 
 const GEMM: &str = include_str!("conv.wgsl");
 const DIRECT: &str = include_str!("conv_direct.wgsl");
-
-/// Workgroups that fill a large GPU (132 SMs) twice: below this, smaller tiles.
-const FULL_GRID: usize = 264;
 
 /// The activation helpers every convolution shader carries.
 const HELPERS: &str = include_str!("conv_act.wgsl");
@@ -137,8 +137,19 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     operands.extend(s.bias.map(|b| ("bias", b, "biases")));
     operands.extend(s.residual.as_ref().map(|r| ("res", r.0, "residuals")));
     let mut bindings = Vec::new();
+    let (w_vec, x_vec) = if s.cg() == 1 {
+        (false, false)
+    } else {
+        vec_loads(&s)
+    };
     for (i, &(v, dt, what)) in operands.iter().enumerate() {
         let t = storage(node, dt, what)?;
+        let vec = (v == "w" && w_vec) || (v == "x" && x_vec);
+        let t = if vec {
+            format!("vec4<{t}>")
+        } else {
+            t.to_string()
+        };
         bindings.push(format!(
             "@group(0) @binding({i}) var<storage, read> {v}: array<{t}>;"
         ));
@@ -233,161 +244,142 @@ fn direct(s: &ConvSpec, ost: &str, common: &Holes) -> Result<(String, [u32; 3])>
     Ok((src, [wg, 1, 1]))
 }
 
-/// Every other convolution: the tiled implicit GEMM of `conv.wgsl`, unrolled here.
+/// vec4 loads for the implicit GEMM: (W, X). W rows are K long and read in order
+/// unless NHWC with taps (K is (tap, channel), W rows (channel, tap)); X along channels
+/// for NHWC when a group's channels come in fours (so a vec4 never straddles a tap).
+fn vec_loads(s: &ConvSpec) -> (bool, bool) {
+    let permuted = s.nhwc && s.taps() > 1;
+    (
+        !permuted && s.cg() * s.taps() % 4 == 0,
+        s.nhwc && s.cg() % 4 == 0,
+    )
+}
+
+/// Every other convolution: the register-tiled implicit GEMM of `conv.wgsl` (the
+/// tiling of `gemm_tile.rs`), with W as the A operand and im2col(X) as B.
 fn gemm(s: &ConvSpec, node: &Node, ost: &str, common: &Holes) -> Result<(String, [u32; 3])> {
     let (k, mg, ncol) = (s.cg() * s.taps(), s.mg(), s.n * s.p());
-    let tiles = |b: usize| s.group * mg.div_ceil(b) * ncol.div_ceil(b);
-    let (bm, bn, threads) = if tiles(64) >= FULL_GRID {
-        (64, 64, 256)
-    } else {
-        (32, 32, 64)
-    };
-    let (ra, rb) = (bm * 16 / threads, 16 * bn / threads);
-    let (c, cg, h, w, kw, taps) = (s.c, s.cg(), s.h, s.w, s.kw, s.taps());
+    let t = tile(s.group, mg, ncol);
+    let (w_vec, x_vec) = vec_loads(s);
+    let (c, cg, h, w, kw, taps, p, ow) = (s.c, s.cg(), s.h, s.w, s.kw, s.taps(), s.p(), s.ow);
     let ((sh, sw), (dh, dw), (ph, pw)) = (s.stride, s.dilation, s.pad);
     let pointwise = taps == 1 && s.stride == (1, 1) && s.pad == (0, 0);
-    let (p12, p16) = (" ".repeat(12), " ".repeat(16));
-    // W's element for tile row `m`, K index `k` (W rows are (channel, tap)).
-    let w_index = if s.nhwc && taps > 1 {
-        format!("(g * MG + m0 + m) * K + (k % {cg}u) * {taps}u + k / {cg}u")
-    } else {
-        "(g * MG + m0 + m) * K + k".to_string()
+    let (p8, p16) = (" ".repeat(8), " ".repeat(16));
+    // W's element (m0 + t, kl + k) when W rows are (channel, tap) and K is (tap, channel).
+    let w_gather = |_: usize, _: &str| {
+        let idx = format!("wbase + (m0 + t) * K + ((kl + k) % {cg}u) * {taps}u + (kl + k) / {cg}u");
+        (String::new(), String::new(), "true".to_string(), idx)
     };
-    let mut decls = String::new();
-    let mut load = String::new();
-    let mut store = String::new();
-    for r in 0..ra {
-        decls += &format!("        var ra{r}: f32;\n");
-        load += &format!(
-            "{p12}{{\n{p16}let e = lid + {}u;\n{p16}let m = e / BK;\n{p16}let k = kl + e % BK;\n{p16}ra{r} = 0.0;\n{p16}if (m0 + m < MG && k < K) {{ ra{r} = f32(w[{w_index}]); }}\n{p12}}}\n",
-            threads * r
-        );
-        store += &format!(
-            "{p12}As[({e} % BK) * SA + {e} / BK] = ra{r};\n",
-            e = format!("(lid + {}u)", threads * r)
-        );
-    }
-    // This thread's im2col columns for the tile: one (NCHW: consecutive invocations
-    // take consecutive positions) or RB (NHWC: consecutive invocations take
-    // consecutive channels of one position).
-    let col_setup = |ix: &str, col: &str| {
-        format!(
-            "        let bcol{ix} = {col};
-        let bok{ix} = bcol{ix} < NCOL;
-        let bn{ix} = select(0u, bcol{ix} / {p}u, bok{ix});
-        let bp{ix} = select(0u, bcol{ix} % {p}u, bok{ix});
-        let ih0{ix} = i32((bp{ix} / {ow}u) * {sh}u) - {ph};
-        let iw0{ix} = i32((bp{ix} % {ow}u) * {sw}u) - {pw};
-",
-            p = s.p(),
-            ow = s.ow
-        )
-    };
-    let mut columns = String::new();
-    let (korder, thread_map) = if s.nhwc {
-        let xi = if pointwise {
-            format!("bcol{{r}} * {c}u + g * {cg}u + ci")
-        } else {
-            format!("((bn{{r}} * {h}u + u32(ih)) * {w}u + u32(iw)) * {c}u + g * {cg}u + ci")
+    // im2col(X)'s element (kl + k, n0 + t): the column's image and input origin once per
+    // tile, the tap and bounds per load; a 1x1 stride-1 conv reads the input directly.
+    let x_gather = |r: usize, col: &str| {
+        let mut prep = format!("{p8}let cc{r} = n0 + {col};\n");
+        if !pointwise || !s.nhwc {
+            prep += &format!(
+                "{p8}let cn{r} = cc{r} / {p}u;\n{p8}let cp{r} = cc{r} % {p}u;\n{p8}let ch{r} = i32((cp{r} / {ow}u) * {sh}u) - {ph};\n{p8}let cw{r} = i32((cp{r} % {ow}u) * {sw}u) - {pw};\n"
+            );
+        }
+        let hw = h * w;
+        let (pre, cond, idx) = match (s.nhwc, pointwise) {
+            (true, true) => (
+                String::new(),
+                "true".to_string(),
+                format!("cc{r} * {c}u + g * {cg}u + kl + k"),
+            ),
+            (false, true) => (
+                String::new(),
+                "true".to_string(),
+                format!("(cn{r} * {c}u + g * {cg}u + kl + k) * {hw}u + cp{r}"),
+            ),
+            (nhwc, false) => {
+                let tap = if nhwc {
+                    format!("(kl + k) / {cg}u")
+                } else {
+                    format!("(kl + k) % {taps}u")
+                };
+                let pre = format!(
+                    "{p16}let tap = {tap};\n{p16}let ih = ch{r} + i32((tap / {kw}u) * {dh}u);\n{p16}let iw = cw{r} + i32((tap % {kw}u) * {dw}u);\n"
+                );
+                let idx = if nhwc {
+                    format!("((cn{r} * {h}u + u32(ih)) * {w}u + u32(iw)) * {c}u + g * {cg}u + (kl + k) % {cg}u")
+                } else {
+                    format!("((cn{r} * {c}u + g * {cg}u + (kl + k) / {taps}u) * {h}u + u32(ih)) * {w}u + u32(iw)")
+                };
+                (
+                    pre,
+                    format!("ih >= 0 && ih < {h} && iw >= 0 && iw < {w}"),
+                    idx,
+                )
+            }
         };
-        load += &format!(
-            "{p12}let k = kl + lid % BK;\n{p12}let ci = k % {cg}u;\n{p12}let tap = k / {cg}u;\n{p12}let dh_ = i32((tap / {kw}u) * {dh}u);\n{p12}let dw_ = i32((tap % {kw}u) * {dw}u);\n"
-        );
-        for r in 0..rb {
-            columns += &col_setup(
-                &r.to_string(),
-                &format!("col0 + lid / BK + {}u", threads / 16 * r),
-            );
-            decls += &format!("        var rb{r}: f32;\n");
-            load += &format!(
-                "{p12}{{\n{p16}let ih = ih0{r} + dh_;\n{p16}let iw = iw0{r} + dw_;\n{p16}rb{r} = 0.0;\n{p16}if (bok{r} && k < K && ih >= 0 && ih < {h} && iw >= 0 && iw < {w}) {{ rb{r} = f32(x[{}]); }}\n{p12}}}\n",
-                xi.replace("{r}", &r.to_string())
-            );
-            store += &format!(
-                "{p12}Bs[({e} % BK) * SB + {e} / BK] = rb{r};\n",
-                e = format!("(lid + {}u)", threads * r)
-            );
-        }
-        (
-            "(kernel tap, channel)",
-            "    let ty = lid % RY;\n    let tx = lid / RY;\n",
-        )
-    } else {
-        columns += &col_setup("", "col0 + lid % BN");
-        let xi = if pointwise {
-            format!("(bn * {c}u + g * {cg}u + k) * {hw}u + bp", hw = h * w)
-        } else {
-            format!("((bn * {c}u + g * {cg}u + k / {taps}u) * {h}u + u32(ih)) * {w}u + u32(iw)")
-        };
-        for r in 0..rb {
-            decls += &format!("        var rb{r}: f32;\n");
-            load += &format!(
-                "{p12}{{\n{p16}let k = kl + lid / BN + {}u;\n{p16}let tap = k % {taps}u;\n{p16}let ih = ih0 + i32((tap / {kw}u) * {dh}u);\n{p16}let iw = iw0 + i32((tap % {kw}u) * {dw}u);\n{p16}rb{r} = 0.0;\n{p16}if (bok && k < K && ih >= 0 && ih < {h} && iw >= 0 && iw < {w}) {{ rb{r} = f32(x[{xi}]); }}\n{p12}}}\n",
-                threads / bn * r
-            );
-            store += &format!(
-                "{p12}Bs[({e} / BN) * SB + {e} % BN] = rb{r};\n",
-                e = format!("(lid + {}u)", threads * r)
-            );
-        }
-        (
-            "(channel, kernel tap)",
-            "    let tx = lid % TX;\n    let ty = lid / TX;\n",
-        )
+        let idx = if x_vec { format!("({idx}) / 4u") } else { idx };
+        (prep, pre, cond, idx)
     };
-    // The 4x4 outer product per K step and the epilogue per output, unrolled.
-    let mut fma = String::new();
-    let mut out = String::new();
-    for i in 0..4 {
-        fma += &format!("{p16}let a{i} = As[kk * SA + ty + {}u];\n", bm / 4 * i);
-        fma += &format!("{p16}let b{i} = Bs[kk * SB + tx + {}u];\n", bn / 4 * i);
-    }
-    for i in 0..4 {
-        for j in 0..4 {
-            decls += &format!("        var acc{i}{j}: f32 = 0.0;\n");
-            fma += &format!("{p16}acc{i}{j} = fma(a{i}, b{j}, acc{i}{j});\n");
-            out += &format!(
-                "        {{\n            let m = m0 + ty + {}u;\n            let col = col0 + tx + {}u;\n            if (m < MG && col < NCOL) {{\n                let oc = g * MG + m;\n                let n = col / {p}u;\n                let p = col % {p}u;\n                let acc_ = acc{i}{j};\n{}            }}\n        }}\n",
-                bm / 4 * i,
-                bn / 4 * j,
-                epilogue(s, ost, 16),
-                p = s.p()
-            );
-        }
-    }
-    let tiles_n = ncol.div_ceil(bn);
-    let tiles_m = mg.div_ceil(bm);
+    let a_op = Operand {
+        buf: "w",
+        reg: "ra",
+        smem: "As",
+        stride: "SA",
+        tile: t.bm,
+        origin: "m0",
+        bound: "MG",
+        base: "wbase",
+        k_rows: true,
+        vec: w_vec,
+        gather: if s.nhwc && taps > 1 {
+            Some(&w_gather)
+        } else {
+            None
+        },
+    };
+    // NHWC: K (channels) contiguous per column, as a transposed B; NCHW: columns are.
+    let b_op = Operand {
+        buf: "x",
+        reg: "rb",
+        smem: "Bs",
+        stride: "SB",
+        tile: t.bn,
+        origin: "n0",
+        bound: "NCOL",
+        base: "",
+        k_rows: s.nhwc,
+        vec: x_vec,
+        gather: Some(&x_gather),
+    };
+    let (da, la, sa) = a_op.code(&t);
+    let (db, lb, sb) = b_op.code(&t);
+    let (fma, decls, out) = t.body();
+    let (tiles_m, tiles_n) = (mg.div_ceil(t.bm), ncol.div_ceil(t.bn));
     if tiles_m > 65535 || s.group > 65535 {
         return Err(unsupported(
             node,
             "more than 65535 tiles of output channels or groups",
         ));
     }
+    let korder = if s.nhwc {
+        "(kernel tap, channel)"
+    } else {
+        "(channel, kernel tap)"
+    };
     let n = |v: usize| v.to_string();
-    let src = filled(
-        GEMM,
-        common,
-        &[
-            ("desc", describe(s)),
-            ("korder", korder.to_string()),
-            ("bm", n(bm)),
-            ("bn", n(bn)),
-            ("threads", n(threads)),
-            ("k", n(k)),
-            ("mg", n(mg)),
-            ("ncol", n(ncol)),
-            ("tiles_n", n(tiles_n)),
-            ("as_len", n(16 * (bm + 4))),
-            ("bs_len", n(16 * (bn + 4))),
-            ("thread_map", thread_map.to_string()),
-            ("columns", columns),
-            ("decls", decls),
-            ("load", load),
-            ("store", store),
-            ("fma", fma),
-            ("epilogue", out),
-        ],
-    )?;
+    let mut rest = t.holes();
+    rest.extend([
+        ("desc", describe(s)),
+        ("korder", korder.to_string()),
+        ("k", n(k)),
+        ("mg", n(mg)),
+        ("ncol", n(ncol)),
+        ("p", n(p)),
+        ("tiles_m", n(tiles_m)),
+        ("tiles_n", n(tiles_n)),
+        ("epilogue", epilogue(s, ost, 8)),
+        ("decls", da + &db + &decls),
+        ("load", la + &lb),
+        ("stage", sa + &sb),
+        ("fma", fma),
+        ("out", out),
+    ]);
+    let src = filled(GEMM, common, &rest)?;
     let wg = [
         tiles_n.clamp(1, 65535) as u32,
         tiles_m as u32,

@@ -3,7 +3,9 @@
 //! and one rounding at the store. Why this shape: a GEMM is bound by how many operands
 //! each shared-memory read feeds, so a workgroup of 256 invocations computes a
 //! 128×128, 128×64 or 64×64 output tile ([`tile`]: the largest that still fills the
-//! GPU) and each invocation an 8×8 / 8×4 / 4×4 block of it by outer products of vec4
+//! GPU; small-M problems take 32×64, 32×32 or 16×32 tiles of 128, 64 or 32 invocations
+//! so batch-1 transformers still get a workgroup per SM) and each invocation an
+//! 8×8 / 8×4 / 4×4 block of it by outer products of vec4
 //! reads from K slices staged in workgroup memory (A transposed to [K][M], B as
 //! [K][N]), with cooperative vec4 global loads where rows are multiples of 4 (scalar,
 //! bounds-checked ones otherwise) prefetched into registers during the multiply. All
@@ -18,9 +20,7 @@ use gopt_ir::ops::fused::{Activation, MATMUL_ACTIVATIONS};
 use gopt_ir::ops::{FusedOp, NnOp};
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
 
-#[path = "gemm_tile.rs"]
-mod gemm_tile;
-use gemm_tile::{tile, Operand};
+use super::gemm_tile::{tile, Operand};
 
 const TEMPLATE: &str = include_str!("matmul.wgsl");
 
@@ -197,6 +197,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         base: "abase",
         k_rows: true,
         vec: a_vec,
+        gather: None,
     };
     let b_op = Operand {
         buf: "b",
@@ -209,9 +210,10 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         base: "bbase",
         k_rows: trans_b,
         vec: b_vec,
+        gather: None,
     };
-    let (da, la, sa) = a_op.code(t.bk);
-    let (db, lb, sb) = b_op.code(t.bk);
+    let (da, la, sa) = a_op.code(&t);
+    let (db, lb, sb) = b_op.code(&t);
     let (fma, decls, put) = t.body();
     let desc = format!(
         "{}x{} tiles, K slices of {}; A by {}, B{} by {}",
@@ -222,42 +224,32 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         if trans_b { " (transposed)" } else { "" },
         if b_vec { "vec4" } else { "scalar" }
     );
-    let num = |v: usize| v.to_string();
-    let source = fill(
-        TEMPLATE,
-        &[
-            ("enable", if f16 { "enable f16;\n" } else { "" }),
-            ("what", node.op.name()),
-            ("formula", &formula),
-            ("desc", &desc),
-            ("bindings", &bindings.join("\n")),
-            ("bm", &num(t.bm)),
-            ("bn", &num(t.bn)),
-            ("bk", &num(t.bk)),
-            ("tm", &num(t.bm / 16)),
-            ("tn", &num(t.bn / 16)),
-            ("sa", &num(t.bm / 4 + 1)),
-            ("sb", &num(t.bn / 4 + 1)),
-            ("as_len", &num(t.bk * (t.bm / 4 + 1))),
-            ("bs_len", &num(t.bk * (t.bn / 4 + 1))),
-            ("tiles_m", &u32_of(tiles_m)?),
-            ("tiles_n", &u32_of(tiles_n)?),
-            ("m", &u32_of(m)?),
-            ("n", &u32_of(n)?),
-            ("k", &u32_of(k)?),
-            ("stride_a", &u32_of(stride_a)?),
-            ("stride_b", &u32_of(stride_b)?),
-            ("stride_d", &u32_of(m * n)?),
-            ("alpha", &format!("{:?}", alpha)),
-            ("epilogue", &epilogue),
-            ("store", &format!("{ost}(v)")),
-            ("decls", &(da + &db + &decls)),
-            ("load", &(la + &lb)),
-            ("stage", &(sa + &sb)),
-            ("fma", &fma),
-            ("out", &put),
-        ],
-    )?;
+    let mut holes = t.holes();
+    holes.extend([
+        ("enable", if f16 { "enable f16;\n" } else { "" }.to_string()),
+        ("what", node.op.name().to_string()),
+        ("formula", formula),
+        ("desc", desc),
+        ("bindings", bindings.join("\n")),
+        ("tiles_m", u32_of(tiles_m)?),
+        ("tiles_n", u32_of(tiles_n)?),
+        ("m", u32_of(m)?),
+        ("n", u32_of(n)?),
+        ("k", u32_of(k)?),
+        ("stride_a", u32_of(stride_a)?),
+        ("stride_b", u32_of(stride_b)?),
+        ("stride_d", u32_of(m * n)?),
+        ("alpha", format!("{:?}", alpha)),
+        ("epilogue", epilogue),
+        ("store", format!("{ost}(v)")),
+        ("decls", da + &db + &decls),
+        ("load", la + &lb),
+        ("stage", sa + &sb),
+        ("fma", fma),
+        ("out", put),
+    ]);
+    let holes: Vec<(&str, &str)> = holes.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let source = fill(TEMPLATE, &holes)?;
     let workgroups = [
         tiles_n.clamp(1, 65535) as u32,
         tiles_m.clamp(1, 65535) as u32,

@@ -1,7 +1,7 @@
 {{enable}}// {{what}}: y = {{formula}}, a register-tiled GEMM ({{desc}}).
-// 256 invocations (16x16) per workgroup compute a {{bm}}x{{bn}} output tile (looping over
+// {{threads}} invocations per workgroup compute a {{bm}}x{{bn}} output tile (looping over
 // tiles past the dispatch); each invocation a {{tm}}x{{tn}} block in f32 registers: rows
-// ty*4 + 64i, columns tx*4 + 64j, four at a time, by outer products. K advances {{bk}}
+// ty*4 + 4*ny*i, columns tx*4 + 4*{{nx}}*j, four at a time, by outer products. K advances {{bk}}
 // at a time through workgroup memory (A as [K][BM], B as [K][BN], f32, vec4 reads), the
 // next K slice loaded into registers while this one is multiplied. Everything inside
 // the K loop is unrolled with named registers (no private arrays, which some drivers
@@ -38,14 +38,14 @@ fn put(batch: u32, row: u32, col: u32, acc: f32) {
     }
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size({{threads}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let batch = wid.z;
     let abase = batch * {{stride_a}}u;
     let bbase = batch * {{stride_b}}u;
-    let tx = lid % 16u;
-    let ty = lid / 16u;
+    let tx = lid % {{nx}}u;
+    let ty = lid / {{nx}}u;
     for (var mt: u32 = wid.y; mt < TILES_M; mt = mt + nwg.y) {
     for (var nt: u32 = wid.x; nt < TILES_N; nt = nt + nwg.x) {
         let m0 = mt * BM;
