@@ -4,7 +4,8 @@
 //! sizes (M, N, K from 1 to 200: partial tiles, scalar loads), rows that are multiples
 //! of 4 (vec4 loads), every tile size (problems big enough for 128×128 and 128×64
 //! tiles, batch-1 transformer shapes for the small 32×64 / 32×32 / 16×32 tiles), B
-//! transposed or not, batched B and a shared B (batch folded into M), every epilogue
+//! transposed or not, split K inside the workgroup (small problems with K >= 256:
+//! BERT-base batch-1 shapes, odd sizes, batched), batched B and a shared B (batch folded into M), every epilogue
 //! (bias, each activation, residual, alpha), f32 and f16. Sums compare by relative L2
 //! error: 1e-5 for f32 outputs, 1e-2 for f16. An ignored test times the
 //! BERT-base-sized GEMMs with GPU timestamps (`--ignored gemm_timing`), for tuning on
@@ -187,6 +188,42 @@ fn cases() -> Vec<Case> {
                 ..Case::plain(dt, m, n, k)
             });
         }
+        // Split K inside the workgroup (K >= 256 on problems that leave the GPU idle):
+        // BERT-base batch-1 shapes, odd sizes (K not a multiple of the staged block,
+        // scalar loads), batched.
+        for &(m, n, k, batch) in &[
+            (128, 768, 3072, None),
+            (128, 768, 768, None),
+            (128, 2304, 768, None),
+            (128, 1100, 500, None),
+            (33, 70, 1000, None),
+            (33, 70, 1001, Some(3)),
+            (5, 3, 257, None),
+            (17, 130, 300, Some(2)),
+        ] {
+            v.push(Case {
+                batch,
+                bias: true,
+                residual: true,
+                ..Case::fused(dt, m, n, k, "activation=\"gelu\"")
+            });
+            v.push(Case {
+                batch,
+                trans_b: true,
+                ..Case::fused(dt, m, n, k, "")
+            });
+            v.push(Case {
+                batch,
+                ..Case::plain(dt, m, n, k)
+            });
+        }
+        v.push(Case {
+            batch: Some(2),
+            shared_b: true,
+            bias: true,
+            residual: true,
+            ..Case::fused(dt, 64, 768, 3072, "activation=\"gelu\"")
+        });
         // Every epilogue, on odd and aligned sizes.
         let acts = [
             "activation=\"relu\"",

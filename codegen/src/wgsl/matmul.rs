@@ -12,6 +12,9 @@
 //! per-invocation state is unrolled here into named registers: drivers (NVIDIA's, as
 //! measured) put indexed private arrays in local memory. Batches are the z dispatch
 //! dimension; a B without batch dims is shared (A's batch dims fold into M).
+//! Problems that still leave the GPU idle with K ≥ 256 split K inside the workgroup
+//! instead (`gemm_split.rs`, `matmul_split.wgsl`: 256 invocations, groups of a small
+//! tile's size each multiplying part of every staged K block, reduced before the store).
 
 use super::WgslKernel;
 use crate::template::fill;
@@ -20,9 +23,11 @@ use gopt_ir::ops::fused::{Activation, MATMUL_ACTIVATIONS};
 use gopt_ir::ops::{FusedOp, NnOp};
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
 
+use super::gemm_split::split;
 use super::gemm_tile::{tile, Operand};
 
 const TEMPLATE: &str = include_str!("matmul.wgsl");
+const SPLIT_TEMPLATE: &str = include_str!("matmul_split.wgsl");
 
 /// Whether this emitter handles `op`.
 pub fn handles(op: Op) -> bool {
@@ -184,7 +189,13 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     if batch > 65535 {
         return Err(unsupported(node, "more than 65535 batches"));
     }
-    let t = tile(batch, m, n);
+    let regular = tile(batch, m, n);
+    let sp = split(batch, m, n, k, &regular);
+    // The loads cover a whole staged K block (split: all groups' slices, by all).
+    let (t, lt) = match &sp {
+        Some(sp) => (&sp.tile, sp.load_tile()),
+        None => (&regular, tile(batch, m, n)),
+    };
     let (tiles_m, tiles_n) = (m.div_ceil(t.bm), n.div_ceil(t.bn));
     let a_op = Operand {
         buf: "a",
@@ -212,11 +223,14 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         vec: b_vec,
         gather: None,
     };
-    let (da, la, sa) = a_op.code(&t);
-    let (db, lb, sb) = b_op.code(&t);
+    let (da, la, sa) = a_op.code(&lt);
+    let (db, lb, sb) = b_op.code(&lt);
     let (fma, decls, put) = t.body();
+    let split_desc = sp.as_ref().map_or(String::new(), |sp| {
+        format!(", split-K in {} groups of {}", sp.s, t.threads())
+    });
     let desc = format!(
-        "{}x{} tiles, K slices of {}; A by {}, B{} by {}",
+        "{}x{} tiles, K slices of {}{split_desc}; A by {}, B{} by {}",
         t.bm,
         t.bn,
         t.bk,
@@ -224,7 +238,28 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         if trans_b { " (transposed)" } else { "" },
         if b_vec { "vec4" } else { "scalar" }
     );
-    let mut holes = t.holes();
+    let mut holes = match &sp {
+        Some(sp) => {
+            let (as_len, bs_len) = sp.lens();
+            let n = |v: usize| v.to_string();
+            vec![
+                ("bm", n(t.bm)),
+                ("bn", n(t.bn)),
+                ("bk", n(t.bk)),
+                ("kb", n(sp.kb)),
+                ("s", n(sp.s)),
+                ("group", n(t.threads())),
+                ("nx", n(t.nx)),
+                ("threads", n(lt.threads())),
+                ("sa", n(t.bm / 4 + 1)),
+                ("sb", n(t.bn / 4 + 1)),
+                ("as_len", n(as_len)),
+                ("bs_len", n(bs_len)),
+                ("reduce", sp.reduce()),
+            ]
+        }
+        None => t.holes(),
+    };
     holes.extend([
         ("enable", if f16 { "enable f16;\n" } else { "" }.to_string()),
         ("what", node.op.name().to_string()),
@@ -249,7 +284,14 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         ("out", put),
     ]);
     let holes: Vec<(&str, &str)> = holes.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let source = fill(TEMPLATE, &holes)?;
+    let source = fill(
+        if sp.is_some() {
+            SPLIT_TEMPLATE
+        } else {
+            TEMPLATE
+        },
+        &holes,
+    )?;
     let workgroups = [
         tiles_n.clamp(1, 65535) as u32,
         tiles_m.clamp(1, 65535) as u32,

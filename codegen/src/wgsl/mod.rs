@@ -15,6 +15,7 @@ pub mod elementwise;
 mod elementwise_expr;
 pub mod gather_elements;
 pub mod gemm;
+mod gemm_split;
 mod gemm_tile;
 pub mod loss;
 pub mod matmul;
