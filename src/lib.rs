@@ -26,8 +26,8 @@ pub mod error;
 pub mod pipeline;
 pub mod report;
 pub mod tensor_io;
-pub mod value_inputs;
 pub mod testing;
+pub mod value_inputs;
 pub mod wgpu;
 
 pub use compiled::{compile, compile_buckets, Compiled};

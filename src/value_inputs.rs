@@ -11,12 +11,10 @@ use gopt_ir::{Graph, Tensor};
 /// The input positions of each op that determine its output's shape.
 fn shape_operands(op: &str) -> &'static [usize] {
     match op {
-        "Reshape" | "Expand" | "Tile" | "Split" | "Squeeze" | "Unsqueeze" | "OneHot"
-        | "TopK" | "Upsample" | "CenterCropPad" => &[1],
+        "Reshape" | "Expand" | "Tile" | "Split" | "Squeeze" | "Unsqueeze" | "OneHot" | "TopK"
+        | "Upsample" | "CenterCropPad" => &[1],
         "ReduceSum" | "ReduceMean" | "ReduceMax" | "ReduceMin" | "ReduceProd"
-        | "ReduceSumSquare" | "ReduceL1" | "ReduceL2" | "ReduceLogSum" | "ReduceLogSumExp" => {
-            &[1]
-        }
+        | "ReduceSumSquare" | "ReduceL1" | "ReduceL2" | "ReduceLogSum" | "ReduceLogSumExp" => &[1],
         "Slice" => &[1, 2, 3, 4],
         "Pad" => &[1, 3],
         "Resize" => &[1, 2, 3],

@@ -4,6 +4,7 @@
 //! (floats) is ArgMax writing its lane: 1 at the index, 0 elsewhere.
 
 use super::types::{self, kind, Kind};
+use super::unsupported;
 use super::WgslKernel;
 use crate::template::fill;
 use crate::{CodegenError, Result};
@@ -18,15 +19,6 @@ pub fn handles(op: Op) -> bool {
         op,
         Op::Reduce(ReduceOp::ArgMax | ReduceOp::ArgMin | ReduceOp::Hardmax)
     )
-}
-
-fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
-    CodegenError::Unsupported {
-        node: node.name.clone(),
-        op: node.op.name().into(),
-        backend: "WGSL",
-        what: what.into(),
-    }
 }
 
 /// Emits the shader for ArgMax/ArgMin node `node` of `g`.

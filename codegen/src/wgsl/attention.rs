@@ -14,8 +14,9 @@
 //! head size other than the key's, bf16 and other data or mask types.
 
 use super::WgslKernel;
+use super::{typed, unsupported};
 use crate::template::fill;
-use crate::{CodegenError, Result};
+use crate::Result;
 use gopt_ir::ops::AttentionOp;
 use gopt_ir::{Attr, DType, Graph, Node, Op, ValueId};
 
@@ -26,21 +27,6 @@ pub const SHARED_BUDGET: usize = 16 * 1024;
 /// Whether this emitter handles `op`.
 pub fn handles(op: Op) -> bool {
     matches!(op, Op::Attention(AttentionOp::Attention))
-}
-
-fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
-    CodegenError::Unsupported {
-        node: node.name.clone(),
-        op: node.op.name().into(),
-        backend: "WGSL",
-        what: what.into(),
-    }
-}
-
-fn typed(g: &Graph, node: &Node, v: ValueId) -> Result<(DType, Vec<usize>)> {
-    let t = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;
-    let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
-    Ok((t.dtype, s))
 }
 
 /// Sizes and element strides (batch, head, sequence) of one attention node.

@@ -12,6 +12,7 @@
 //! channels for NHWC when a group's channels come in fours. Sizes are baked into the source so index math divides by constants.
 
 use super::gemm_tile::{tile, Operand};
+use super::unsupported;
 use super::WgslKernel;
 use crate::cuda::conv_spec::ConvSpec;
 use crate::index::strides;
@@ -30,15 +31,6 @@ const HELPERS: &str = include_str!("conv_act.wgsl");
 /// Whether this emitter handles `op`.
 pub fn handles(op: Op) -> bool {
     matches!(op, Op::Nn(NnOp::Conv) | Op::Fused(FusedOp::FusedConv))
-}
-
-fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
-    CodegenError::Unsupported {
-        node: node.name.clone(),
-        op: node.op.name().into(),
-        backend: "WGSL",
-        what: what.into(),
-    }
 }
 
 fn storage(node: &Node, dt: DType, what: &str) -> Result<&'static str> {

@@ -5,6 +5,7 @@
 //! axis' length, for the short axes these ops have in models.
 
 use super::types::{self, kind, Kind};
+use super::unsupported;
 use super::WgslKernel;
 use crate::template::fill;
 use crate::{CodegenError, Result};
@@ -16,15 +17,6 @@ const TEMPLATE: &str = include_str!("cumulative.wgsl");
 /// Whether this emitter handles `op`.
 pub fn handles(op: Op) -> bool {
     matches!(op, Op::Reduce(ReduceOp::CumSum | ReduceOp::CumProd))
-}
-
-fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
-    CodegenError::Unsupported {
-        node: node.name.clone(),
-        op: node.op.name().into(),
-        backend: "WGSL",
-        what: what.into(),
-    }
 }
 
 /// Emits the shader for CumSum/CumProd node `node` of `g`.

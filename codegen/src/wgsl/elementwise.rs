@@ -8,6 +8,7 @@
 
 use super::elementwise_expr::expr;
 use super::types::{self, kind};
+use super::unsupported;
 use super::{WgslKernel, WORKGROUP};
 use crate::template::fill;
 use crate::{CodegenError, Result};
@@ -15,15 +16,6 @@ use gopt_ir::{DType, Graph, Node, Op, ValueId};
 use std::collections::HashMap;
 
 const TEMPLATE: &str = include_str!("elementwise.wgsl");
-
-fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
-    CodegenError::Unsupported {
-        node: node.name.clone(),
-        op: node.op.name().into(),
-        backend: "WGSL",
-        what: what.into(),
-    }
-}
 
 fn static_shape(g: &Graph, node: &Node, v: ValueId) -> Result<(DType, Vec<usize>)> {
     let t = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;

@@ -2,6 +2,7 @@
 //! elements), i64 indices (read from their low word: an index is below 2^31 in any
 //! tensor WGSL can bind) or i32 ones, negative ones counted from the end of the axis.
 
+use super::unsupported;
 use super::WgslKernel;
 use crate::template::fill;
 use crate::{CodegenError, Result};
@@ -13,15 +14,6 @@ const TEMPLATE: &str = include_str!("gather_elements.wgsl");
 /// Whether this emitter handles `op`.
 pub fn handles(op: Op) -> bool {
     matches!(op, Op::Shape(ShapeOp::GatherElements))
-}
-
-fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
-    CodegenError::Unsupported {
-        node: node.name.clone(),
-        op: node.op.name().into(),
-        backend: "WGSL",
-        what: what.into(),
-    }
 }
 
 /// Emits the shader for GatherElements node `node` of `g`.

@@ -3,6 +3,7 @@
 //! invocation per output element (a plain loop: these are the small Gemms that did not
 //! become MatMuls).
 
+use super::unsupported;
 use super::WgslKernel;
 use crate::template::fill;
 use crate::{CodegenError, Result};
@@ -14,15 +15,6 @@ const TEMPLATE: &str = include_str!("gemm.wgsl");
 /// Whether this emitter handles `op`.
 pub fn handles(op: Op) -> bool {
     matches!(op, Op::Nn(NnOp::Gemm))
-}
-
-fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
-    CodegenError::Unsupported {
-        node: node.name.clone(),
-        op: node.op.name().into(),
-        backend: "WGSL",
-        what: what.into(),
-    }
 }
 
 /// Emits the shader for Gemm node `node` of `g`.

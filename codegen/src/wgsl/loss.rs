@@ -6,6 +6,7 @@
 //! the weights, for `mean`) through workgroup memory.
 
 use super::types;
+use super::unsupported;
 use super::WgslKernel;
 use crate::template::fill;
 use crate::{CodegenError, Result};
@@ -20,15 +21,6 @@ pub fn handles(op: Op) -> bool {
         op,
         Op::Reduce(ReduceOp::NegativeLogLikelihoodLoss | ReduceOp::SoftmaxCrossEntropyLoss)
     )
-}
-
-fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
-    CodegenError::Unsupported {
-        node: node.name.clone(),
-        op: node.op.name().into(),
-        backend: "WGSL",
-        what: what.into(),
-    }
 }
 
 fn float(node: &Node, dt: DType) -> Result<&'static str> {

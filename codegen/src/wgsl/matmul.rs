@@ -17,11 +17,12 @@
 //! tile's size each multiplying part of every staged K block, reduced before the store).
 
 use super::WgslKernel;
+use super::{typed, unsupported};
 use crate::template::fill;
-use crate::{CodegenError, Result};
+use crate::Result;
 use gopt_ir::ops::fused::{Activation, MATMUL_ACTIVATIONS};
 use gopt_ir::ops::{FusedOp, NnOp};
-use gopt_ir::{DType, Graph, Node, Op, ValueId};
+use gopt_ir::{DType, Graph, Node, Op};
 
 use super::gemm_split::split;
 use super::gemm_tile::{tile, Operand};
@@ -32,21 +33,6 @@ const SPLIT_TEMPLATE: &str = include_str!("matmul_split.wgsl");
 /// Whether this emitter handles `op`.
 pub fn handles(op: Op) -> bool {
     matches!(op, Op::Nn(NnOp::MatMul) | Op::Fused(FusedOp::FusedMatMul))
-}
-
-fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
-    CodegenError::Unsupported {
-        node: node.name.clone(),
-        op: node.op.name().into(),
-        backend: "WGSL",
-        what: what.into(),
-    }
-}
-
-fn typed(g: &Graph, node: &Node, v: ValueId) -> Result<(DType, Vec<usize>)> {
-    let t = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;
-    let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
-    Ok((t.dtype, s))
 }
 
 fn storage(node: &Node, dt: DType) -> Result<&'static str> {

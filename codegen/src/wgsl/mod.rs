@@ -54,6 +54,28 @@ pub fn storage_type(dt: DType) -> Option<(&'static str, usize)> {
     }
 }
 
+/// The error for a node (or a mode, dtype or size of it) the WGSL backend has no
+/// kernel for.
+pub(crate) fn unsupported(node: &gopt_ir::Node, what: impl Into<String>) -> CodegenError {
+    CodegenError::Unsupported {
+        node: node.name.clone(),
+        op: node.op.name().into(),
+        backend: "WGSL",
+        what: what.into(),
+    }
+}
+
+/// The dtype and static shape of `v`, an input or output of `node`.
+pub(crate) fn typed(
+    g: &Graph,
+    node: &gopt_ir::Node,
+    v: gopt_ir::ValueId,
+) -> Result<(DType, Vec<usize>)> {
+    let t = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;
+    let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
+    Ok((t.dtype, s))
+}
+
 /// One generated compute shader.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WgslKernel {

@@ -4,9 +4,10 @@
 //! (elements copied in their storage type).
 
 use super::WgslKernel;
+use super::{typed, unsupported};
 use crate::index::{movement, sum, Lit, Movement};
 use crate::template::fill;
-use crate::{CodegenError, Result};
+use crate::Result;
 use gopt_ir::ops::ShapeOp;
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
 
@@ -29,21 +30,6 @@ pub fn handles(op: Op) -> bool {
                 | ShapeOp::Identity
         )
     )
-}
-
-fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
-    CodegenError::Unsupported {
-        node: node.name.clone(),
-        op: node.op.name().into(),
-        backend: "WGSL",
-        what: what.into(),
-    }
-}
-
-fn typed(g: &Graph, node: &Node, v: ValueId) -> Result<(DType, Vec<usize>)> {
-    let t = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;
-    let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
-    Ok((t.dtype, s))
 }
 
 fn input(node: &Node, k: usize) -> Result<ValueId> {

@@ -9,6 +9,7 @@
 //! `ceil_mode` windows that run past it count less). MaxPool's Indices output is
 //! refused.
 
+use super::unsupported;
 use super::WgslKernel;
 use crate::template::fill;
 use crate::{CodegenError, Result};
@@ -32,15 +33,6 @@ const ATTRS: &[&str] = &[
 /// Whether this emitter handles `op`.
 pub fn handles(op: Op) -> bool {
     matches!(op, Op::Nn(NnOp::MaxPool | NnOp::AveragePool))
-}
-
-fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
-    CodegenError::Unsupported {
-        node: node.name.clone(),
-        op: node.op.name().into(),
-        backend: "WGSL",
-        what: what.into(),
-    }
 }
 
 fn plan(e: impl std::fmt::Display) -> CodegenError {

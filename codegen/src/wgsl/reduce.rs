@@ -10,6 +10,7 @@
 //! are coalesced; otherwise one invocation per output loops over its elements. Max and
 //! min propagate NaN like the reference interpreter.
 
+use super::unsupported;
 use super::WgslKernel;
 use crate::template::fill;
 use crate::{CodegenError, Result};
@@ -34,15 +35,6 @@ pub fn handles(op: Op) -> bool {
                 | ReduceOp::ReduceLogSum
         ) | Op::Nn(NnOp::GlobalAveragePool | NnOp::GlobalMaxPool)
     )
-}
-
-fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
-    CodegenError::Unsupported {
-        node: node.name.clone(),
-        op: node.op.name().into(),
-        backend: "WGSL",
-        what: what.into(),
-    }
 }
 
 fn plan(e: impl std::fmt::Display) -> CodegenError {

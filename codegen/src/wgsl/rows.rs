@@ -6,6 +6,7 @@
 //! one rounding at the store (the CUDA row kernels' algorithm, without their register
 //! caching).
 
+use super::unsupported;
 use super::WgslKernel;
 use crate::template::fill;
 use crate::{CodegenError, Result};
@@ -26,15 +27,6 @@ pub fn handles(op: Op) -> bool {
                 | ReduceOp::LpNormalization
         )
     )
-}
-
-fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
-    CodegenError::Unsupported {
-        node: node.name.clone(),
-        op: node.op.name().into(),
-        backend: "WGSL",
-        what: what.into(),
-    }
 }
 
 fn storage(node: &Node, dt: DType) -> Result<&'static str> {

@@ -7,6 +7,7 @@
 //! one-element input otherwise. Both copy storage elements as they are (any dtype WGSL
 //! storage holds).
 
+use super::unsupported;
 use super::{types, WgslKernel, WORKGROUP};
 use crate::index::strides;
 use crate::template::fill;
@@ -27,15 +28,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         Op::Shape(ShapeOp::Split) => split(g, node, name),
         Op::Shape(ShapeOp::Pad) => pad(g, node, name),
         _ => Err(unsupported(node, "this op (not Split or Pad)")),
-    }
-}
-
-fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
-    CodegenError::Unsupported {
-        node: node.name.clone(),
-        op: node.op.name().into(),
-        backend: "WGSL",
-        what: what.into(),
     }
 }
 

@@ -3,6 +3,7 @@
 //! `k` is a constant or read at run time from its i64 words (clamped to +-2^30, which
 //! keeps or drops the same elements of any matrix WGSL can index).
 
+use super::unsupported;
 use super::WgslKernel;
 use crate::template::fill;
 use crate::{CodegenError, Result};
@@ -14,15 +15,6 @@ const TEMPLATE: &str = include_str!("trilu.wgsl");
 /// Whether this emitter handles `op`.
 pub fn handles(op: Op) -> bool {
     matches!(op, Op::Shape(ShapeOp::Trilu))
-}
-
-fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
-    CodegenError::Unsupported {
-        node: node.name.clone(),
-        op: node.op.name().into(),
-        backend: "WGSL",
-        what: what.into(),
-    }
 }
 
 /// Emits the shader for Trilu node `node` of `g`.
