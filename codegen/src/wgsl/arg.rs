@@ -93,14 +93,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let source = fill(
         TEMPLATE,
         &[
-            (
-                "enable",
-                if dt == DType::F16 {
-                    "enable f16;\n"
-                } else {
-                    ""
-                },
-            ),
+            ("enable", super::enable_f16(dt == DType::F16)),
             ("what", node.op.name()),
             ("d", &d.to_string()),
             ("inner", &inner.max(1).to_string()),

@@ -355,7 +355,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         .map(|n| loader(n, d.head, vec4))
         .collect();
     let holes: Vec<(&str, String)> = vec![
-        ("enable", if f16 { "enable f16;\n" } else { "" }.to_string()),
+        ("enable", super::enable_f16(f16).to_string()),
         ("what", node.op.name().to_string()),
         ("dtype", dt.to_string()),
         ("bindings", bindings.join("\n")),

@@ -158,7 +158,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         return Err(unsupported(node, "tensors of 2^31 elements or more"));
     }
     let common = [
-        ("enable", if f16 { "enable f16;\n" } else { "" }.to_string()),
+        ("enable", super::enable_f16(f16).to_string()),
         ("what", node.op.name().to_string()),
         ("bindings", bindings.join("\n")),
         ("helpers", HELPERS.to_string()),

@@ -136,14 +136,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let source = fill(
         TEMPLATE,
         &[
-            (
-                "enable",
-                if text.contains("f16") {
-                    "enable f16;\n"
-                } else {
-                    ""
-                },
-            ),
+            ("enable", super::enable_f16(text.contains("f16"))),
             (
                 "what",
                 &format!(

@@ -118,14 +118,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let source = fill(
         TEMPLATE,
         &[
-            (
-                "enable",
-                if bindings.contains("f16") {
-                    "enable f16;\n"
-                } else {
-                    ""
-                },
-            ),
+            ("enable", super::enable_f16(bindings.contains("f16"))),
             ("m", &m.to_string()),
             ("k", &k.to_string()),
             ("n", &n.to_string()),

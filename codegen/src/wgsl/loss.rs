@@ -177,14 +177,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let source = fill(
         TEMPLATE,
         &[
-            (
-                "enable",
-                if bindings.contains("f16") {
-                    "enable f16;\n"
-                } else {
-                    ""
-                },
-            ),
+            ("enable", super::enable_f16(bindings.contains("f16"))),
             ("what", node.op.name()),
             ("reduction", reduction),
             ("m", &m.to_string()),

@@ -247,7 +247,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         None => t.holes(),
     };
     holes.extend([
-        ("enable", if f16 { "enable f16;\n" } else { "" }.to_string()),
+        ("enable", super::enable_f16(f16).to_string()),
         ("what", node.op.name().to_string()),
         ("formula", formula),
         ("desc", desc),

@@ -76,6 +76,15 @@ pub(crate) fn typed(
     Ok((t.dtype, s))
 }
 
+/// The `enable f16;` directive a shader with f16 storage starts with, or nothing.
+pub(crate) fn enable_f16(f16: bool) -> &'static str {
+    if f16 {
+        "enable f16;\n"
+    } else {
+        ""
+    }
+}
+
 /// One generated compute shader.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct WgslKernel {

@@ -205,14 +205,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let source = fill(
         TEMPLATE,
         &[
-            (
-                "enable",
-                if dt == DType::F16 {
-                    "enable f16;\n"
-                } else {
-                    ""
-                },
-            ),
+            ("enable", super::enable_f16(dt == DType::F16)),
             ("what", node.op.name()),
             ("t", t),
             ("total", &total.to_string()),

@@ -171,7 +171,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let source = fill(
         TEMPLATE,
         &[
-            ("enable", if f16 { "enable f16;\n" } else { "" }),
+            ("enable", super::enable_f16(f16)),
             ("what", node.op.name()),
             ("d", &d.to_string()),
             ("rows", &rows32.to_string()),

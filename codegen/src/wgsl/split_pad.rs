@@ -68,14 +68,7 @@ fn shader(
     let source = fill(
         TEMPLATE,
         &[
-            (
-                "enable",
-                if dt == DType::F16 {
-                    "enable f16;\n"
-                } else {
-                    ""
-                },
-            ),
+            ("enable", super::enable_f16(dt == DType::F16)),
             ("what", what),
             ("bindings", &bindings.join("\n")),
             ("n", &n.to_string()),

@@ -81,7 +81,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let source = fill(
         TEMPLATE,
         &[
-            ("enable", if t == "f16" { "enable f16;\n" } else { "" }),
+            ("enable", super::enable_f16(t == "f16")),
             ("what", if upper { "upper" } else { "lower" }),
             ("h", &h.max(1).to_string()),
             ("w", &w.max(1).to_string()),
