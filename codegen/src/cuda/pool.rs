@@ -35,17 +35,20 @@ pub fn handles(op: Op) -> bool {
 }
 
 /// One spatial dim of the window, resolved.
-struct Dim {
-    input: usize,
-    out: usize,
-    kernel: usize,
-    stride: usize,
-    dilation: usize,
-    pad_begin: usize,
-    pad_end: usize,
+pub(crate) struct Dim {
+    pub(crate) input: usize,
+    pub(crate) out: usize,
+    pub(crate) kernel: usize,
+    pub(crate) stride: usize,
+    pub(crate) dilation: usize,
+    pub(crate) pad_begin: usize,
+    pub(crate) pad_end: usize,
 }
 
-fn window(node: &Node, sp: &[usize], out: &[usize]) -> Result<Vec<Dim>> {
+/// The window of a MaxPool or AveragePool node per spatial dim (`sp` in, `out` out):
+/// kernel, strides, dilations, pads or `auto_pad`, `ceil_mode`, as the interpreter
+/// resolves them. The WGSL emitter uses it too, so both backends agree on every mode.
+pub(crate) fn window(node: &Node, sp: &[usize], out: &[usize]) -> Result<Vec<Dim>> {
     let d = sp.len();
     let ints = |name: &str, default: usize, len: usize| -> Result<Vec<usize>> {
         match node.attrs.ints(name).map_err(plan)? {

@@ -49,75 +49,26 @@ fn typed(g: &Graph, node: &Node, v: ValueId) -> Result<(DType, Vec<usize>)> {
 /// begin, pad end).
 type Dim = (usize, usize, usize, usize, usize, usize);
 
+/// The window, resolved by the CUDA emitter's [`crate::cuda::pool::window`] (one set of
+/// ONNX rules for both backends), its refusals relabelled as WGSL's.
 fn window(node: &Node, sp: &[usize], out: &[usize]) -> Result<Vec<Dim>> {
-    let d = sp.len();
-    let ints = |name: &str, default: usize, len: usize| -> Result<Vec<usize>> {
-        match node.attrs.ints(name).map_err(plan)? {
-            None => Ok(vec![default; len]),
-            Some(v) if v.len() == len && v.iter().all(|&x| x >= 0) => {
-                Ok(v.iter().map(|&x| x as usize).collect())
-            }
-            Some(v) => Err(unsupported(node, format!("{name} {v:?}"))),
-        }
-    };
-    if !node.attrs.has("kernel_shape") {
-        return Err(unsupported(node, "a missing kernel_shape"));
-    }
-    let kernel = ints("kernel_shape", 0, d)?;
-    let strides = ints("strides", 1, d)?;
-    let dil = ints("dilations", 1, d)?;
-    let pads = ints("pads", 0, 2 * d)?;
-    let ceil = node.attrs.int_or("ceil_mode", 0).map_err(plan)? != 0;
-    let auto_pad = node.attrs.str_or("auto_pad", "NOTSET").map_err(plan)?;
-    if kernel.contains(&0) || strides.contains(&0) || dil.contains(&0) {
-        return Err(unsupported(node, "zero kernel dims, strides or dilations"));
-    }
-    (0..d)
-        .map(|i| {
-            let (input, k, s) = (sp[i], kernel[i], strides[i]);
-            let span = (k - 1) * dil[i] + 1;
-            let (o, pb, pe) = match auto_pad {
-                "SAME_UPPER" | "SAME_LOWER" => {
-                    let o = input.div_ceil(s);
-                    let total = ((o.max(1) - 1) * s + span).saturating_sub(input);
-                    let b = if auto_pad == "SAME_UPPER" {
-                        total / 2
-                    } else {
-                        total - total / 2
-                    };
-                    (o, b, total - b)
-                }
-                "NOTSET" | "" | "VALID" => {
-                    let (pb, pe) = if auto_pad == "VALID" {
-                        (0, 0)
-                    } else {
-                        (pads[i], pads[d + i])
-                    };
-                    let avail = (input + pb + pe).checked_sub(span).ok_or_else(|| {
-                        unsupported(node, "a window larger than the padded input")
-                    })?;
-                    let mut o = if ceil {
-                        avail.div_ceil(s) + 1
-                    } else {
-                        avail / s + 1
-                    };
-                    // The last window must start inside the input or the begin padding.
-                    if ceil && (o - 1) * s >= input + pb {
-                        o -= 1;
-                    }
-                    (o, pb, pe)
-                }
-                other => return Err(unsupported(node, format!("auto_pad `{other}`"))),
-            };
-            if o != out[i] {
-                return Err(plan(format!(
-                    "{}: output dim {i} is {}, expected {o}",
-                    node.name, out[i]
-                )));
-            }
-            Ok((input, k, s, dil[i], pb, pe))
+    let dims = crate::cuda::pool::window(node, sp, out).map_err(|e| match e {
+        CodegenError::Unsupported { what, .. } => unsupported(node, what),
+        e => e,
+    })?;
+    Ok(dims
+        .into_iter()
+        .map(|d| {
+            (
+                d.input,
+                d.kernel,
+                d.stride,
+                d.dilation,
+                d.pad_begin,
+                d.pad_end,
+            )
         })
-        .collect()
+        .collect())
 }
 
 /// Emits the shader for a MaxPool or AveragePool node.
