@@ -620,6 +620,55 @@ fn float_ops_added_with_the_types() {
 }
 
 #[test]
+fn nan_inf_and_zero_edges_of_max_min_relu_pow() {
+    // WGSL leaves max/min of NaN and pow of bases <= 0 undefined (lavapipe gives 0 for
+    // 0**-1): the shaders must still match the interpreter (numpy's rules).
+    let dev = device();
+    let nan = f64::NAN;
+    let inf = f64::INFINITY;
+    let a = t(
+        DType::F32,
+        &[14],
+        &[
+            nan, 1.0, -2.0, 0.0, -0.0, 2.0, -8.0, inf, -inf, 0.5, -1.0, -1.0, 1.0, nan,
+        ],
+    );
+    let b = t(
+        DType::F32,
+        &[14],
+        &[
+            1.0,
+            nan,
+            3.0,
+            -1.0,
+            -1.0,
+            0.5,
+            1.0 / 3.0,
+            -2.0,
+            3.0,
+            inf,
+            inf,
+            2.5,
+            nan,
+            0.0,
+        ],
+    );
+    let mut n = 0;
+    for op in ["Max", "Min", "Pow"] {
+        let mut g = G::new(op);
+        g.input("a", In::Run(a.clone()))
+            .input("b", In::Run(b.clone()))
+            .node(op, attrs(&[]), &["a", "b"], &["y"]);
+        n += check(&dev, &mut g);
+    }
+    let mut g = G::new("Relu");
+    g.input("a", In::Run(a.clone()))
+        .node("Relu", attrs(&[]), &["a"], &["y"]);
+    n += check(&dev, &mut g);
+    assert_eq!(n, 4);
+}
+
+#[test]
 fn data_movement_split_and_pad_of_any_dtype() {
     let dev = device();
     let mut n = 0;

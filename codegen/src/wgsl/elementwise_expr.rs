@@ -74,6 +74,8 @@ fn extreme(dt: DType, max: bool, a: &str, b: &str) -> String {
                 format!("select({b}, {a}, {lt})")
             }
         }
+        // NaN propagates, as in numpy's maximum/minimum and the interpreter.
+        Some(Kind::Float) => format!("{}({a}, {b})", if max { "gopt_fmax" } else { "gopt_fmin" }),
         _ => format!("{}({a}, {b})", if max { "max" } else { "min" }),
     }
 }
@@ -155,8 +157,7 @@ pub fn expr(op: E, a: &Attrs, args: &[Option<(String, DType)>], out: DType) -> R
             if k0 != Kind::Float {
                 return Err(on("integer powers have no WGSL form here"));
             }
-            // WGSL's pow is undefined for negative bases: odd integer exponents keep
-            // the sign, as ONNX (numpy) does.
+            // numpy's power, edge cases included (`gopt_pow` in helpers.wgsl).
             let b = x(0)?;
             let (e, edt) = arg(1)?;
             let e = if kind(edt) == Some(Kind::Float) {
@@ -164,9 +165,7 @@ pub fn expr(op: E, a: &Attrs, args: &[Option<(String, DType)>], out: DType) -> R
             } else {
                 types::cast(edt, DType::F32, e).ok_or_else(|| format!("{edt} exponents"))?
             };
-            format!(
-                "select(pow(abs({b}), {e}), select(pow(abs({b}), {e}), -pow(abs({b}), {e}), abs({e} % 2.0) == 1.0), {b} < 0.0 && {e} == floor({e}))"
-            )
+            format!("gopt_pow({b}, {e})")
         }
         E::Neg => match k0 {
             Kind::Float | Kind::Int => format!("(-{})", x(0)?),
@@ -205,6 +204,8 @@ pub fn expr(op: E, a: &Attrs, args: &[Option<(String, DType)>], out: DType) -> R
                 Kind::Bool => return Err(on("takes a numeric type")),
                 Kind::Uint => v.to_string(),
                 Kind::Wide => extreme(dt0, true, v, zero(k0)),
+                // NaN stays NaN, as in the interpreter.
+                Kind::Float => format!("select({v}, 0.0, {v} <= 0.0)"),
                 k => format!("max({v}, {})", zero(k)),
             }
         }

@@ -278,3 +278,56 @@ fn gopt_asin(x: f32) -> f32 {
 fn gopt_acos(x: f32) -> f32 {
     return 2.0 * gopt_atan(sqrt((1.0 - x) / (1.0 + x)));
 }
+
+fn gopt_isnan(x: f32) -> bool {
+    // On the bits: WGSL lets an implementation assume no NaN in comparisons.
+    return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;
+}
+
+fn gopt_fmax(a: f32, b: f32) -> f32 {
+    // numpy's maximum: NaN if either is NaN (WGSL's max leaves that undefined).
+    if (gopt_isnan(a) || gopt_isnan(b)) {
+        return bitcast<f32>(0x7fc00000u);
+    }
+    return max(a, b);
+}
+
+fn gopt_fmin(a: f32, b: f32) -> f32 {
+    // numpy's minimum: NaN if either is NaN.
+    if (gopt_isnan(a) || gopt_isnan(b)) {
+        return bitcast<f32>(0x7fc00000u);
+    }
+    return min(a, b);
+}
+
+fn gopt_pow(b: f32, e: f32) -> f32 {
+    // numpy's power (WGSL's pow is undefined for bases <= 0): x**0 = 1 and 1**y = 1
+    // (NaN included), 0**negative = inf, a negative base needs an integer exponent
+    // (else NaN) and an odd one keeps the sign, (-1)**±inf = 1.
+    if (e == 0.0 || b == 1.0) {
+        return 1.0;
+    }
+    if (gopt_isnan(b) || gopt_isnan(e)) {
+        return bitcast<f32>(0x7fc00000u);
+    }
+    let a = abs(b);
+    let odd = e == floor(e) && abs(e % 2.0) == 1.0;
+    let neg = (bitcast<u32>(b) & 0x80000000u) != 0u;
+    var r: f32;
+    if (a == 0.0) {
+        r = select(0.0, bitcast<f32>(0x7f800000u), e < 0.0);
+    } else if (a == 1.0) {
+        r = 1.0;
+    } else {
+        r = pow(a, e);
+    }
+    if (neg) {
+        if (a != 0.0 && e != floor(e)) {
+            return bitcast<f32>(0x7fc00000u);
+        }
+        if (odd) {
+            r = -r;
+        }
+    }
+    return r;
+}
