@@ -61,8 +61,9 @@ fn parts(op: Op, n: usize) -> Option<(&'static str, &'static str, &'static str, 
     })
 }
 
-/// The reduced axes (sorted, unique) of `node` for an input of rank `rank`.
-fn axes(g: &Graph, node: &Node, rank: usize) -> Result<Vec<usize>> {
+/// The reduced axes (sorted, unique) of `node` for an input of rank `rank` (the WGSL
+/// emitter uses it too, so both backends read `axes` the same way).
+pub(crate) fn axes(g: &Graph, node: &Node, rank: usize) -> Result<Vec<usize>> {
     if matches!(node.op, Op::Nn(_)) {
         if rank < 2 {
             return Err(unsupported(node, "inputs of rank below 2"));
@@ -103,6 +104,21 @@ fn axes(g: &Graph, node: &Node, rank: usize) -> Result<Vec<usize>> {
     Ok(out)
 }
 
+/// The input's dims merged into runs of kept or reduced dims (size, reduced), size-1
+/// dims dropped.
+pub(crate) fn runs(xs: &[usize], axes: &[usize]) -> Vec<(usize, bool)> {
+    let mut runs: Vec<(usize, bool)> = Vec::new();
+    for (a, &d) in xs.iter().enumerate() {
+        let red = axes.contains(&a);
+        match runs.last_mut() {
+            _ if d == 1 => {}
+            Some((s, r)) if *r == red => *s *= d,
+            _ => runs.push((d, red)),
+        }
+    }
+    runs
+}
+
 /// Emits the kernel for a reduction node.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     let x = input(node, 0)?;
@@ -113,16 +129,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         return Err(unsupported(node, "an output of another dtype"));
     }
     let axes = axes(g, node, xs.len())?;
-    // Merged runs of kept / reduced dims (size-1 dims dropped).
-    let mut runs: Vec<(usize, bool)> = Vec::new();
-    for (a, &d) in xs.iter().enumerate() {
-        let red = axes.contains(&a);
-        match runs.last_mut() {
-            _ if d == 1 => {}
-            Some((s, r)) if *r == red => *s *= d,
-            _ => runs.push((d, red)),
-        }
-    }
+    let runs = runs(&xs, &axes);
     let inner: usize = runs.iter().filter(|r| r.1).map(|r| r.0).product();
     let outer: usize = runs.iter().filter(|r| !r.1).map(|r| r.0).product();
     if outer != ys.iter().product::<usize>() {

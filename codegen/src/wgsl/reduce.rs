@@ -73,49 +73,13 @@ fn parts(op: Op, n: usize) -> Option<(&'static str, &'static str, &'static str, 
     })
 }
 
-/// The reduced axes (sorted, unique) of `node` for an input of rank `rank`.
+/// The reduced axes, read by the CUDA emitter's [`crate::cuda::reduce::axes`] (one
+/// reading of `axes` for both backends), its refusals relabelled as WGSL's.
 fn axes(g: &Graph, node: &Node, rank: usize) -> Result<Vec<usize>> {
-    if matches!(node.op, Op::Nn(_)) {
-        if rank < 2 {
-            return Err(unsupported(node, "inputs of rank below 2"));
-        }
-        return Ok((2..rank).collect());
-    }
-    for k in node.attrs.0.keys() {
-        if !["axes", "keepdims", "noop_with_empty_axes"].contains(&k.as_str()) {
-            return Err(unsupported(node, format!("attribute `{k}`")));
-        }
-    }
-    let listed: Vec<i64> = match node.inputs.get(1).copied().flatten() {
-        Some(v) => g
-            .constant(v)
-            .ok_or_else(|| unsupported(node, "axes that are not a constant"))?
-            .to_i64_vec(),
-        None => node
-            .attrs
-            .ints("axes")
-            .map_err(plan)?
-            .map(<[i64]>::to_vec)
-            .unwrap_or_default(),
-    };
-    if listed.is_empty() {
-        let noop = node.attrs.int_or("noop_with_empty_axes", 0).map_err(plan)? != 0;
-        return Ok(if noop { vec![] } else { (0..rank).collect() });
-    }
-    let mut out = Vec::new();
-    for a in listed {
-        let r = rank as i64;
-        if a < -r || a >= r {
-            return Err(unsupported(
-                node,
-                format!("axis {a} of a rank-{rank} input"),
-            ));
-        }
-        out.push(if a < 0 { a + r } else { a } as usize);
-    }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
+    crate::cuda::reduce::axes(g, node, rank).map_err(|e| match e {
+        CodegenError::Unsupported { what, .. } => unsupported(node, what),
+        e => e,
+    })
 }
 
 /// Emits the shader for a reduction node.
@@ -140,16 +104,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         return Err(unsupported(node, "inputs of 2^31 elements or more"));
     }
     let axes = axes(g, node, xs.len())?;
-    // Merged runs of kept / reduced dims (size-1 dims dropped).
-    let mut runs: Vec<(usize, bool)> = Vec::new();
-    for (a, &d) in xs.iter().enumerate() {
-        let red = axes.contains(&a);
-        match runs.last_mut() {
-            _ if d == 1 => {}
-            Some((s, r)) if *r == red => *s *= d,
-            _ => runs.push((d, red)),
-        }
-    }
+    let runs = crate::cuda::reduce::runs(&xs, &axes);
     let inner: usize = runs.iter().filter(|r| r.1).map(|r| r.0).product();
     let outer: usize = runs.iter().filter(|r| !r.1).map(|r| r.0).product();
     if outer != ys.iter().product::<usize>() {
