@@ -55,6 +55,8 @@ pub struct Compiled {
     /// Models whose shape-deciding inputs became constants, by their values
     /// ([`crate::value_inputs`]).
     by_value: BTreeMap<Vec<Vec<u8>>, Compiled>,
+    /// Which graph inputs those are (found once, at creation).
+    value_positions: Vec<usize>,
 }
 
 /// What `plan.json` holds.
@@ -136,6 +138,7 @@ impl Compiled {
             wgpu_exes: BTreeMap::new(),
             notes,
             by_value: BTreeMap::new(),
+            value_positions: crate::value_inputs::positions(&model.model.graph),
         }
     }
 
@@ -189,14 +192,19 @@ impl Compiled {
     pub fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
         let g = &self.model.model.graph;
         let actual = interp::check_inputs(g, inputs)?;
-        let by_value = crate::value_inputs::positions(g);
-        if !by_value.is_empty() {
-            let key = crate::value_inputs::key(inputs, &by_value);
-            let (m, rest) = crate::value_inputs::specialize(&self.model, inputs, &by_value);
+        if !self.value_positions.is_empty() {
+            let pos = &self.value_positions;
+            let key = crate::value_inputs::key(inputs, pos);
+            let rest = crate::value_inputs::rest(inputs, pos);
+            if !self.by_value.contains_key(&key) {
+                let m = crate::value_inputs::specialize(&self.model, inputs, pos);
+                let inner = Compiled::empty(&m, &self.opts);
+                self.by_value.insert(key.clone(), inner);
+            }
             let inner = self
                 .by_value
-                .entry(key)
-                .or_insert_with(|| Compiled::empty(&m, &self.opts));
+                .get_mut(&key)
+                .ok_or_else(|| GoptError::Usage("value-specialized model missing".into()))?;
             return inner.run(&rest);
         }
         if self.opts.backend != Backend::Cpu {
@@ -356,6 +364,7 @@ impl Compiled {
     /// [`Compiled::load`] with the artifact's `model.onnx` already imported (as
     /// `model`), so a caller that needed the model first does not import it twice.
     pub fn load_with(dir: &Path, model: Imported, opts: &Options) -> Result<Compiled> {
+        let value_positions = crate::value_inputs::positions(&model.model.graph);
         let read = |name: &str| -> Result<Vec<u8>> {
             let p = dir.join(name);
             std::fs::read(&p).map_err(|e| GoptError::io(p, e))
@@ -382,6 +391,7 @@ impl Compiled {
             wgpu_weights: WgpuWeights::default(),
             wgpu_exes: BTreeMap::new(),
             notes: Vec::new(),
+            value_positions,
             by_value: BTreeMap::new(),
         };
         c.weights = WeightStore::default();

@@ -58,23 +58,27 @@ pub fn key(inputs: &[Tensor], positions: &[usize]) -> Vec<Vec<u8>> {
 }
 
 /// `model` with the inputs at `positions` made constants holding their values in
-/// `inputs`, and the other inputs in order.
+/// `inputs` (made once per new set of values: it copies the model's weights).
 pub fn specialize(
     model: &crate::Imported,
     inputs: &[Tensor],
     positions: &[usize],
-) -> (crate::Imported, Vec<Tensor>) {
+) -> crate::Imported {
     let mut m = model.clone();
     let g = &mut m.model.graph;
     for &k in positions.iter().rev() {
         let v = g.inputs.remove(k);
         g.constants.insert(v, inputs[k].clone());
     }
-    let rest = inputs
+    m
+}
+
+/// The inputs not at `positions`, in order (what the specialized model takes).
+pub fn rest(inputs: &[Tensor], positions: &[usize]) -> Vec<Tensor> {
+    inputs
         .iter()
         .enumerate()
         .filter(|(k, _)| !positions.contains(k))
         .map(|(_, t)| t.clone())
-        .collect();
-    (m, rest)
+        .collect()
 }

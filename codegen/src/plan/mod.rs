@@ -75,7 +75,7 @@ pub struct CudaPlan {
     pub outputs: Vec<Io>,
 }
 
-fn concrete(g: &Graph, v: ValueId) -> Result<(DType, Vec<usize>)> {
+pub(crate) fn concrete(g: &Graph, v: ValueId) -> Result<(DType, Vec<usize>)> {
     let t = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;
     let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| {
         CodegenError::Plan(format!(

@@ -12,7 +12,7 @@
 //! naming it, never a skipped step.
 
 use super::{emit_kernels, storage_type, WgslKernel};
-use crate::plan::{tensor_bytes, Io, WeightStore};
+use crate::plan::{concrete, tensor_bytes, Io, WeightStore};
 use crate::{CodegenError, Result};
 use gopt_ir::{DType, Graph, Tensor, ValueId};
 use serde::{Deserialize, Serialize};
@@ -99,20 +99,9 @@ pub fn storage_bytes(t: &Tensor) -> Vec<u8> {
     }
 }
 
-fn typed(g: &Graph, v: ValueId) -> Result<(DType, Vec<usize>)> {
-    let t = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;
-    let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| {
-        CodegenError::Plan(format!(
-            "value `{}` has symbolic shape {t}: plans need a specialized graph",
-            g.value(v).name
-        ))
-    })?;
-    Ok((t.dtype, s))
-}
-
 /// Bytes of `v` in its WGSL storage layout.
 fn bytes_of(g: &Graph, v: ValueId) -> Result<usize> {
-    let (dt, s) = typed(g, v)?;
+    let (dt, s) = concrete(g, v)?;
     let (_, size) = storage_type(dt).ok_or_else(|| {
         let name = &g.value(v).name;
         // The node that makes it (or the value itself, for an input or constant).
@@ -292,7 +281,7 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<WgslPlan> {
     let io = |vs: &[ValueId]| -> Result<Vec<Io>> {
         vs.iter()
             .map(|&v| {
-                let (dtype, shape) = typed(g, v)?;
+                let (dtype, shape) = concrete(g, v)?;
                 Ok(Io {
                     name: g.value(v).name.clone(),
                     value: v.0,
