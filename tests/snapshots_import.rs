@@ -76,7 +76,7 @@ fn shape_arith_bound_and_folded() {
         .expect("verifies")
         .into_inner();
     let bindings = gopt_ir::Bindings::from([("batch".to_string(), 2), ("seq".to_string(), 5)]);
-    gopt_ir::bind_dims(&mut g, &bindings);
+    gopt_ir::bind_dims(&mut g, &bindings).expect("binds");
     let stats = gopt_ir::fold_constants(&mut g).expect("folds");
     assert_eq!(g.nodes.len(), 1, "only the Reshape remains after folding");
     assert_eq!(stats.folded, 6);

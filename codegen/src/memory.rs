@@ -65,8 +65,17 @@ fn bytes_of(g: &Graph, v: ValueId) -> Result<usize> {
             g.value(v).name
         ))
     })?;
-    let n: usize = dims.iter().product();
-    Ok((n * ty.dtype.size()).div_ceil(ALIGN).max(1) * ALIGN)
+    let too_big = || {
+        CodegenError::Plan(format!(
+            "value `{}` ({ty}) is too big to place in an arena",
+            g.value(v).name
+        ))
+    };
+    let n = gopt_ir::budget::bytes(&dims, ty.dtype.size())
+        .filter(|&b| b <= gopt_ir::budget::MAX_TENSOR_BYTES)
+        .and_then(|b| usize::try_from(b).ok())
+        .ok_or_else(too_big)?;
+    Ok(n.div_ceil(ALIGN).max(1) * ALIGN)
 }
 
 /// Plans the arena for `g` (nodes in execution order).
@@ -148,15 +157,20 @@ pub fn plan_with(g: &Graph, early: &HashMap<ValueId, usize>) -> Result<Layout> {
             .iter()
             .map(|&j| &buffers[j])
             .filter(|s| s.first <= buffers[i].last && buffers[i].first <= s.last)
-            .map(|s| (s.offset, s.offset + s.bytes))
+            .map(|s| (s.offset, s.offset.saturating_add(s.bytes)))
             .collect();
         taken.sort_unstable();
-        let mut offset = 0;
+        let mut offset: usize = 0;
         for (start, end) in taken {
-            if offset + buffers[i].bytes <= start {
+            if offset.saturating_add(buffers[i].bytes) <= start {
                 break;
             }
             offset = offset.max(end);
+        }
+        if offset.checked_add(buffers[i].bytes).is_none() {
+            return Err(CodegenError::Plan(
+                "the arena's size overflows the address space".into(),
+            ));
         }
         buffers[i].offset = offset;
         placed.push(i);
@@ -166,7 +180,10 @@ pub fn plan_with(g: &Graph, early: &HashMap<ValueId, usize>) -> Result<Layout> {
         .map(|s| s.offset + s.bytes)
         .max()
         .unwrap_or(0);
-    let total_bytes = buffers.iter().map(|s| s.bytes).sum();
+    let total_bytes = buffers
+        .iter()
+        .try_fold(0usize, |acc, s| acc.checked_add(s.bytes))
+        .ok_or_else(|| CodegenError::Plan("the buffers' total size overflows".into()))?;
     let mut slots = HashMap::new();
     for i in 0..g.values.len() {
         let id = ValueId(i as u32);

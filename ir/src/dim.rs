@@ -38,29 +38,32 @@ impl Dim {
         }
     }
 
-    /// `self + other`, folded when both are known.
+    /// `self + other`, folded when both are known (saturating at
+    /// [`OVERFLOW`](crate::budget::OVERFLOW), which type checks report).
     pub fn add(&self, other: &Dim) -> Dim {
         match (self, other) {
-            (Dim::Known(a), Dim::Known(b)) => Dim::Known(a + b),
+            (Dim::Known(a), Dim::Known(b)) => Dim::Known(a.saturating_add(*b)),
             (Dim::Known(0), d) | (d, Dim::Known(0)) => d.clone(),
             (a, b) => Dim::Add(Box::new(a.clone()), Box::new(b.clone())),
         }
     }
 
-    /// `self * other`, folded when both are known.
+    /// `self * other`, folded when both are known (saturating, as `add`).
     pub fn mul(&self, other: &Dim) -> Dim {
         match (self, other) {
-            (Dim::Known(a), Dim::Known(b)) => Dim::Known(a * b),
-            (Dim::Known(1), d) | (d, Dim::Known(1)) => d.clone(),
             (Dim::Known(0), _) | (_, Dim::Known(0)) => Dim::Known(0),
+            (Dim::Known(a), Dim::Known(b)) => Dim::Known(a.saturating_mul(*b)),
+            (Dim::Known(1), d) | (d, Dim::Known(1)) => d.clone(),
             (a, b) => Dim::Mul(Box::new(a.clone()), Box::new(b.clone())),
         }
     }
 
     /// `self / other` (floor), folded when both are known or when `other` is a factor of
-    /// a product.
+    /// a product. An overflowed dividend stays overflowed (its true value is unknown).
     pub fn div(&self, other: &Dim) -> Dim {
+        const OVERFLOW: u64 = crate::budget::OVERFLOW;
         match (self, other) {
+            (Dim::Known(OVERFLOW), _) | (_, Dim::Known(OVERFLOW)) => Dim::Known(OVERFLOW),
             (Dim::Known(a), Dim::Known(b)) if *b != 0 => Dim::Known(a / b),
             (d, Dim::Known(1)) => d.clone(),
             (a, b) if a == b => Dim::Known(1),

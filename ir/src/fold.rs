@@ -3,8 +3,9 @@
 //! constants is evaluated by the interpreter and replaced by its result, which collapses
 //! the shape sub-graphs exporters emit (Shape→Gather→Concat→Reshape...).
 
+use crate::budget::{elements, with_fuel, FOLD_FUEL};
 use crate::dim::{concrete, Bindings};
-use crate::error::Result;
+use crate::error::{IrError, Result};
 use crate::graph::Graph;
 use crate::infer::infer_types;
 use crate::ops::{EvalCx, Op, ShapeOp};
@@ -21,15 +22,34 @@ pub struct FoldStats {
     pub folded: usize,
 }
 
-/// Replaces bound symbols in every value type of the graph.
-pub fn bind_dims(graph: &mut Graph, b: &Bindings) {
+/// Replaces bound symbols in every value type of the graph. A binding that makes a
+/// value's size overflow or pass the one-tensor limit is an error naming the symbols
+/// and the value.
+pub fn bind_dims(graph: &mut Graph, b: &Bindings) -> Result<()> {
     for v in &mut graph.values {
-        if let Some(ty) = &mut v.ty {
-            for d in &mut ty.shape {
-                *d = d.bind(b);
-            }
+        let Some(ty) = &mut v.ty else { continue };
+        let mut syms = Vec::new();
+        for d in &mut ty.shape {
+            d.symbols(&mut syms);
+            *d = d.bind(b);
+        }
+        if let Err(e) = crate::budget::check_type(ty) {
+            let bound: Vec<String> = syms
+                .iter()
+                .filter_map(|s| b.get(&**s).map(|n| format!("{s}={n}")))
+                .collect();
+            let msg = match e {
+                IrError::Shape(m) => m,
+                e => e.to_string(),
+            };
+            return Err(IrError::Shape(format!(
+                "binding {} makes value `{}` {msg}",
+                bound.join(", "),
+                v.name
+            )));
         }
     }
+    Ok(())
 }
 
 /// Infers types, then folds every foldable node to a constant, to a fixpoint, and prunes
@@ -98,19 +118,21 @@ fn fold_pass(graph: &mut Graph) -> Result<FoldStats> {
                 let too_big = tys.is_none_or(|tys| {
                     tys.iter().any(|t| {
                         concrete(&t.shape)
-                            .map(|s| s.iter().product::<usize>())
-                            .is_none_or(|n| n > FOLD_MAX_ELEMENTS)
+                            .and_then(|s| elements(&s))
+                            .is_none_or(|n| n > FOLD_MAX_ELEMENTS as u64)
                     })
                 });
                 if too_big {
                     continue;
                 }
-                match node.op.eval(&cx, node, &ins) {
-                    Ok(v) => Some(v),
-                    // A node that fails on constants fails at run time too; leave it there
-                    // so the error is reported with run-time context.
-                    Err(_) => None,
-                }
+                // A node that fails on constants fails at run time too, and one past the
+                // budget runs at run time: either way it stays, so the error is
+                // reported with run-time context.
+                // The budget covers reading the inputs (they exist already) plus a fixed
+                // allowance for what the evaluation produces and loops over.
+                let read: u64 = ins.iter().flatten().map(|t| t.len() as u64).sum();
+                let fuel = FOLD_FUEL.saturating_add(read);
+                with_fuel(fuel, || node.op.eval(&cx, node, &ins)).ok()
             }
         };
         let Some(outs) = outs else { continue };

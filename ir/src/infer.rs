@@ -12,6 +12,15 @@ use std::collections::HashMap;
 
 /// Infers the type of every node output. Input and constant types must be present.
 pub fn infer_types(graph: &mut Graph) -> Result<()> {
+    for &v in &graph.inputs {
+        let val = graph.value(v);
+        if let Some(ty) = &val.ty {
+            crate::budget::check_type(ty).map_err(|e| IrError::Input {
+                name: val.name.clone(),
+                msg: e.to_string(),
+            })?;
+        }
+    }
     let order = graph.topo_order()?;
     let mut cx = InferCx::default();
     for nid in order {
@@ -49,6 +58,8 @@ pub fn infer_types(graph: &mut Graph) -> Result<()> {
                 }
                 None => ty,
             };
+            // A declared dim may fill in a symbolic one: the result is checked again.
+            crate::budget::check_type(&merged).map_err(|e| node_err(graph, nid.index(), e))?;
             graph.values[v.index()].ty = Some(merged);
         }
     }

@@ -9,6 +9,7 @@
 
 use crate::lang::{Leaf, OpKey, Term};
 use egg::{Analysis, DidMerge, EGraph, Id};
+use gopt_ir::budget;
 use gopt_ir::ops::{EvalCx, InferCx, InferInput};
 use gopt_ir::{Attrs, DType, Node, Op, Tensor, TensorType, ValueId};
 use std::collections::HashMap;
@@ -247,13 +248,19 @@ fn fold(
         }
     }
     let out = gopt_ir::dim::concrete(&tys[0].shape)?;
-    let out_bytes = out.iter().product::<usize>() * tys[0].dtype.size();
-    if out_bytes > FOLD_MIN_BYTES.max(in_bytes) {
+    let out_bytes = budget::bytes(&out, tys[0].dtype.size())?;
+    if out_bytes > FOLD_MIN_BYTES.max(in_bytes) as u64 {
         return None;
     }
     let lookup = |_: &str| None;
     let cx = EvalCx { lookup: &lookup };
-    let mut outs = op.eval(&cx, node, &vals).ok()?;
+    // A deterministic budget: what the size policy allows plus a fixed allowance for the
+    // work in between (a Loop's iterations), so a constant Loop of 2^62 iterations stays
+    // unevaluated instead of hanging the optimizer.
+    let fuel = budget::FOLD_FUEL
+        .saturating_add(budget::elements(&out)?)
+        .saturating_add(vals.iter().flatten().map(|t| t.len() as u64).sum());
+    let mut outs = budget::with_fuel(fuel, || op.eval(&cx, node, &vals)).ok()?;
     (!outs.is_empty()).then(|| Arc::new(outs.remove(0)))
 }
 
@@ -331,5 +338,44 @@ impl Analysis<Term> for Facts {
         let leaf = eg.analysis.intern_const(k);
         let c = eg.add(Term::Leaf(leaf));
         eg.union(id, c);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    /// A Loop of `trips` iterations over constants whose body doubles a scalar.
+    fn loop_egraph(trips: i64) -> crate::convert::Loaded {
+        let src = format!(
+            r#"graph "g"() -> (%3) {{
+  %0 "m": i64[] = const [{trips}]
+  %1 "c": bool[] = const [true]
+  %2 "v": f32[] = const [1.0]
+  %3 "out" = Loop "loop"(%0, %1, %2) {{body=graph "b"(%0 "i": i64[], %1 "cin": bool[], %2 "vin": f32[]) -> (%1, %3) {{
+    %3 "v2": f32[] = Add "add"(%2, %2)
+  }}}}
+}}
+"#
+        );
+        let g = gopt_ir::text::parse(&src).expect("parses");
+        let g = gopt_ir::verify(g).expect("verifies");
+        crate::convert::to_egraph(&g).expect("loads")
+    }
+
+    #[test]
+    fn constant_evaluation_has_a_budget() {
+        let t = Instant::now();
+        let l = loop_egraph(1 << 62);
+        let data = &l.egraph[l.roots[0]].data;
+        assert!(data.konst.is_none(), "2^62 iterations stay unevaluated");
+        assert!(t.elapsed().as_secs() < 20, "took {:?}", t.elapsed());
+        let l = loop_egraph(10);
+        let k = l.egraph[l.roots[0]]
+            .data
+            .konst
+            .clone()
+            .expect("a short loop folds");
+        assert_eq!(k.to_f64_vec(), vec![1024.0]);
     }
 }

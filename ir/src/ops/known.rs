@@ -53,10 +53,24 @@ fn tensor_of(ints: &[i64], ty: &TensorType) -> Option<Tensor> {
     Some(t.cast(ty.dtype))
 }
 
-/// Evaluates `op` when every present input has a small value, and tracks its small
-/// integer and bool outputs.
-pub fn evaluate(op: Op, cx: &mut InferCx, node: &Node, inputs: &[Option<InferInput>]) {
+/// Evaluates `op` when every present input has a small value and its inferred outputs
+/// `tys` are small too (a ConstantOfShape of one huge dim is not materialised), within
+/// a budget, and tracks its small integer and bool outputs.
+pub fn evaluate(
+    op: Op,
+    cx: &mut InferCx,
+    node: &Node,
+    inputs: &[Option<InferInput>],
+    tys: &[TensorType],
+) {
     if !op.is_deterministic() || node.attrs.graphs().next().is_some() {
+        return;
+    }
+    let big = |t: &TensorType| {
+        concrete(&t.shape)
+            .is_some_and(|s| crate::budget::elements(&s).is_none_or(|n| n > MAX_KNOWN as u64))
+    };
+    if tys.iter().any(big) {
         return;
     }
     let vals: Option<Vec<Option<&Tensor>>> = inputs
@@ -69,7 +83,8 @@ pub fn evaluate(op: Op, cx: &mut InferCx, node: &Node, inputs: &[Option<InferInp
     let Some(vals) = vals else { return };
     let no_scope = |_: &str| None;
     let ecx = EvalCx { lookup: &no_scope };
-    let Ok(outs) = op.eval(&ecx, node, &vals) else {
+    let fuel = 64 * MAX_KNOWN as u64;
+    let Ok(outs) = crate::budget::with_fuel(fuel, || op.eval(&ecx, node, &vals)) else {
         return;
     };
     for (&v, t) in node.outputs.iter().zip(&outs) {

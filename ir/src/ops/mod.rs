@@ -153,8 +153,55 @@ impl Op {
         v
     }
 
-    /// Runs the op on concrete inputs (the reference semantics).
+    /// Runs the op on concrete inputs (the reference semantics). Inside
+    /// [`budget::with_fuel`](crate::budget::with_fuel) (constant evaluation at compile
+    /// time) the elements it reads and will produce are charged first, so an evaluation
+    /// past the budget is refused before it allocates.
     pub fn eval(self, cx: &EvalCx, node: &Node, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor>> {
+        if crate::budget::limited() {
+            self.charge_eval(node, inputs)?;
+        }
+        self.eval_family(cx, node, inputs)
+    }
+
+    /// Charges fuel for evaluating this op: its inputs' elements and its outputs' (from
+    /// inference over the inputs' values, known dims only). An op whose output types
+    /// cannot be inferred from its inputs is charged for its inputs only.
+    fn charge_eval(self, node: &Node, inputs: &[Option<&Tensor>]) -> Result<()> {
+        let read: u64 = inputs.iter().flatten().map(|t| t.len() as u64).sum();
+        crate::budget::charge(read)?;
+        let tys: Vec<Option<TensorType>> = inputs
+            .iter()
+            .map(|t| t.map(|t| TensorType::new(t.dtype(), crate::dim::shape_of(t.shape()))))
+            .collect();
+        let views: Vec<Option<InferInput>> = tys
+            .iter()
+            .zip(inputs)
+            .map(|(ty, t)| ty.as_ref().map(|ty| InferInput { ty, value: *t }))
+            .collect();
+        let Ok(outs) = self.infer_family(&mut InferCx::default(), node, &views) else {
+            return Ok(());
+        };
+        for t in &outs {
+            crate::budget::check_type(t)?;
+            // Data-dependent dims (NonZero's count...) are bounded by the inputs, which
+            // are charged already: only the known dims count.
+            let n = t
+                .shape
+                .iter()
+                .filter_map(crate::dim::Dim::known)
+                .fold(1u64, u64::saturating_mul);
+            crate::budget::charge(n)?;
+        }
+        Ok(())
+    }
+
+    fn eval_family(
+        self,
+        cx: &EvalCx,
+        node: &Node,
+        inputs: &[Option<&Tensor>],
+    ) -> Result<Vec<Tensor>> {
         match self {
             Op::Elementwise(o) => o.eval(cx, node, inputs),
             Op::Reduce(o) => o.eval(cx, node, inputs),
@@ -187,7 +234,23 @@ impl Op {
             })
             .collect();
         let inputs = inputs.as_slice();
-        let tys = match self {
+        let tys = self.infer_family(cx, node, inputs)?;
+        // No shape arithmetic may wrap: an output too big for one tensor is an error
+        // here, where the node is known, not a wrapped size in a later stage.
+        for t in &tys {
+            crate::budget::check_type(t)?;
+        }
+        known::evaluate(self, cx, node, inputs, &tys);
+        Ok(tys)
+    }
+
+    fn infer_family(
+        self,
+        cx: &mut InferCx,
+        node: &Node,
+        inputs: &[Option<InferInput>],
+    ) -> Result<Vec<TensorType>> {
+        match self {
             Op::Elementwise(o) => o.infer(cx, node, inputs),
             Op::Reduce(o) => o.infer(cx, node, inputs),
             Op::Shape(o) => o.infer(cx, node, inputs),
@@ -196,9 +259,7 @@ impl Op {
             Op::Control(o) => o.infer(cx, node, inputs),
             Op::Attention(o) => o.infer(cx, node, inputs),
             Op::Fused(o) => o.infer(cx, node, inputs),
-        }?;
-        known::evaluate(self, cx, node, inputs);
-        Ok(tys)
+        }
     }
 
     /// False for ops whose result is not a function of their inputs (random ops), which

@@ -49,6 +49,7 @@ pub(super) fn eval_loop(
     let mut scans: Vec<Vec<Tensor>> = vec![Vec::new(); k];
     let mut i: i64 = 0;
     while cond && max_trips.is_none_or(|m| i < m) {
+        crate::budget::charge(crate::budget::LOOP_ITERATION_FUEL)?;
         let mut ins = vec![
             Tensor::I64(ndarray::arr0(i).into_dyn()),
             Tensor::Bool(ndarray::arr0(cond).into_dyn()),
@@ -212,6 +213,7 @@ pub(super) fn eval_scan(
     let k = plan.out_axes.len();
     let mut scans: Vec<Vec<Tensor>> = vec![Vec::with_capacity(seq); k];
     for it in 0..seq {
+        crate::budget::charge(crate::budget::LOOP_ITERATION_FUEL)?;
         let mut ins = states;
         for ((t, &ax), &rev) in scan_in.iter().zip(&plan.in_axes).zip(&plan.in_rev) {
             ins.push(index_axis(t, ax, if rev { seq - 1 - it } else { it }));

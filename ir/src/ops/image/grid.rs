@@ -340,8 +340,10 @@ pub(super) fn infer_affine_grid(
                 theta.shape.get(1).and_then(Dim::known),
                 size.ty.shape.first(),
             ) {
-                (Some(k), _) => k as usize,
-                (None, Some(Dim::Known(r))) => (*r as usize).saturating_sub(2),
+                (Some(k), _) => crate::budget::rank_from(k, "AffineGrid theta")?,
+                (None, Some(Dim::Known(r))) => {
+                    crate::budget::rank_from(*r, "AffineGrid size")?.saturating_sub(2)
+                }
                 _ => return unsupported("AffineGrid with unknown spatial rank"),
             };
             let mut shape = vec![n];

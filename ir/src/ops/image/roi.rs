@@ -312,16 +312,26 @@ pub(super) fn infer_col2im(
         return Err(IrError::Shape(format!("Col2Im: input {x} must be rank 3")));
     }
     let c = match block.value {
-        Some(b) => x.shape[1].div(&Dim::from(
-            b.to_i64_vec().iter().product::<i64>().max(1) as u64
-        )),
+        Some(b) => {
+            let n = b
+                .to_i64_vec()
+                .iter()
+                .try_fold(1i64, |acc, &v| acc.checked_mul(v));
+            let n = n.ok_or_else(|| {
+                IrError::Shape(format!("Col2Im: block shape {b:?} overflows 64 bits"))
+            })?;
+            x.shape[1].div(&Dim::from(n.max(1) as u64))
+        }
         None => cx.fresh_dim("col2im_c"),
     };
     let mut shape = vec![x.shape[0].clone(), c];
     match image.value {
         Some(v) => shape.extend(v.to_i64_vec().iter().map(|&d| Dim::from(d.max(0) as u64))),
         None => match image.ty.shape.first().and_then(Dim::known) {
-            Some(k) => shape.extend((0..k).map(|_| cx.fresh_dim("col2im"))),
+            Some(k) => {
+                let k = crate::budget::rank_from(k, "Col2Im image_shape")?;
+                shape.extend((0..k).map(|_| cx.fresh_dim("col2im")))
+            }
             None => return unsupported("Col2Im with an image_shape of unknown length"),
         },
     }

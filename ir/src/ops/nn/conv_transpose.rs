@@ -54,25 +54,27 @@ fn out_and_pads(node: &Node, win: &Window, input: &[usize]) -> Result<(Vec<usize
     let explicit_pads = node.attrs.has("pads");
     let mut out = Vec::with_capacity(d);
     let mut begin = Vec::with_capacity(d);
+    // i128 holds every product of i64 attributes and sizes below, so nothing wraps;
+    // results that do not fit a size are errors.
     for i in 0..d {
-        let s = win.strides[i] as i64;
-        let full = s * (input[i] as i64 - 1)
-            + adj[i]
-            + ((win.kernel[i] as i64 - 1) * win.dilations[i] as i64 + 1);
+        let s = win.strides[i] as i128;
+        let full = s * (input[i] as i128 - 1)
+            + adj[i] as i128
+            + ((win.kernel[i] as i128 - 1) * win.dilations[i] as i128 + 1);
         let same = matches!(win.auto_pad, AutoPad::SameUpper | AutoPad::SameLower);
         let (o, b) = match (&out_shape, same) {
             (Some(os), _) if !explicit_pads || same => {
-                let total = (full - os[i]).max(0);
+                let total = (full - os[i] as i128).max(0);
                 let b = if win.auto_pad == AutoPad::SameUpper {
                     total / 2
                 } else {
                     total - total / 2
                 };
-                (os[i], b)
+                (os[i] as i128, b)
             }
-            (Some(os), _) => (os[i], win.pads[i] as i64),
+            (Some(os), _) => (os[i] as i128, win.pads[i] as i128),
             (None, true) => {
-                let o = input[i] as i64 * s;
+                let o = input[i] as i128 * s;
                 let total = (full - o).max(0);
                 let b = if win.auto_pad == AutoPad::SameUpper {
                     total / 2
@@ -85,7 +87,7 @@ fn out_and_pads(node: &Node, win: &Window, input: &[usize]) -> Result<(Vec<usize
                 let (pb, pe) = if win.auto_pad == AutoPad::Valid {
                     (0, 0)
                 } else {
-                    (win.pads[i] as i64, win.pads[d + i] as i64)
+                    (win.pads[i] as i128, win.pads[d + i] as i128)
                 };
                 (full - pb - pe, pb)
             }
@@ -93,8 +95,15 @@ fn out_and_pads(node: &Node, win: &Window, input: &[usize]) -> Result<(Vec<usize
         if o <= 0 {
             return shape_err(format!("ConvTranspose output dim {i} would be {o}"));
         }
-        out.push(o as usize);
-        begin.push(b as usize);
+        let size = |v: i128, what: &str| {
+            usize::try_from(v).map_err(|_| {
+                IrError::Shape(format!(
+                    "ConvTranspose {what} of dim {i} ({v}) overflows 64 bits"
+                ))
+            })
+        };
+        out.push(size(o, "output size")?);
+        begin.push(size(b, "begin pad")?);
     }
     Ok((out, begin))
 }

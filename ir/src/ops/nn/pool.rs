@@ -317,12 +317,15 @@ fn unpool_dims(node: &Node, spatial: &[usize]) -> Result<Vec<usize>> {
     }
     (0..d)
         .map(|i| {
-            let v = (spatial[i] as i64 - 1) * win.strides[i] as i64 + win.kernel[i] as i64
-                - (win.pads[i] + win.pads[d + i]) as i64;
+            // i128: products of i64 attributes and sizes cannot wrap there.
+            let v = (spatial[i] as i128 - 1) * win.strides[i] as i128 + win.kernel[i] as i128
+                - (win.pads[i] as i128 + win.pads[d + i] as i128);
             if v <= 0 {
                 shape_err(format!("MaxUnpool output dim {i} would be {v}"))
             } else {
-                Ok(v as usize)
+                usize::try_from(v).map_err(|_| {
+                    IrError::Shape(format!("MaxUnpool output dim {i} ({v}) overflows 64 bits"))
+                })
             }
         })
         .collect()

@@ -105,19 +105,25 @@ impl Window {
         }
     }
 
-    /// Extent of the dilated kernel along dim `i`.
-    fn span(&self, i: usize) -> usize {
-        (self.kernel[i] - 1) * self.dilations[i] + 1
+    /// Extent of the dilated kernel along dim `i` (an error when it overflows).
+    fn span(&self, i: usize) -> Result<usize> {
+        (self.kernel[i] - 1)
+            .checked_mul(self.dilations[i])
+            .and_then(|v| v.checked_add(1))
+            .ok_or_else(|| overflow(i))
     }
 
     /// Output size and begin/end pads of dim `i` for an input of size `input`.
     fn dim(&self, i: usize, input: usize) -> Result<(usize, usize, usize)> {
-        let (s, span) = (self.strides[i], self.span(i));
+        let (s, span) = (self.strides[i], self.span(i)?);
         let d = self.kernel.len();
         match self.auto_pad {
             AutoPad::SameUpper | AutoPad::SameLower => {
                 let out = input.div_ceil(s);
-                let total = ((out.max(1) - 1) * s + span).saturating_sub(input);
+                let total = ((out.max(1) - 1) * s)
+                    .checked_add(span)
+                    .ok_or_else(|| overflow(i))?
+                    .saturating_sub(input);
                 let begin = if self.auto_pad == AutoPad::SameUpper {
                     total / 2
                 } else {
@@ -131,7 +137,10 @@ impl Window {
                 } else {
                     (self.pads[i], self.pads[d + i])
                 };
-                let avail = input + pb + pe;
+                let avail = input
+                    .checked_add(pb)
+                    .and_then(|v| v.checked_add(pe))
+                    .ok_or_else(|| overflow(i))?;
                 if avail < span {
                     return shape_err(format!(
                         "spatial dim {i}: input {input} with pads ({pb}, {pe}) is smaller than \
@@ -144,7 +153,7 @@ impl Window {
                     (avail - span) / s + 1
                 };
                 // The last window must start inside the input or the begin padding.
-                if self.ceil_mode && (out - 1) * s >= input + pb {
+                if self.ceil_mode && (out - 1).saturating_mul(s) >= input.saturating_add(pb) {
                     out -= 1;
                 }
                 Ok((out, pb, pe))
@@ -200,7 +209,7 @@ impl Window {
                     return Ok(Dim::from(self.dim(i, *n as usize)?.0));
                 }
                 let s = self.strides[i] as u64;
-                let span = self.span(i) as i64;
+                let span = i64::try_from(self.span(i)?).map_err(|_| overflow(i))?;
                 Ok(match self.auto_pad {
                     AutoPad::SameUpper | AutoPad::SameLower => {
                         x.add(&Dim::Known(s - 1)).div(&Dim::Known(s))
@@ -209,9 +218,14 @@ impl Window {
                         let pads = if self.auto_pad == AutoPad::Valid {
                             0
                         } else {
-                            (self.pads[i] + self.pads[d + i]) as i64
+                            i64::try_from(self.pads[i])
+                                .ok()
+                                .and_then(|b| b.checked_add(i64::try_from(self.pads[d + i]).ok()?))
+                                .ok_or_else(|| overflow(i))?
                         };
-                        let c = pads - span + s as i64;
+                        let c = (pads - span)
+                            .checked_add(s as i64)
+                            .ok_or_else(|| overflow(i))?;
                         if c >= 0 {
                             x.add(&Dim::Known(c as u64)).div(&Dim::Known(s))
                         } else {
@@ -223,6 +237,13 @@ impl Window {
             })
             .collect()
     }
+}
+
+/// The error for window arithmetic (pads, strides, dilations) that overflows.
+fn overflow(i: usize) -> IrError {
+    IrError::Shape(format!(
+        "spatial dim {i}: the window's pads, strides or dilations overflow 64 bits"
+    ))
 }
 
 /// A window resolved against one input: every size the kernels need.

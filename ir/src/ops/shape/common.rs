@@ -65,6 +65,9 @@ pub const MAX_ELEMENTS: usize = 1 << 32;
 /// Checks that a result of `shape` can be allocated.
 pub fn check_size(shape: &[usize], op: &str) -> Result<()> {
     let n = shape.iter().try_fold(1usize, |acc, &d| acc.checked_mul(d));
+    if n.is_some_and(|n| !crate::budget::fits(n as u64)) {
+        return Err(crate::budget::exhausted());
+    }
     match n {
         Some(n) if n <= MAX_ELEMENTS => Ok(()),
         _ => Err(IrError::Shape(format!(
@@ -176,8 +179,8 @@ pub fn div_dims(num: &[Dim], den: &[Dim]) -> Dim {
 }
 
 /// The output types `op` gives when every input is a constant, computed by running it;
-/// `None` when some input is not constant. Used by ops whose output shape depends on
-/// input values (NonZero, Unique, Range...).
+/// `None` when some input is not constant or running it passes the budget. Used by ops
+/// whose output shape depends on input values (NonZero, Unique, Range...).
 pub fn types_by_eval(
     op: ShapeOp,
     node: &Node,
@@ -192,11 +195,19 @@ pub fn types_by_eval(
         .collect::<Option<_>>()?;
     let no_scope = |_: &str| None;
     let cx = EvalCx { lookup: &no_scope };
-    Some(op.eval(&cx, node, &vals).map(|ts| {
-        ts.iter()
-            .map(|t| TensorType::new(t.dtype(), shape_of(t.shape())))
-            .collect()
-    }))
+    // Inference evaluates within a budget; past it the shape is left to run time.
+    let r = crate::budget::with_fuel(crate::budget::FOLD_FUEL, || {
+        crate::budget::charge(vals.iter().flatten().map(|t| t.len() as u64).sum())?;
+        op.eval(&cx, node, &vals)
+    });
+    match r {
+        Err(e) if crate::budget::is_exhausted(&e) => None,
+        r => Some(r.map(|ts| {
+            ts.iter()
+                .map(|t| TensorType::new(t.dtype(), shape_of(t.shape())))
+                .collect()
+        })),
+    }
 }
 
 /// A dtype mismatch between inputs that must agree.

@@ -51,7 +51,11 @@ pub fn infer_constant_of_shape(
     let shape = match sym_input(cx, node, inputs, 0) {
         Some(v) => sym_dims(&v, "ConstantOfShape input")?,
         None => match s.ty.shape.first().and_then(Dim::known) {
-            Some(n) => fresh_dims(cx, n as usize, "const"),
+            Some(n) => fresh_dims(
+                cx,
+                crate::budget::rank_from(n, "ConstantOfShape input")?,
+                "const",
+            ),
             None => {
                 return Err(IrError::Unsupported(
                     "ConstantOfShape with a shape of unknown length".into(),

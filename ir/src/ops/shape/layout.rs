@@ -297,7 +297,7 @@ pub fn infer_depth_space(
             op.name()
         )));
     };
-    let (b, b2) = (Dim::from(bs), Dim::from(bs * bs));
+    let (b, b2) = (Dim::from(bs), Dim::from(bs).mul(&Dim::from(bs)));
     let shape = if op == ShapeOp::DepthToSpace {
         vec![n.clone(), c.div(&b2), h.mul(&b), w.mul(&b)]
     } else {

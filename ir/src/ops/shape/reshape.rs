@@ -5,6 +5,7 @@
 
 use super::common::{check_size, const_ints, div_dims, fresh_dims, ints_of, norm_axes, to_sizes};
 use super::symbolic::{sym_dims, sym_input};
+use crate::budget::{elements, rank_from};
 use crate::dim::{concrete, shape_of, Dim};
 use crate::error::{IrError, Result};
 use crate::graph::{Node, TensorType};
@@ -63,7 +64,8 @@ pub fn reshape_dims(input: &[Dim], spec: &[SymInt], allowzero: bool) -> Result<V
         }
         let (num, den) = (concrete(input), concrete(&others));
         if let (Some(num), Some(den)) = (num, den) {
-            let (n, d) = (num.iter().product::<usize>(), den.iter().product::<usize>());
+            let n = elements(&num).ok_or_else(|| too_many(&num))?;
+            let d = elements(&den).ok_or_else(|| too_many(&den))?;
             if n % d != 0 {
                 return Err(IrError::Shape(format!(
                     "cannot reshape {num:?} ({n} elements) to {spec:?}"
@@ -71,8 +73,23 @@ pub fn reshape_dims(input: &[Dim], spec: &[SymInt], allowzero: bool) -> Result<V
             }
         }
         out[at] = div_dims(input, &others);
+    } else if let (Some(num), Some(to)) = (concrete(input), concrete(&out)) {
+        // Without a -1 the element counts must agree exactly.
+        let n = elements(&num).ok_or_else(|| too_many(&num))?;
+        let m = elements(&to).ok_or_else(|| too_many(&to))?;
+        if n != m {
+            return Err(IrError::Shape(format!(
+                "cannot reshape {num:?} ({n} elements) to {to:?} ({m} elements)"
+            )));
+        }
     }
     Ok(out)
+}
+
+fn too_many(shape: &[usize]) -> IrError {
+    IrError::Shape(format!(
+        "shape {shape:?} has more elements than fit 64 bits"
+    ))
 }
 
 /// `Reshape(data, shape)`.
@@ -100,7 +117,7 @@ pub fn infer_reshape(
     let shape = match sym_input(cx, node, inputs, 1) {
         Some(spec) => reshape_dims(&x.shape, &spec, allowzero)?,
         None => match s.ty.shape.as_slice() {
-            [Dim::Known(n)] => fresh_dims(cx, *n as usize, "reshape"),
+            [Dim::Known(n)] => fresh_dims(cx, rank_from(*n, "Reshape shape")?, "reshape"),
             _ => {
                 return Err(IrError::Unsupported(format!(
                     "Reshape to a shape of unknown length ({})",
@@ -239,7 +256,10 @@ pub fn infer_unsqueeze(cx: &mut InferCx, inputs: &[Option<InferInput>]) -> Resul
     let shape = match const_ints(Some(a)) {
         Some(axes) => unsqueeze_dims(&x.shape, &axes)?,
         None => match a.ty.shape.as_slice() {
-            [Dim::Known(k)] => fresh_dims(cx, x.shape.len() + *k as usize, "unsqueeze"),
+            [Dim::Known(k)] => {
+                let k = rank_from(*k, "Unsqueeze axes")?;
+                fresh_dims(cx, x.shape.len() + k, "unsqueeze")
+            }
             [] => fresh_dims(cx, x.shape.len() + 1, "unsqueeze"),
             _ => {
                 return Err(IrError::Unsupported(
@@ -279,7 +299,7 @@ pub fn infer_expand(
                     "Expand to a shape of unknown length".into(),
                 ));
             };
-            let n = (n as usize).max(x.shape.len());
+            let n = rank_from(n, "Expand shape")?.max(x.shape.len());
             let pad = n - x.shape.len();
             // A dim other than 1 survives broadcasting; the others take the target's.
             (0..n)

@@ -144,7 +144,7 @@ fn plan(node: &Node, in_shape: &[usize], target: Target) -> Result<Plan> {
                     return Err(IrError::Shape(format!("Resize scale {v} is not positive")));
                 }
                 scales[a] = v;
-                out[a] = (v * in_shape[a] as f64) as usize;
+                out[a] = f64_size(v * in_shape[a] as f64)?;
             }
         }
         Target::Sizes(z) => {
@@ -178,12 +178,24 @@ fn plan(node: &Node, in_shape: &[usize], target: Target) -> Result<Plan> {
                     .fold(scales[first], |acc, &a| pick(acc, scales[a]));
                 for &a in &axes {
                     scales[a] = s;
-                    out[a] = (s * in_shape[a] as f64 + 0.5) as usize;
+                    out[a] = f64_size(s * in_shape[a] as f64 + 0.5)?;
                 }
             }
         }
     }
     Ok(Plan { axes, scales, out })
+}
+
+/// An output size computed in f64, truncated; an error when it is not a finite size
+/// that fits 64 bits (`as` would saturate or turn NaN into 0).
+fn f64_size(v: f64) -> Result<usize> {
+    if v.is_finite() && v >= 0.0 && v < u64::MAX as f64 {
+        Ok(v as usize)
+    } else {
+        Err(IrError::Shape(format!(
+            "Resize output size {v} is not a 64-bit size"
+        )))
+    }
 }
 
 /// Reads the target from the `scales` (input 2) or `sizes` (input 3) tensors; empty
@@ -309,8 +321,11 @@ pub(super) fn infer(
         }
         (Some(Target::Scales(s)), None) => {
             for (&a, &v) in axes.iter().zip(&s) {
+                if v.partial_cmp(&0.0) != Some(std::cmp::Ordering::Greater) || !v.is_finite() {
+                    return Err(IrError::Shape(format!("Resize scale {v} is not positive")));
+                }
                 shape[a] = match x.shape[a].known() {
-                    Some(d) => Dim::from((v * d as f64) as u64),
+                    Some(d) => Dim::from(f64_size(v * d as f64)?),
                     None if v == 1.0 => x.shape[a].clone(),
                     None => cx.fresh_dim("resize"),
                 };
