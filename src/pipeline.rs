@@ -30,6 +30,10 @@ pub struct Options {
     /// `compile --target wgsl` without a device). Without it, half precisions lower to
     /// fp32.
     pub wgsl_f16: Option<bool>,
+    /// The most bytes a run or a plan may allocate (`--memory-limit`). `None`: the
+    /// machine's available memory on the CPU, the device's free memory on a GPU at run
+    /// time, and [`gopt_ir::limit::GPU_DEFAULT`] for a plan made without a device.
+    pub memory_limit: Option<u64>,
 }
 
 /// Where a compiled graph executes.

@@ -30,6 +30,9 @@ pub enum CodegenError {
     /// A graph the planner cannot lay out (symbolic shapes, missing types).
     #[error("{0}")]
     Plan(String),
+    /// A plan whose device memory is above the memory limit.
+    #[error(transparent)]
+    Memory(#[from] gopt_ir::limit::MemoryError),
     /// A generated shader that does not validate: a compiler bug, reported with the
     /// node it came from and the shader's text.
     #[error(

@@ -52,6 +52,9 @@ pub enum IrError {
         /// What was expected.
         msg: String,
     },
+    /// An allocation refused because it would go above the memory limit.
+    #[error(transparent)]
+    Memory(#[from] crate::limit::MemoryError),
     /// A run-time input that does not match the graph's declared input.
     #[error("input `{name}`: {msg}")]
     Input {

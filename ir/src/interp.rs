@@ -1,18 +1,34 @@
 //! The CPU reference interpreter: executes a graph node by node in topological order.
 //! It is the oracle every backend is compared with, so it favours exactness; tensors are
 //! dropped after their last use so whole models run in bounded memory.
+//!
+//! That memory is bounded by a [`MemoryLimit`] too: before a node runs, the bytes of
+//! its outputs are predicted (from their inferred types, or by inferring the node on its
+//! actual inputs) and added to the bytes the run holds; above the limit the run stops
+//! with an error naming the node, instead of the allocator aborting the process.
+
+mod memory;
 
 use crate::dim::{Bindings, Dim};
 use crate::error::{IrError, Result};
 use crate::graph::{Graph, ValueId};
+use crate::limit::{self, MemoryLimit};
 use crate::ops::EvalCx;
 use crate::tensor::Tensor;
+use memory::{describe, predict, scratch, tensor_bytes, with_budget, Held};
 use std::collections::HashMap;
 
-/// Runs `graph` on `inputs` (one per graph input, in order) and returns its outputs.
+/// Runs `graph` on `inputs` (one per graph input, in order) and returns its outputs,
+/// within the machine's available memory.
 pub fn run(graph: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-    check_inputs(graph, inputs)?;
-    run_scoped(graph, inputs, &|_| None)
+    run_limited(graph, inputs, MemoryLimit::host(None))
+}
+
+/// [`run`] refusing, before it allocates, any node whose outputs would take the bytes
+/// the run holds above `limit`.
+pub fn run_limited(graph: &Graph, inputs: &[Tensor], limit: MemoryLimit) -> Result<Vec<Tensor>> {
+    let bind = check_inputs(graph, inputs)?;
+    with_budget(limit, || run_in(graph, inputs, &|_| None, &bind))
 }
 
 /// Checks run-time inputs against the declared input types: count, dtype, rank, known
@@ -77,11 +93,28 @@ pub fn check_inputs(graph: &Graph, inputs: &[Tensor]) -> Result<Bindings> {
     Ok(bind)
 }
 
-/// Runs a graph whose captured values are resolved by `outer` (for sub-graphs).
+/// Runs a graph whose captured values are resolved by `outer` (for sub-graphs): within
+/// the enclosing run's memory limit, or the machine's available memory outside a run.
 pub fn run_scoped(
     graph: &Graph,
     inputs: &[Tensor],
     outer: &dyn Fn(&str) -> Option<Tensor>,
+) -> Result<Vec<Tensor>> {
+    if memory::active() {
+        run_in(graph, inputs, outer, &Bindings::new())
+    } else {
+        with_budget(MemoryLimit::host(None), || {
+            run_in(graph, inputs, outer, &Bindings::new())
+        })
+    }
+}
+
+/// Runs a graph within this thread's budget; `bind` sizes the symbols of its types.
+fn run_in(
+    graph: &Graph,
+    inputs: &[Tensor],
+    outer: &dyn Fn(&str) -> Option<Tensor>,
+    bind: &Bindings,
 ) -> Result<Vec<Tensor>> {
     if inputs.len() != graph.inputs.len() {
         return Err(IrError::Invalid(format!(
@@ -123,6 +156,23 @@ pub fn run_scoped(
             frees[last].push(v);
         }
     }
+    // Outputs nothing reads are dropped as soon as they are made.
+    for (step, n) in order.iter().enumerate() {
+        for v in &graph.node(*n).outputs {
+            if !last_use.contains_key(v) {
+                frees[step].push(*v);
+            }
+        }
+    }
+    let mut held = Held(0);
+    let copies = inputs.iter().map(tensor_bytes).sum::<u128>();
+    held.check(copies, || {
+        (
+            format!("graph `{}`", graph.name),
+            "for the copies of its inputs".into(),
+        )
+    })?;
+    held.add(copies);
     let mut env: Vec<Option<Tensor>> = vec![None; graph.values.len()];
     for (&v, t) in graph.inputs.iter().zip(inputs) {
         env[v.index()] = Some(t.clone());
@@ -135,6 +185,7 @@ pub fn run_scoped(
                 graph.name
             ))
         })?;
+        held.add(tensor_bytes(&t));
         env[c.index()] = Some(t);
     }
     for (step, &nid) in order.iter().enumerate() {
@@ -157,6 +208,20 @@ pub fn run_scoped(
                     None => outer(name),
                 }
             };
+            if let Some(out) = predict(graph, node, &ins, bind) {
+                let work = scratch(node, &ins, out);
+                held.check(out.saturating_add(work), || {
+                    let mut what = describe(graph, node, &ins, bind);
+                    if work > 0 {
+                        what += &format!(
+                            " ({}) and working memory ({})",
+                            limit::fmt_short(out),
+                            limit::fmt_short(work)
+                        );
+                    }
+                    (format!("node `{}` ({})", node.name, node.op.name()), what)
+                })?;
+            }
             let cx = EvalCx { lookup: &scope };
             node.op.eval(&cx, node, &ins).map_err(|e| wrap(node, e))?
         };
@@ -171,10 +236,13 @@ pub fn run_scoped(
             ));
         }
         for (v, t) in node.outputs.iter().zip(outs) {
+            held.add(tensor_bytes(&t));
             env[v.index()] = Some(t);
         }
         for v in &frees[step] {
-            env[v.index()] = None;
+            if let Some(t) = env[v.index()].take() {
+                held.sub(tensor_bytes(&t));
+            }
         }
     }
     graph

@@ -9,6 +9,7 @@
 #![warn(missing_docs)]
 
 pub mod attr;
+pub mod budget;
 pub mod dim;
 pub mod dtype;
 pub mod error;
@@ -16,6 +17,7 @@ pub mod fold;
 pub mod graph;
 pub mod infer;
 pub mod interp;
+pub mod limit;
 pub mod ops;
 pub mod tensor;
 pub mod text;

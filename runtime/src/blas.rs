@@ -13,7 +13,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 /// cuBLASLt's workspace on Hopper (NVIDIA's recommendation).
-const WORKSPACE: usize = 32 << 20;
+pub(crate) const WORKSPACE: usize = 32 << 20;
 
 fn blas(what: impl Into<String>) -> impl FnOnce(lt::CublasError) -> RuntimeError {
     let what = what.into();

@@ -34,6 +34,10 @@ pub enum RuntimeError {
         /// The compiler's log.
         log: String,
     },
+    /// An allocation refused before it was made: above the device's free memory or
+    /// the memory limit.
+    #[error(transparent)]
+    Memory(#[from] gopt_ir::limit::MemoryError),
     /// Inputs that do not fit a kernel.
     #[error("{0}")]
     Usage(String),

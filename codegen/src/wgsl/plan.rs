@@ -59,6 +59,64 @@ impl WgslPlan {
         self.buffers.iter().sum()
     }
 
+    /// Bytes of the weights this plan binds (each distinct constant once).
+    pub fn weight_bytes(&self) -> u128 {
+        let mut seen = std::collections::BTreeSet::new();
+        self.slots
+            .iter()
+            .filter_map(|(v, slot)| match slot {
+                Slot::Weight(at) if seen.insert(*at) => {
+                    Some(self.value_bytes.get(v).copied().unwrap_or(0) as u128)
+                }
+                Slot::Weight(_) | Slot::Buffer(_) => None,
+            })
+            .sum()
+    }
+
+    /// Device bytes the plan needs: its pooled buffers and its weights.
+    pub fn device_bytes(&self) -> u128 {
+        self.buffers.iter().map(|&b| b as u128).sum::<u128>() + self.weight_bytes()
+    }
+
+    /// Checks [`WgslPlan::device_bytes`] against `limit`: an error saying `what` (the
+    /// bucket) would allocate how much, the pool and weights, and the largest value
+    /// (named from `g` when given).
+    pub fn check_memory(
+        &self,
+        what: &str,
+        g: Option<&Graph>,
+        limit: &gopt_ir::limit::MemoryLimit,
+    ) -> Result<()> {
+        self.check_memory_with(what, g, self.weight_bytes(), limit)
+    }
+
+    /// [`WgslPlan::check_memory`] counting `weights` bytes of weights (those not on
+    /// the device yet, when a model's buckets share them).
+    pub fn check_memory_with(
+        &self,
+        what: &str,
+        g: Option<&Graph>,
+        weights: u128,
+        limit: &gopt_ir::limit::MemoryLimit,
+    ) -> Result<()> {
+        let short = gopt_ir::limit::fmt_short;
+        let pool: u128 = self.buffers.iter().map(|&b| b as u128).sum();
+        limit
+            .check(pool + weights, || {
+                let pooled = |v: u32| matches!(self.slots.get(&v), Some(Slot::Buffer(_)));
+                (
+                    format!("{what}: the WGSL plan"),
+                    format!(
+                        "on the device (pooled buffers {}, weights {}{})",
+                        short(pool),
+                        short(weights),
+                        crate::plan::largest_value(&self.value_bytes, pooled, g)
+                    ),
+                )
+            })
+            .map_err(CodegenError::from)
+    }
+
     /// Every shader, one module after another (for `kernels.wgsl`).
     pub fn source(&self) -> String {
         let mut s = String::new();
