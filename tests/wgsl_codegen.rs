@@ -52,6 +52,7 @@ fn an_invalid_shader_names_its_node_and_shows_its_text() {
         workgroups: [1, 1, 1],
         inputs: vec![],
         outputs: vec![],
+        index_check: None,
     };
     match validate(&k) {
         Err(e @ CodegenError::Shader { .. }) => {

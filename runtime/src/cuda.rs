@@ -138,6 +138,15 @@ impl Device {
                     .map_err(drv("allocating an output"))?,
             );
         }
+        // A kernel that checks indices takes the error word after its outputs.
+        let mut word: Option<CudaSlice<u32>> = match &kernel.index_check {
+            Some(_) => Some(
+                self.stream
+                    .alloc_zeros(1)
+                    .map_err(drv("allocating the index error word"))?,
+            ),
+            None => None,
+        };
         let mut b = self.stream.launch_builder(&f);
         for buf in &bufs {
             b.arg(buf);
@@ -145,13 +154,29 @@ impl Device {
         for o in &mut obufs {
             b.arg(o);
         }
+        if let Some(w) = &mut word {
+            b.arg(w);
+        }
         // SAFETY: the kernel's parameters are exactly its tensor inputs then its outputs,
-        // each a device buffer of the size the emitter assumed.
+        // each a device buffer of the size the emitter assumed, then (with an index
+        // check) the one-word error buffer.
         unsafe { b.launch(launch_config(kernel)) }
             .map_err(drv(format!("launching {}", kernel.name)))?;
         self.stream
             .synchronize()
             .map_err(drv(format!("running {}", kernel.name)))?;
+        if let (Some(c), Some(w)) = (&kernel.index_check, &word) {
+            let code: Vec<u32> = self
+                .stream
+                .clone_dtoh(w)
+                .map_err(drv("downloading the index error word"))?;
+            if code.first().is_some_and(|&x| x != 0) {
+                let checks = [(kernel.name.as_str(), kernel.node.as_str(), c)];
+                return Err(RuntimeError::Usage(gopt_codegen::plan::index_error(
+                    code[0], "CUDA", checks,
+                )));
+            }
+        }
         outs.iter()
             .zip(&obufs)
             .map(|((dt, shape), o)| {

@@ -2,7 +2,10 @@
 //! GEMM prepared once, and the whole step list captured into a CUDA graph on the first
 //! run and replayed after (or enqueued step by step with `use_graph = false`, to
 //! measure what the graph saves). A run copies the inputs into their arena slots,
-//! replays, and copies the outputs back: one synchronization, at the end.
+//! replays, and copies the outputs back: one synchronization, at the end. Plans whose
+//! kernels read indices get a one-word error buffer: zeroed by a memset at the start
+//! of the steps (so inside the captured graph), raised by a kernel that finds an index
+//! out of range, read back with the outputs; nonzero fails the run naming the node.
 
 use crate::blas::{self, Lt, Prepared, Ptrs};
 use crate::cuda::{from_bytes, launch_config, Device};
@@ -13,7 +16,7 @@ use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptu
 use cudarc::driver::{
     CudaFunction, CudaGraph, CudaModule, CudaSlice, CudaStream, DevicePtr, PushKernelArg,
 };
-use gopt_codegen::plan::{tensor_bytes, CudaPlan, Place, Step};
+use gopt_codegen::plan::{index_error, tensor_bytes, CudaPlan, Place, Step};
 use gopt_ir::Tensor;
 use std::sync::Arc;
 
@@ -31,9 +34,50 @@ pub struct Weights {
     base: u64,
 }
 
+/// Checks that what loading `plan` allocates on the device — its arena, the cuBLASLt
+/// workspace and, with `weights`, the weights blob still to upload — fits the device's
+/// free memory and `flag` (`--memory-limit`): an error naming `what` (the bucket) and
+/// the bytes, before anything is allocated.
+pub fn check_memory(
+    dev: &Device,
+    what: &str,
+    plan: &CudaPlan,
+    weights: bool,
+    flag: Option<u64>,
+) -> Result<()> {
+    let limit = gopt_ir::limit::MemoryLimit::device(flag, free_bytes(dev)?);
+    let mut plan = plan.clone();
+    if !weights {
+        plan.weights_bytes = 0;
+    }
+    plan.check_memory(what, None, blas::WORKSPACE as u128, &limit)
+        .map_err(|e| match e {
+            gopt_codegen::CodegenError::Memory(m) => RuntimeError::Memory(m),
+            e => RuntimeError::Usage(e.to_string()),
+        })
+}
+
+/// The device's free memory in bytes.
+fn free_bytes(dev: &Device) -> Result<u64> {
+    let (free, _total) = dev
+        .ctx
+        .mem_get_info()
+        .map_err(drv("reading the free device memory"))?;
+    Ok(free as u64)
+}
+
+/// `Err` when `bytes` for `what` are more than the device has free.
+fn check_free(dev: &Device, what: &str, bytes: usize) -> Result<()> {
+    let limit = gopt_ir::limit::MemoryLimit::device(None, free_bytes(dev)?);
+    limit
+        .check(bytes as u128, || (what.to_string(), "on the GPU".into()))
+        .map_err(RuntimeError::Memory)
+}
+
 impl Weights {
-    /// Uploads a weights blob.
+    /// Uploads a weights blob (refused when the device has not that much free).
     pub fn upload(dev: &Device, blob: &[u8]) -> Result<Arc<Weights>> {
+        check_free(dev, "uploading the weights", blob.len())?;
         let buf = dev
             .stream
             .clone_htod(if blob.is_empty() { &[0u8][..] } else { blob })
@@ -68,6 +112,8 @@ pub struct Executable {
     weights: Arc<Weights>,
     arena: CudaSlice<u8>,
     arena_base: u64,
+    /// The index checks' error word and its address (plans with checks only).
+    errors: Option<(CudaSlice<u32>, u64)>,
     lt: Lt,
     steps: Vec<Ready>,
     graph: Option<CudaGraph>,
@@ -83,6 +129,11 @@ impl Executable {
         weights: Arc<Weights>,
         use_graph: bool,
     ) -> Result<Executable> {
+        check_free(
+            dev,
+            "the plan's arena and cuBLASLt workspace",
+            plan.arena_bytes.saturating_add(blas::WORKSPACE),
+        )?;
         let (modules, funcs) = compile_kernels(dev, &plan.kernels)?;
         let stream = dev.ctx.new_stream().map_err(drv("creating a stream"))?;
         let arena: CudaSlice<u8> = stream
@@ -99,15 +150,28 @@ impl Executable {
                 ))),
             }
         };
+        let errors = if plan.kernels.iter().any(|k| k.index_check.is_some()) {
+            let word: CudaSlice<u32> = stream
+                .alloc_zeros(1)
+                .map_err(drv("allocating the index error word"))?;
+            let at = word.device_ptr(&stream).0;
+            Some((word, at))
+        } else {
+            None
+        };
         let mut args = Vec::with_capacity(plan.kernels.len());
         for k in &plan.kernels {
-            args.push(
-                k.inputs
-                    .iter()
-                    .chain(&k.outputs)
-                    .map(|&v| ptr(v))
-                    .collect::<Result<Vec<u64>>>()?,
-            );
+            let mut a = k
+                .inputs
+                .iter()
+                .chain(&k.outputs)
+                .map(|&v| ptr(v))
+                .collect::<Result<Vec<u64>>>()?;
+            // A kernel that checks indices takes the error word after its outputs.
+            if k.index_check.is_some() {
+                a.extend(errors.as_ref().map(|e| e.1));
+            }
+            args.push(a);
         }
         let mut steps = Vec::with_capacity(plan.steps.len());
         for s in &plan.steps {
@@ -135,6 +199,7 @@ impl Executable {
             weights,
             arena,
             arena_base,
+            errors,
             lt,
             steps,
             graph: None,
@@ -160,7 +225,7 @@ impl Executable {
         }
         // SAFETY: the kernel's parameters are its inputs then outputs, each a pointer
         // into the arena or the weights at the offset the plan gave the value, sized by
-        // the same shapes the emitter used.
+        // the same shapes the emitter used, then (with an index check) the error word.
         unsafe { b.launch(launch_config(kernel)) }
             .map(|_| ())
             .map_err(drv(format!(
@@ -172,6 +237,14 @@ impl Executable {
     /// Enqueues every step on the stream. With `sync` (`GOPT_CUDA_SYNC=1`, kernel by
     /// kernel only) each step is waited for, so an asynchronous fault names its step.
     fn enqueue(&self, sync: bool) -> Result<()> {
+        if let Some((_, at)) = &self.errors {
+            self.ctx
+                .bind_to_thread()
+                .map_err(drv("zeroing the index error word"))?;
+            // SAFETY: `at` is the 4-byte allocation `errors` owns, for as long as self.
+            unsafe { cudarc::driver::result::memset_d8_async(*at, 0, 4, self.stream.cu_stream()) }
+                .map_err(drv("zeroing the index error word"))?;
+        }
         for (i, s) in self.steps.iter().enumerate() {
             match s {
                 Ready::Kernel(k) => self.launch(*k)?,
@@ -288,9 +361,22 @@ impl Executable {
             }
             outs.push(from_bytes(io.dtype, &io.shape, &host)?);
         }
+        let mut code = [0u32];
+        if let Some((word, _)) = &self.errors {
+            self.stream
+                .memcpy_dtoh(word, &mut code[..])
+                .map_err(drv("copying the index error word"))?;
+        }
         self.stream
             .synchronize()
             .map_err(drv("running the plan (an asynchronous CUDA error)"))?;
+        if code[0] != 0 {
+            let checks =
+                self.plan.kernels.iter().filter_map(|k| {
+                    Some((k.name.as_str(), k.node.as_str(), k.index_check.as_ref()?))
+                });
+            return Err(RuntimeError::Usage(index_error(code[0], "CUDA", checks)));
+        }
         Ok(outs)
     }
 

@@ -8,7 +8,9 @@
 use crate::wgsl::WgpuDevice;
 use crate::wgsl::{from_storage, to_storage};
 use crate::{Result, RuntimeError};
+use gopt_codegen::plan::index_error;
 use gopt_codegen::wgsl::plan::{Slot, WgslPlan};
+use gopt_ir::limit::MemoryLimit;
 use gopt_ir::Tensor;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -71,6 +73,45 @@ fn write(dev: &WgpuDevice, b: &wgpu::Buffer, bytes: &[u8]) {
     }
 }
 
+/// The memory a plan on `dev` may take: `flag` (`--memory-limit`), else the machine's
+/// available memory on adapters that use it (CPU, integrated GPUs), else
+/// [`GPU_DEFAULT`](gopt_ir::limit::GPU_DEFAULT): wgpu cannot tell how much a discrete
+/// GPU has free.
+pub fn memory_limit(dev: &WgpuDevice, flag: Option<u64>) -> MemoryLimit {
+    match dev.adapter.kind.as_str() {
+        "Cpu" | "IntegratedGpu" => MemoryLimit::host(flag),
+        _ => MemoryLimit::gpu_plan(flag),
+    }
+}
+
+/// Checks that what loading `plan` allocates on `dev` — its pooled buffers and the
+/// weights `weights` does not hold yet — fits [`memory_limit`]: an error naming `what`
+/// (the bucket) and the bytes, before anything is allocated.
+pub fn check_memory(
+    dev: &WgpuDevice,
+    what: &str,
+    plan: &WgslPlan,
+    weights: &WgpuWeights,
+    flag: Option<u64>,
+) -> Result<()> {
+    let mut seen = std::collections::BTreeSet::new();
+    let new: u128 = plan
+        .slots
+        .iter()
+        .filter_map(|(v, slot)| match slot {
+            Slot::Weight(at) if !weights.buffers.contains_key(at) && seen.insert(*at) => {
+                Some(plan.value_bytes.get(v).copied().unwrap_or(0) as u128)
+            }
+            Slot::Weight(_) | Slot::Buffer(_) => None,
+        })
+        .sum();
+    plan.check_memory_with(what, None, new, &memory_limit(dev, flag))
+        .map_err(|e| match e {
+            gopt_codegen::CodegenError::Memory(m) => RuntimeError::Memory(m),
+            e => err(e),
+        })
+}
+
 /// A bucket's plan made ready on a device.
 pub struct WgpuExecutable {
     dev: Arc<WgpuDevice>,
@@ -80,6 +121,9 @@ pub struct WgpuExecutable {
     /// Where each value is: its buffer.
     places: HashMap<u32, wgpu::Buffer>,
     readback: Vec<wgpu::Buffer>,
+    /// The error word the index checks raise, and its read-back buffer (plans whose
+    /// kernels read indices only).
+    errors: Option<(wgpu::Buffer, wgpu::Buffer)>,
     timestamps: Option<(wgpu::QuerySet, wgpu::Buffer, wgpu::Buffer)>,
     device_bytes: usize,
 }
@@ -93,6 +137,7 @@ impl WgpuExecutable {
         weights: &mut WgpuWeights,
         blob: &[u8],
     ) -> Result<WgpuExecutable> {
+        check_memory(&dev, "this bucket", &plan, weights, None)?;
         let limits = dev.device.limits();
         if plan.f16 && !dev.adapter.f16 {
             return Err(err(format!(
@@ -105,7 +150,7 @@ impl WgpuExecutable {
             .max_storage_buffer_binding_size
             .min(limits.max_buffer_size);
         for k in &plan.kernels {
-            let n = k.inputs.len() + k.outputs.len();
+            let n = k.inputs.len() + k.outputs.len() + usize::from(k.index_check.is_some());
             if n as u32 > limits.max_storage_buffers_per_shader_stage {
                 return Err(err(format!(
                     "kernel {} (node `{}`) binds {n} storage buffers; {} allows {}",
@@ -175,6 +220,20 @@ impl WgpuExecutable {
             };
             places.insert(v, b);
         }
+        let errors = plan
+            .kernels
+            .iter()
+            .any(|k| k.index_check.is_some())
+            .then(|| {
+                let word = storage(&dev, 4, wgpu::BufferUsages::empty());
+                let read = d.create_buffer(&wgpu::BufferDescriptor {
+                    label: Some("gopt index errors"),
+                    size: 4,
+                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                    mapped_at_creation: false,
+                });
+                (word, read)
+            });
         let mut groups = Vec::with_capacity(plan.kernels.len());
         for (k, p) in plan.kernels.iter().zip(&pipelines) {
             let entries = k
@@ -207,6 +266,14 @@ impl WgpuExecutable {
                     })
                 })
                 .collect::<Result<Vec<_>>>()?;
+            let mut entries = entries;
+            if k.index_check.is_some() {
+                let (word, _) = errors.as_ref().ok_or_else(|| err("no error word"))?;
+                entries.push(wgpu::BindGroupEntry {
+                    binding: entries.len() as u32,
+                    resource: word.as_entire_binding(),
+                });
+            }
             groups.push(d.create_bind_group(&wgpu::BindGroupDescriptor {
                 label: Some(&k.name),
                 layout: &p.get_bind_group_layout(0),
@@ -260,6 +327,7 @@ impl WgpuExecutable {
             groups,
             places,
             readback,
+            errors,
             timestamps,
             device_bytes,
         })
@@ -307,6 +375,9 @@ impl WgpuExecutable {
     }
 
     fn record(&self, enc: &mut wgpu::CommandEncoder, timed: bool) {
+        if let Some((word, _)) = &self.errors {
+            enc.clear_buffer(word, 0, None);
+        }
         let timestamp_writes = match (&self.timestamps, timed) {
             (Some((set, _, _)), true) => Some(wgpu::ComputePassTimestampWrites {
                 query_set: set,
@@ -352,19 +423,34 @@ impl WgpuExecutable {
     /// Reads the outputs back (graph order).
     pub fn outputs(&self) -> Result<Vec<Tensor>> {
         let mut enc = self.dev.device.create_command_encoder(&Default::default());
-        for (o, r) in self.plan.outputs.iter().zip(&self.readback) {
-            enc.copy_buffer_to_buffer(&self.places[&o.value], 0, r, 0, r.size());
-        }
+        self.copy_back(&mut enc);
         self.dev.queue.submit([enc.finish()]);
         self.read_back()
     }
 
+    /// Records the copies of the outputs (and the error word) to their read-back
+    /// buffers.
+    fn copy_back(&self, enc: &mut wgpu::CommandEncoder) {
+        for (o, r) in self.plan.outputs.iter().zip(&self.readback) {
+            enc.copy_buffer_to_buffer(&self.places[&o.value], 0, r, 0, r.size());
+        }
+        if let Some((word, read)) = &self.errors {
+            enc.copy_buffer_to_buffer(word, 0, read, 0, 4);
+        }
+    }
+
+    /// Maps the read-back buffers (one wait) and converts the outputs; a nonzero error
+    /// word fails the run naming the node whose index was out of range.
     fn read_back(&self) -> Result<Vec<Tensor>> {
         for r in &self.readback {
             r.slice(..).map_async(wgpu::MapMode::Read, |_| {});
         }
+        if let Some((_, read)) = &self.errors {
+            read.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+        }
         self.wait()?;
-        let outs = self
+        // Every buffer is unmapped before any error returns: the next run maps them again.
+        let outs: Vec<Result<Tensor>> = self
             .plan
             .outputs
             .iter()
@@ -379,7 +465,21 @@ impl WgpuExecutable {
                 t
             })
             .collect();
-        outs
+        if let Some((_, read)) = &self.errors {
+            let code = {
+                let v = read.slice(..).get_mapped_range().map_err(err);
+                v.map(|v| u32::from_le_bytes([v[0], v[1], v[2], v[3]]))
+            };
+            read.unmap();
+            let code = code?;
+            if code != 0 {
+                let checks = self.plan.kernels.iter().filter_map(|k| {
+                    Some((k.name.as_str(), k.node.as_str(), k.index_check.as_ref()?))
+                });
+                return Err(RuntimeError::Usage(index_error(code, "wgpu", checks)));
+            }
+        }
+        outs.into_iter().collect()
     }
 
     /// Writes the inputs, runs the plan and reads the outputs, in one command buffer.
@@ -387,9 +487,7 @@ impl WgpuExecutable {
         self.set_inputs(inputs)?;
         let mut enc = self.dev.device.create_command_encoder(&Default::default());
         self.record(&mut enc, false);
-        for (o, r) in self.plan.outputs.iter().zip(&self.readback) {
-            enc.copy_buffer_to_buffer(&self.places[&o.value], 0, r, 0, r.size());
-        }
+        self.copy_back(&mut enc);
         self.dev.queue.submit([enc.finish()]);
         self.read_back()
     }

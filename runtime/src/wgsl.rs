@@ -229,10 +229,14 @@ impl WgpuDevice {
             .iter()
             .map(|(dt, s)| Ok(s.iter().product::<usize>() * storage_size(*dt)?))
             .collect::<Result<_>>()?;
-        let outbufs: Vec<wgpu::Buffer> = sizes
+        let mut outbufs: Vec<wgpu::Buffer> = sizes
             .iter()
             .map(|&n| storage(&vec![0u8; n], wgpu::BufferUsages::COPY_SRC))
             .collect();
+        // A kernel that checks indices binds the error word after its outputs.
+        if k.index_check.is_some() {
+            outbufs.push(storage(&[0u8; 4], wgpu::BufferUsages::COPY_SRC));
+        }
         let entries: Vec<wgpu::BindGroupEntry> = ins
             .iter()
             .chain(&outbufs)
@@ -274,6 +278,16 @@ impl WgpuDevice {
             r.slice(..).map_async(wgpu::MapMode::Read, |_| {});
         }
         d.poll(wgpu::PollType::wait_indefinitely()).map_err(err)?;
+        if let (Some(c), Some(r)) = (&k.index_check, readback.get(outs.len())) {
+            let view = r.slice(..).get_mapped_range().map_err(err)?;
+            let code = u32::from_le_bytes([view[0], view[1], view[2], view[3]]);
+            if code != 0 {
+                let checks = [(k.name.as_str(), k.node.as_str(), c)];
+                return Err(RuntimeError::Usage(gopt_codegen::plan::index_error(
+                    code, "wgpu", checks,
+                )));
+            }
+        }
         outs.iter()
             .zip(&readback)
             .zip(&sizes)

@@ -351,6 +351,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         shared_mem: 0,
         grid,
         block: layout.threads as u32,
+        index_check: None,
     })
 }
 

@@ -185,6 +185,7 @@ fn im2col_kernel(
         grid: u32::try_from(total.div_ceil(block as usize))
             .map_err(|_| CodegenError::Plan("im2col grid too large".into()))?,
         block,
+        index_check: None,
     })
 }
 

@@ -269,6 +269,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         block: 256,
         outputs: vec![node.outputs[0].0],
         shared_mem: 0,
+        index_check: None,
     })
 }
 

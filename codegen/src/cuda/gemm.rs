@@ -502,5 +502,6 @@ fn post_kernel(
         grid: u32::try_from(n.div_ceil(block as usize))
             .map_err(|_| CodegenError::Plan("GEMM epilogue grid too large".into()))?,
         block,
+        index_check: None,
     })
 }

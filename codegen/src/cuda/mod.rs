@@ -53,6 +53,11 @@ pub struct Kernel {
     pub grid: u32,
     /// Threads per block.
     pub block: u32,
+    /// The index check it makes, when it reads indices computed on the device: its
+    /// last parameter is then the run's error word (`unsigned int*`, after the
+    /// outputs).
+    #[serde(default)]
+    pub index_check: Option<crate::plan::IndexCheck>,
 }
 
 /// The kernels these emitters make for `g` (element-wise, row and data-movement), in

@@ -2,11 +2,14 @@
 //! Expand, Concat, and the view ops (Reshape, Flatten, Squeeze, Unsqueeze, Identity) as
 //! copies when a plan needs one. One thread per output element; the output coordinates
 //! are unrolled with constant divisors (shapes are static per bucket) and mapped to the
-//! input's offset.
+//! input's offset. Gather checks every index (the indices may be computed on the
+//! device): one out of range raises the node's code in the run's error word and reads
+//! row 0, never outside the data ([`crate::plan::IndexCheck`]).
 
 use super::elementwise::storage;
 use super::Kernel;
 use crate::index::{movement, sum, Lit, Movement};
+use crate::plan::{index_code, IndexCheck};
 use crate::template::fill;
 use crate::{CodegenError, Result};
 use gopt_ir::ops::ShapeOp;
@@ -86,6 +89,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     let mut inputs = vec![x.0];
     let shape = |v: ValueId| shape_of(g, node, v).map_err(|e| e.to_string());
     let mv = movement(g, node, &shape, Lit("LL")).map_err(|what| unsupported(node, &what))?;
+    let mut check = None;
     let body = match mv {
         Movement::Copy => "        out[i] = in0[i];\n".to_string(),
         Movement::Strided(terms) => format!(
@@ -102,11 +106,17 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         } => {
             params.push(format!("const {}* __restrict__ in1", storage(index_dtype)));
             inputs.push(indices.0);
+            let code = index_code(g, node)?;
+            check = Some(IndexCheck {
+                code,
+                op: node.op.name().into(),
+                what: format!("an index out of range for an axis of length {axis_len}"),
+            });
+            // Out of range (after the negative wrap): raise the node's code, read row 0.
             format!(
-                "{}        long long k = (long long)in1[{}];\n        if (k < 0) k += {}LL;\n        out[i] = in0[{}];\n",
+                "{}        long long k = (long long)in1[{}];\n        if (k < 0) k += {axis_len}LL;\n        if (k < 0 || k >= {axis_len}LL) {{ atomicMax(gopt_err, {code}u); k = 0; }}\n        out[i] = in0[{}];\n",
                 coords(&out),
                 sum(&index_terms, "0"),
-                axis_len,
                 sum(&data_terms, "0")
             )
         }
@@ -127,6 +137,9 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         }
     };
     params.push(format!("{t}* __restrict__ out"));
+    if check.is_some() {
+        params.push("unsigned int* __restrict__ gopt_err".into());
+    }
     let source = fill(
         TEMPLATE,
         &[
@@ -148,5 +161,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         block: 256,
         outputs: vec![node.outputs[0].0],
         shared_mem: 0,
+        index_check: check,
     })
 }

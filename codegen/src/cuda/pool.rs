@@ -231,5 +231,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         shared_mem: 0,
         grid: blocks(total, block),
         block,
+        index_check: None,
     })
 }

@@ -200,5 +200,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         shared_mem: 0,
         grid,
         block,
+        index_check: None,
     })
 }

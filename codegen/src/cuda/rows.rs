@@ -141,6 +141,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         block: BLOCK,
         outputs: vec![node.outputs[0].0],
         shared_mem: 0,
+        index_check: None,
     })
 }
 
@@ -254,5 +255,6 @@ fn emit_registers(
         block: block as u32,
         outputs: vec![node.outputs[0].0],
         shared_mem: 0,
+        index_check: None,
     }))
 }

@@ -51,6 +51,7 @@ fn kernel(
         shared_mem: 0,
         grid: blocks(total, 256),
         block: 256,
+        index_check: None,
     }
 }
 

@@ -37,6 +37,62 @@ pub enum Step {
     Gemm(Gemm),
 }
 
+/// What a kernel that reads indices computed on the device reports. Each index is
+/// checked against its axis after ONNX's negative wrap; one out of range makes the
+/// kernel raise `code` in the run's error word (an atomic max on one `u32`, zeroed
+/// before each run and read back with the outputs) and read element 0 instead, so the
+/// kernel never reads out of bounds. The executor maps a nonzero word back to the
+/// kernel whose check has that code and fails the run naming its node.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct IndexCheck {
+    /// The code raised: [`index_code`] of the node, so the word (a maximum) names the
+    /// earliest failing node when several fail.
+    pub code: u32,
+    /// The node's op (for the message).
+    pub op: String,
+    /// What was out of range, for the message (`an index out of range for an axis of
+    /// length 5`).
+    pub what: String,
+}
+
+/// The code node `node` of `g` raises when an index is out of range: counted down from
+/// the graph's first node (`nodes.len()`) to its last (1), so that the largest code
+/// raised in a run, which the atomic max keeps, is the earliest node in graph order
+/// (later ones may only have read the clamped result).
+pub fn index_code(g: &Graph, node: &gopt_ir::Node) -> Result<u32> {
+    let i = g
+        .nodes
+        .iter()
+        .position(|n| std::ptr::eq(n, node))
+        .or_else(|| g.nodes.iter().position(|n| n.name == node.name))
+        .ok_or_else(|| CodegenError::Plan(format!("node `{}` is not in the graph", node.name)))?;
+    u32::try_from(g.nodes.len() - i).map_err(|_| {
+        CodegenError::Plan(format!(
+            "node `{}`: more than 2^32 nodes to number in the error word",
+            node.name
+        ))
+    })
+}
+
+/// The error a nonzero error word `code` stands for: the kernel of `checks` (name,
+/// node, check) that raises it, or a damaged-plan message.
+pub fn index_error<'a>(
+    code: u32,
+    backend: &str,
+    checks: impl IntoIterator<Item = (&'a str, &'a str, &'a IndexCheck)>,
+) -> String {
+    match checks.into_iter().find(|(_, _, c)| c.code == code) {
+        Some((kernel, node, c)) => format!(
+            "node `{node}` ({}): {} (detected on the GPU by the {backend} kernel {kernel})",
+            c.op, c.what
+        ),
+        None => format!(
+            "a {backend} kernel raised index error code {code}, which no kernel of the plan \
+             has: the plan is damaged"
+        ),
+    }
+}
+
 /// A graph input or output.
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Io {
@@ -295,7 +351,15 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
     for &v in places.keys() {
         if (v as usize) < g.values.len() {
             let (dt, s) = concrete(g, ValueId(v))?;
-            value_bytes.insert(v, s.iter().product::<usize>() * dt.size());
+            let bytes = gopt_ir::budget::bytes(&s, dt.size())
+                .and_then(|b| usize::try_from(b).ok())
+                .ok_or_else(|| {
+                    CodegenError::Plan(format!(
+                        "value `{}` of shape {s:?}: its byte size overflows",
+                        g.value(ValueId(v)).name
+                    ))
+                })?;
+            value_bytes.insert(v, bytes);
         }
     }
     let plan = CudaPlan {
@@ -305,7 +369,9 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
         steps,
         places,
         arena_bytes: if scratch_bytes > 0 {
-            scratch_at + scratch_bytes
+            scratch_at.checked_add(scratch_bytes).ok_or_else(|| {
+                CodegenError::Plan("the arena's size overflows the address space".into())
+            })?
         } else {
             layout.peak_bytes
         },
@@ -317,7 +383,83 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
     Ok(plan)
 }
 
+/// The largest of the values `value_bytes` holds that `pooled` says live in the plan's
+/// own memory (not the weights), described for a memory error: "the largest value
+/// `y` (node `conv_t`) takes 4.00 GiB". Names come from `g` when the graph is at hand
+/// (a loaded artifact has only value ids).
+pub(crate) fn largest_value(
+    value_bytes: &BTreeMap<u32, usize>,
+    pooled: impl Fn(u32) -> bool,
+    g: Option<&Graph>,
+) -> String {
+    let Some((&v, &bytes)) = value_bytes
+        .iter()
+        .filter(|(v, _)| pooled(**v))
+        .max_by_key(|(_, b)| **b)
+    else {
+        return String::new();
+    };
+    let name = g
+        .filter(|g| (v as usize) < g.values.len())
+        .map(|g| {
+            let id = ValueId(v);
+            match g.nodes.iter().find(|n| n.outputs.contains(&id)) {
+                Some(n) => format!(
+                    "`{}` (node `{}`, {})",
+                    g.value(id).name,
+                    n.name,
+                    n.op.name()
+                ),
+                None => format!("`{}`", g.value(id).name),
+            }
+        })
+        .unwrap_or_else(|| format!("{v}"));
+    format!(
+        "; the largest value {name} takes {}",
+        gopt_ir::limit::fmt_short(bytes as u128)
+    )
+}
+
 impl CudaPlan {
+    /// Device bytes the plan itself needs: its arena and the weights blob (the GEMM
+    /// library's workspace comes on top at run time).
+    pub fn device_bytes(&self) -> u128 {
+        self.arena_bytes as u128 + self.weights_bytes as u128
+    }
+
+    /// Checks the plan's device bytes, plus `extra` bytes the caller adds (a
+    /// workspace), against `limit`: an error saying `what` (the bucket) would allocate
+    /// how much, the arena and weights, and the largest value (named from `g` when
+    /// given).
+    pub fn check_memory(
+        &self,
+        what: &str,
+        g: Option<&Graph>,
+        extra: u128,
+        limit: &gopt_ir::limit::MemoryLimit,
+    ) -> Result<()> {
+        let short = |n: u128| gopt_ir::limit::fmt_short(n);
+        limit
+            .check(self.device_bytes() + extra, || {
+                let pooled = |v: u32| matches!(self.places.get(&v), Some(Place::Arena(_)));
+                (
+                    format!("{what}: the CUDA plan"),
+                    format!(
+                        "on the GPU (arena {}, weights {}{}{})",
+                        short(self.arena_bytes as u128),
+                        short(self.weights_bytes as u128),
+                        if extra > 0 {
+                            format!(", workspace {}", short(extra))
+                        } else {
+                            String::new()
+                        },
+                        largest_value(&self.value_bytes, pooled, g)
+                    ),
+                )
+            })
+            .map_err(CodegenError::from)
+    }
+
     /// Kernel launches and library calls per run.
     pub fn launches(&self) -> usize {
         self.steps

@@ -120,5 +120,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs: vec![x.0],
         outputs: vec![out.0],
+        index_check: None,
     })
 }

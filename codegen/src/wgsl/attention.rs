@@ -380,5 +380,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         workgroups: [x, y, z],
         inputs,
         outputs: vec![out.0],
+        index_check: None,
     })
 }

@@ -175,6 +175,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         workgroups,
         inputs: node.inputs.iter().flatten().map(|v| v.0).collect(),
         outputs: vec![node.outputs[0].0],
+        index_check: None,
     })
 }
 

@@ -161,6 +161,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         workgroups: [n32.div_ceil(WORKGROUP).clamp(1, 65535), 1, 1],
         inputs: params.iter().map(|v| v.0).collect(),
         outputs,
+        index_check: None,
     })
 }
 

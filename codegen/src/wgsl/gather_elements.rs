@@ -1,6 +1,6 @@
 //! GatherElements in WGSL: data of any dtype WGSL storage holds (copied as storage
-//! elements), i64 indices (read from their low word: an index is below 2^31 in any
-//! tensor WGSL can bind) or i32 ones, negative ones counted from the end of the axis.
+//! elements), i64 or i32 indices, negative ones counted from the end of the axis, each
+//! checked against it ([`super::bounds`]: one out of range fails the run).
 
 use super::unsupported;
 use super::WgslKernel;
@@ -40,11 +40,8 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let (dt, ds) = typed(x)?;
     let (idt, is) = typed(iv)?;
     let (t, _) = super::storage_type(dt).ok_or_else(|| unsupported(node, format!("{dt} data")))?;
-    let (it, read) = match idt {
-        DType::I64 => ("vec2<u32>", "bitcast<i32>(idx[i].x)"),
-        DType::I32 => ("i32", "idx[i]"),
-        other => return Err(unsupported(node, format!("{other} indices"))),
-    };
+    let it = super::bounds::index_type(idt)
+        .ok_or_else(|| unsupported(node, format!("{idt} indices")))?;
     if ds.len() != is.len() || ds.is_empty() {
         return Err(unsupported(node, "indices of another rank than the data"));
     }
@@ -55,6 +52,13 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     if n == 0 || ds[axis] == 0 || ds.iter().product::<usize>() >= 1 << 31 {
         return Err(unsupported(node, "an empty or huge tensor"));
     }
+    let check = super::bounds::check(
+        g,
+        node,
+        ds[axis],
+        format!("an index out of range for an axis of length {}", ds[axis]),
+    )?;
+    let read = super::bounds::read_index(idt, "idx[i]", ds[axis], check.code, "k");
     let mut strides = vec![1usize; ds.len()];
     for a in (0..ds.len().saturating_sub(1)).rev() {
         strides[a] = strides[a + 1] * ds[a + 1];
@@ -78,9 +82,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
             ("t", t),
             ("it", it),
             ("n", &n.to_string()),
-            ("read", read),
-            ("len", &ds[axis].to_string()),
-            ("last", &(ds[axis] - 1).to_string()),
+            ("read", &read),
             ("kstride", &strides[axis].to_string()),
             ("coords", &coords),
         ],
@@ -92,5 +94,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs: vec![x.0, iv.0],
         outputs: vec![out.0],
+        index_check: Some(check),
     })
 }

@@ -138,5 +138,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         workgroups: [mn.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs,
         outputs: vec![out.0],
+        index_check: None,
     })
 }

@@ -1,7 +1,8 @@
 //! NegativeLogLikelihoodLoss and SoftmaxCrossEntropyLoss in WGSL (`reduction` none, sum
 //! or mean, `ignore_index`, optional per-class weights; SoftmaxCrossEntropyLoss's
 //! log-softmax over the class axis computed per target, its optional log-probability
-//! output written alongside), f32/f16 scores, i64 or i32 targets. `none` runs one
+//! output written alongside), f32/f16 scores, i64 or i32 targets (one that is neither
+//! `ignore_index` nor a class fails the run: [`super::bounds`]). `none` runs one
 //! invocation per target; `sum` and `mean` run one workgroup that sums the losses (and
 //! the weights, for `mean`) through workgroup memory.
 
@@ -93,6 +94,13 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         }
         other => return Err(unsupported(node, format!("{other} targets"))),
     };
+    // A target that is neither ignored nor a class is an error (as on the CPU), not a
+    // zero weight.
+    let check = super::bounds::check(g, node, c, format!("a target outside the {c} classes"))?;
+    let read = format!(
+        "{read}        if (!ignored && !valid) {{ atomicMax(&gopt_err, {}u); }}\n",
+        check.code
+    );
     inputs.push(tv.0);
     let weight = match input(2) {
         Some(wv) => {
@@ -167,11 +175,12 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
             1,
         )
     };
-    let bindings: Vec<String> = bindings
+    let mut bindings: Vec<String> = bindings
         .iter()
         .enumerate()
         .map(|(k, b)| format!("@group(0) @binding({k}) {b}"))
         .collect();
+    bindings.push(super::bounds::error_binding(bindings.len()));
     let bindings = bindings.join("\n");
     let helpers = types::helpers_for(&prep);
     let source = fill(
@@ -211,5 +220,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         workgroups: [groups, 1, 1],
         inputs,
         outputs,
+        index_check: Some(check),
     })
 }

@@ -1,6 +1,6 @@
 {{enable}}// {{what}} ({{reduction}}) over {{m}} targets of {{c}} classes ({{d}} positions per
-// sample): each target's loss in f32 ({{how}}); a target equal to ignore_index (or
-// outside the classes) weighs 0.
+// sample): each target's loss in f32 ({{how}}); a target equal to ignore_index
+// weighs 0, one outside the classes raises the node's code in gopt_err.
 {{bindings}}
 var<workgroup> red: array<f32, 256>;
 var<workgroup> redw: array<f32, 256>;

@@ -290,5 +290,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         workgroups,
         inputs,
         outputs: vec![out.0],
+        index_check: None,
     })
 }

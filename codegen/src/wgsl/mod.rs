@@ -9,6 +9,7 @@
 
 pub mod arg;
 pub mod attention;
+mod bounds;
 pub mod conv;
 pub mod cumulative;
 pub mod elementwise;
@@ -100,6 +101,10 @@ pub struct WgslKernel {
     pub inputs: Vec<u32>,
     /// Graph values bound after the inputs (read-write storage).
     pub outputs: Vec<u32>,
+    /// The index check it makes, when it reads indices computed on the device: the
+    /// binding after the outputs is then the run's error word (`atomic<u32>`).
+    #[serde(default)]
+    pub index_check: Option<crate::plan::IndexCheck>,
 }
 
 /// The kernels for `g`'s nodes that have one, in node order, and the nodes left (name

@@ -1,8 +1,9 @@
 //! Data movement in WGSL: Transpose, Slice (constant bounds, positive steps), Expand,
-//! Concat, Gather (i64 or i32 indices; i64 read as two 32-bit words, since WGSL has no
-//! 64-bit integers) and the view ops as copies. Data of any dtype WGSL storage holds
-//! (elements copied in their storage type).
+//! Concat, Gather (i64 or i32 indices, each checked: [`super::bounds`]) and the view ops
+//! as copies. Data of any dtype WGSL storage holds (elements copied in their storage
+//! type).
 
+use super::bounds;
 use super::WgslKernel;
 use super::{typed, unsupported};
 use crate::index::{movement, sum, Lit, Movement};
@@ -76,6 +77,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let mut inputs = vec![x.0];
     let shape = |v: ValueId| typed(g, node, v).map(|t| t.1).map_err(|e| e.to_string());
     let mv = movement(g, node, &shape, Lit("u")).map_err(|what| unsupported(node, what))?;
+    let mut check = None;
     let body = match mv {
         Movement::Copy => "        out[i] = in0[i];\n".to_string(),
         Movement::Strided(terms) => format!(
@@ -90,24 +92,27 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
             data_terms,
             axis_len,
         } => {
-            let read = match index_dtype {
-                DType::I64 => {
-                    bindings.push("var<storage, read> in1: array<vec2<u32>>;".into());
-                    // Little-endian words: the low one is the value for |k| < 2^31.
-                    "bitcast<i32>(in1[{j}].x)"
-                }
-                DType::I32 => {
-                    bindings.push("var<storage, read> in1: array<i32>;".into());
-                    "in1[{j}]"
-                }
-                other => return Err(unsupported(node, format!("{other} indices"))),
-            };
+            let it = bounds::index_type(index_dtype)
+                .ok_or_else(|| unsupported(node, format!("{index_dtype} indices")))?;
+            bindings.push(format!("var<storage, read> in1: array<{it}>;"));
             inputs.push(indices.0);
-            format!(
-                "{}        var ks: i32 = {};\n        if (ks < 0) {{ ks = ks + {}; }}\n        let k = u32(ks);\n        out[i] = in0[{}];\n",
-                coords(&out),
-                read.replace("{j}", &sum(&index_terms, "0u")),
+            let c = bounds::check(
+                g,
+                node,
                 axis_len,
+                format!("an index out of range for an axis of length {axis_len}"),
+            )?;
+            let read = bounds::read_index(
+                index_dtype,
+                &format!("in1[{}]", sum(&index_terms, "0u")),
+                axis_len,
+                c.code,
+                "k",
+            );
+            check = Some(c);
+            format!(
+                "{}{read}        out[i] = in0[{}];\n",
+                coords(&out),
                 sum(&data_terms, "0u")
             )
         }
@@ -128,11 +133,14 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         }
     };
     bindings.push(format!("var<storage, read_write> out: array<{t}>;"));
-    let bindings: Vec<String> = bindings
+    let mut bindings: Vec<String> = bindings
         .iter()
         .enumerate()
         .map(|(k, b)| format!("@group(0) @binding({k}) {b}"))
         .collect();
+    if check.is_some() {
+        bindings.push(bounds::error_binding(bindings.len()));
+    }
     let source = fill(
         TEMPLATE,
         &[
@@ -150,5 +158,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs,
         outputs: vec![out_v.0],
+        index_check: check,
     })
 }

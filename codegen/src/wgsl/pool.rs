@@ -172,5 +172,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         workgroups: [total.div_ceil(256).clamp(1, 65535) as u32, 1, 1],
         inputs: vec![x.0],
         outputs: vec![node.outputs[0].0],
+        index_check: None,
     })
 }

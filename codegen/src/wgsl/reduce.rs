@@ -215,5 +215,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         workgroups: [groups.clamp(1, 65535) as u32, 1, 1],
         inputs: vec![x.0],
         outputs: vec![node.outputs[0].0],
+        index_check: None,
     })
 }

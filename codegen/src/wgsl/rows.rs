@@ -195,6 +195,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         workgroups: [rows32.clamp(1, 65535), 1, 1],
         inputs,
         outputs,
+        index_check: None,
     })
 }
 

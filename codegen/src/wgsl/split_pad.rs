@@ -82,6 +82,7 @@ fn shader(
         workgroups: [n.div_ceil(WORKGROUP).clamp(1, 65535), 1, 1],
         inputs: Vec::new(),
         outputs: Vec::new(),
+        index_check: None,
     })
 }
 
