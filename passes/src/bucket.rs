@@ -9,11 +9,16 @@
 //!   over it (an input whose name contains `mask` with that dim), which the run fills with
 //!   zeros over the padding so attention ignores it. Otherwise its buckets must match the
 //!   run's size exactly, and a run with another size is refused with this reason.
+//!
+//! Default sizes respect the limits a model states: a symbol that slices a constant
+//! (a position-id table sliced to the sequence length) or ranges over a constant's
+//! rows cannot exceed that constant's extent, so its defaults stop there ([`bounds`]).
 
 use crate::{PassError, Result};
-use gopt_ir::{Dim, Graph};
+use gopt_ir::ops::ShapeOp;
+use gopt_ir::{Dim, Graph, Op};
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Default largest bucket for a batch dim.
 pub const BATCH_CAP: u64 = 32;
@@ -29,6 +34,11 @@ pub struct Plan {
     pub sizes: BTreeMap<String, Vec<u64>>,
     /// Per symbol: `None` when padding is exact, or why it is not.
     pub padding: BTreeMap<String, Option<String>>,
+    /// Symbols whose sizes were asked for (`--buckets`); the others have defaults.
+    pub given: BTreeSet<String>,
+    /// Per defaulted symbol: the limit the model states, and where, when it cut the
+    /// defaults short.
+    pub bounds: BTreeMap<String, (u64, String)>,
 }
 
 /// Symbols of the graph inputs' dims, in first-seen order.
@@ -120,22 +130,42 @@ pub fn plan(g: &Graph, overrides: &[(String, Vec<u64>)]) -> Result<Plan> {
     }
     let mut sizes = BTreeMap::new();
     let mut padding = BTreeMap::new();
+    let mut given_syms = BTreeSet::new();
+    let mut cut = BTreeMap::new();
+    let limits = bounds(g);
     for s in syms {
         let batch = is_batch(g, &s);
         let given = overrides
             .iter()
             .find(|(n, _)| *n == s)
             .map(|(_, v)| v.clone());
-        sizes.insert(
-            s.clone(),
-            given.unwrap_or_else(|| {
-                if batch {
-                    powers(1, BATCH_CAP)
+        let list = match given {
+            Some(v) => {
+                given_syms.insert(s.clone());
+                v
+            }
+            None => {
+                let (lo, cap) = if batch {
+                    (1, BATCH_CAP)
                 } else {
-                    powers(SEQ_MIN, SEQ_CAP)
+                    (SEQ_MIN, SEQ_CAP)
+                };
+                match limits.get(&s) {
+                    Some((limit, why)) if *limit < cap => {
+                        cut.insert(s.clone(), (*limit, why.clone()));
+                        let mut v = powers(lo.min(*limit), *limit);
+                        // The limit itself is a bucket: runs at the model's longest
+                        // size need one.
+                        if v.last() != Some(limit) {
+                            v.push(*limit);
+                        }
+                        v
+                    }
+                    _ => powers(lo, cap),
                 }
-            }),
-        );
+            }
+        };
+        sizes.insert(s.clone(), list);
         let why = if batch || has_mask_over(g, &s) {
             None
         } else {
@@ -145,7 +175,191 @@ pub fn plan(g: &Graph, overrides: &[(String, Vec<u64>)]) -> Result<Plan> {
         };
         padding.insert(s, why);
     }
-    Ok(Plan { sizes, padding })
+    Ok(Plan {
+        sizes,
+        padding,
+        given: given_syms,
+        bounds: cut,
+    })
+}
+
+/// The largest size each symbol can take that the model states, with where it states
+/// it: a `Slice` of a constant that ends at the symbol (exporters slice a position-id
+/// table to the sequence length) cannot reach past the constant's extent on that axis,
+/// and a `Range` up to the symbol that indexes the rows of a constant (`Gather`) cannot
+/// have more than its rows. The smallest limit of a symbol wins.
+pub fn bounds(g: &Graph) -> BTreeMap<String, (u64, String)> {
+    let mut out: BTreeMap<String, (u64, String)> = BTreeMap::new();
+    let producers = g.producers();
+    let ints = |v: Option<gopt_ir::ValueId>| v.and_then(|v| g.constant(v)).map(|t| t.to_i64_vec());
+    for n in &g.nodes {
+        let Op::Shape(op) = n.op else { continue };
+        let input = |i: usize| n.inputs.get(i).copied().flatten();
+        let Some(table) = input(0).and_then(|v| g.constant(v)) else {
+            continue;
+        };
+        let table_name = input(0)
+            .map(|v| g.value(v).name.clone())
+            .unwrap_or_default();
+        // (symbol, axis of the constant, first index taken)
+        let mut found: Vec<(String, usize, i64)> = Vec::new();
+        match op {
+            ShapeOp::Slice => {
+                let (Some(starts), Some(ends)) = (ints(input(1)), input(2)) else {
+                    continue;
+                };
+                let axes = match input(3) {
+                    None => Some((0..starts.len() as i64).collect::<Vec<_>>()),
+                    Some(v) => ints(Some(v)),
+                };
+                let steps_ok = input(4)
+                    .is_none_or(|v| ints(Some(v)).is_some_and(|s| s.iter().all(|&k| k == 1)));
+                let Some(axes) = axes.filter(|a| a.len() == starts.len() && steps_ok) else {
+                    continue;
+                };
+                let ends = symbols_of(g, &producers, ends);
+                for (k, (&axis, &start)) in axes.iter().zip(&starts).enumerate() {
+                    let rank = table.shape().len() as i64;
+                    let axis = if axis < 0 { axis + rank } else { axis };
+                    if let (Some(Some(sym)), Ok(axis)) = (ends.get(k), usize::try_from(axis)) {
+                        found.push((sym.clone(), axis, start));
+                    }
+                }
+            }
+            ShapeOp::Gather => {
+                let axis = n.attrs.int_or("axis", 0).unwrap_or(0);
+                let rank = table.shape().len() as i64;
+                let axis = if axis < 0 { axis + rank } else { axis };
+                let Some(idx) = input(1) else { continue };
+                let Some(&(p, _)) = producers.get(&idx) else {
+                    continue;
+                };
+                let range = g.node(p);
+                if range.op != Op::Shape(ShapeOp::Range) {
+                    continue;
+                }
+                let at = |i: usize| range.inputs.get(i).copied().flatten();
+                let (Some(start), Some(step)) = (ints(at(0)), ints(at(2))) else {
+                    continue;
+                };
+                let (Some(&start), Some(1)) = (start.first(), step.first().copied()) else {
+                    continue;
+                };
+                let limit = at(1).map(|v| symbols_of(g, &producers, v));
+                if let (Some([Some(sym)]), Ok(axis)) = (limit.as_deref(), usize::try_from(axis)) {
+                    found.push((sym.clone(), axis, start));
+                }
+            }
+            _ => continue,
+        }
+        for (sym, axis, start) in found {
+            let Some(&len) = table.shape().get(axis) else {
+                continue;
+            };
+            let Some(limit) = u64::try_from(len as i64 - start.max(0))
+                .ok()
+                .filter(|&l| l > 0)
+            else {
+                continue;
+            };
+            if out.get(&sym).is_some_and(|(l, _)| *l <= limit) {
+                continue;
+            }
+            let why = format!(
+                "`{table_name}` has {len} entries on axis {axis} and node `{}` ({}) takes `{sym}` of them",
+                n.name,
+                n.op.name()
+            );
+            out.insert(sym, (limit, why));
+        }
+    }
+    out
+}
+
+/// The symbol each element of a small integer value is, when it is read straight off
+/// an input's shape (`Shape -> Gather -> Unsqueeze/Concat/Cast`), the way exporters
+/// compute sequence lengths.
+fn symbols_of(
+    g: &Graph,
+    producers: &std::collections::HashMap<gopt_ir::ValueId, (gopt_ir::NodeId, usize)>,
+    v: gopt_ir::ValueId,
+) -> Vec<Option<String>> {
+    let mut v = v;
+    for _ in 0..16 {
+        let Some(&(p, _)) = producers.get(&v) else {
+            return Vec::new();
+        };
+        let n = g.node(p);
+        let first = n.inputs.first().copied().flatten();
+        match n.op {
+            Op::Shape(
+                ShapeOp::Unsqueeze | ShapeOp::Squeeze | ShapeOp::Reshape | ShapeOp::Identity,
+            )
+            | Op::Elementwise(gopt_ir::ops::ElementwiseOp::Cast) => match first {
+                Some(f) => v = f,
+                None => return Vec::new(),
+            },
+            Op::Shape(ShapeOp::Concat) => {
+                return n
+                    .inputs
+                    .iter()
+                    .flat_map(|i| match i {
+                        Some(i) if g.constant(*i).is_some() => {
+                            vec![None; g.constant(*i).map_or(0, |t| t.to_i64_vec().len())]
+                        }
+                        Some(i) => {
+                            let s = symbols_of(g, producers, *i);
+                            if s.len() == 1 {
+                                s
+                            } else {
+                                vec![None]
+                            }
+                        }
+                        None => vec![None],
+                    })
+                    .collect()
+            }
+            Op::Shape(ShapeOp::Gather) => {
+                let (Some(shape_v), Some(idx)) = (first, n.inputs.get(1).copied().flatten()) else {
+                    return Vec::new();
+                };
+                let Some(&(sp, _)) = producers.get(&shape_v) else {
+                    return Vec::new();
+                };
+                let shape_node = g.node(sp);
+                if shape_node.op != Op::Shape(ShapeOp::Shape) {
+                    return Vec::new();
+                }
+                let Some(x) = shape_node.inputs.first().copied().flatten() else {
+                    return Vec::new();
+                };
+                let Some(dims) = g.value(x).ty.as_ref().map(|t| t.shape.to_vec()) else {
+                    return Vec::new();
+                };
+                let offset = shape_node.attrs.int_or("start", 0).unwrap_or(0);
+                let rank = dims.len() as i64;
+                let offset = if offset < 0 { offset + rank } else { offset };
+                let Some(idx) = g.constant(idx).map(|t| t.to_i64_vec()) else {
+                    return Vec::new();
+                };
+                return idx
+                    .iter()
+                    .map(|&i| {
+                        let i = if i < 0 { i + rank - offset } else { i } + offset;
+                        usize::try_from(i)
+                            .ok()
+                            .and_then(|i| dims.get(i))
+                            .and_then(|d| match d {
+                                Dim::Sym(s) => Some(s.to_string()),
+                                Dim::Known(_) | Dim::Add(..) | Dim::Mul(..) | Dim::Div(..) => None,
+                            })
+                    })
+                    .collect();
+            }
+            _ => return Vec::new(),
+        }
+    }
+    Vec::new()
 }
 
 impl Plan {

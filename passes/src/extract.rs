@@ -25,6 +25,7 @@ use crate::lang::Term;
 use egg::{Id, Language};
 use fixedbitset::FixedBitSet;
 use std::collections::{HashMap, VecDeque};
+use std::time::Instant;
 
 /// The chosen node of every reachable class, and the estimated total time.
 #[derive(Debug)]
@@ -33,6 +34,12 @@ pub struct Extraction {
     pub choice: HashMap<Id, Term>,
     /// Estimated seconds of the graph reachable from the roots.
     pub total: f64,
+    /// The deadline of [`extract_until`] passed first: `choice` is empty.
+    pub timed_out: bool,
+}
+
+fn past(deadline: Option<Instant>) -> bool {
+    deadline.is_some_and(|d| Instant::now() > d)
 }
 
 struct Best {
@@ -44,6 +51,22 @@ struct Best {
 
 /// Extracts the graph reachable from `roots`.
 pub fn extract(eg: &Egraph, t: &Target, roots: &[Id]) -> Extraction {
+    extract_until(eg, t, roots, None)
+}
+
+/// [`extract`], giving up (`timed_out`, no choice) once `deadline` passes: its cost
+/// grows faster than the e-graph, so a compile's time limit is checked inside it.
+pub fn extract_until(
+    eg: &Egraph,
+    t: &Target,
+    roots: &[Id],
+    deadline: Option<Instant>,
+) -> Extraction {
+    let gave_up = || Extraction {
+        choice: HashMap::new(),
+        total: f64::INFINITY,
+        timed_out: true,
+    };
     let classes: Vec<Id> = eg.classes().map(|c| c.id).collect();
     let index: HashMap<Id, usize> = classes.iter().enumerate().map(|(i, &c)| (c, i)).collect();
     let n = classes.len();
@@ -75,6 +98,9 @@ pub fn extract(eg: &Egraph, t: &Target, roots: &[Id]) -> Extraction {
         seen_rounds += 1;
         if seen_rounds > limit {
             break;
+        }
+        if seen_rounds % 256 == 0 && past(deadline) {
+            return gave_up();
         }
         let c = classes[ci];
         let node = &eg[c].nodes[ni];
@@ -134,7 +160,9 @@ pub fn extract(eg: &Egraph, t: &Target, roots: &[Id]) -> Extraction {
         own: &own,
     };
     let root_ix: Vec<usize> = roots.iter().map(|r| index[&eg.find(*r)]).collect();
-    cx.refine(&root_ix, &mut pick);
+    if !cx.refine(&root_ix, &mut pick, deadline) {
+        return gave_up();
+    }
     let mut choice = HashMap::new();
     let mut stack: Vec<usize> = root_ix.clone();
     while let Some(ci) = stack.pop() {
@@ -149,7 +177,11 @@ pub fn extract(eg: &Egraph, t: &Target, roots: &[Id]) -> Extraction {
         choice.insert(c, node);
     }
     let total = cx.total(&root_ix, &pick);
-    Extraction { choice, total }
+    Extraction {
+        choice,
+        total,
+        timed_out: false,
+    }
 }
 
 /// Passes of the local search.
@@ -217,7 +249,8 @@ impl Search<'_> {
         out
     }
 
-    fn refine(&self, roots: &[usize], pick: &mut [usize]) {
+    /// Improves `pick` in place; false when `deadline` passed first.
+    fn refine(&self, roots: &[usize], pick: &mut [usize], deadline: Option<Instant>) -> bool {
         let mut best = self.total(roots, pick);
         let groups: Vec<Vec<(usize, usize)>> = self
             .eg
@@ -261,6 +294,9 @@ impl Search<'_> {
                     if ni == cur || !self.own[ci][ni].is_finite() {
                         continue;
                     }
+                    if past(deadline) {
+                        return false;
+                    }
                     pick[ci] = ni;
                     let t = self.total(roots, pick);
                     if t < best * (1.0 - 1e-9) {
@@ -275,6 +311,7 @@ impl Search<'_> {
                 break;
             }
         }
+        true
     }
 }
 

@@ -37,17 +37,62 @@ pub enum PassError {
     /// A bug in the optimizer (a rewrite produced an invalid graph, ...).
     #[error("optimizer bug: {0}")]
     Internal(String),
+    /// The compile ran past its wall-clock limit ([`Budgets::time`]). The limit never
+    /// shapes the output: a compile either finishes within it, with the result the
+    /// deterministic budgets give, or stops with this error.
+    #[error(
+        "compile exceeded --time-limit {} s in stage {stage}{}; raise it or lower \
+         --max-iterations/--max-nodes",
+        fmt_secs(.limit),
+        .bucket.as_ref().map(|b| format!(", bucket {b}")).unwrap_or_default()
+    )]
+    TimeLimit {
+        /// The limit.
+        limit: Duration,
+        /// The stage that was running or had just finished (`import`, `saturate`, ...).
+        stage: String,
+        /// The bucket being compiled, if any (`batch=1 seq=128`).
+        bucket: Option<String>,
+    },
+}
+
+impl PassError {
+    /// A [`PassError::TimeLimit`] gets the bucket it happened in; other errors are
+    /// returned as they are.
+    pub fn in_bucket(self, name: &str) -> PassError {
+        match self {
+            PassError::TimeLimit {
+                limit,
+                stage,
+                bucket: None,
+            } => PassError::TimeLimit {
+                limit,
+                stage,
+                bucket: Some(name.to_string()),
+            },
+            e @ (PassError::Ir(_)
+            | PassError::Option(_)
+            | PassError::Internal(_)
+            | PassError::TimeLimit { .. }) => e,
+        }
+    }
+}
+
+/// Seconds as the user wrote them: `1`, `0.005`, `2.5`.
+fn fmt_secs(d: &Duration) -> String {
+    let s = format!("{:.3}", d.as_secs_f64());
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
 }
 
 /// Result alias of the optimizer.
 pub type Result<T> = std::result::Result<T, PassError>;
 
-/// Saturation stops after this many iterations.
+/// Saturation stops after this many iterations (a deterministic budget: it shapes the
+/// output the same way on every machine).
 pub const ITER_LIMIT: usize = 24;
-/// Saturation stops when the e-graph holds this many e-nodes.
+/// Saturation stops when the e-graph holds more than this many e-nodes (checked after
+/// each rule's search and application: deterministic too).
 pub const NODE_LIMIT: usize = 400_000;
-/// Saturation stops after this long.
-pub const TIME_LIMIT: Duration = Duration::from_secs(10);
 
 /// A pass that can be switched off.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -113,15 +158,23 @@ impl Precision {
     }
 }
 
-/// Saturation budgets.
+/// Compile budgets. The iteration and e-node limits shape the output and are
+/// deterministic: the same model and options give the same graph on any machine, at any
+/// load. The wall-clock limit never shapes the output: it is a deadline for the whole
+/// compile, checked between stages and during saturation, and passing it is an error
+/// ([`PassError::TimeLimit`]).
 #[derive(Clone, Copy, Debug, serde::Serialize)]
 pub struct Budgets {
-    /// Iteration limit.
+    /// Iteration limit of saturation.
     pub iterations: usize,
-    /// E-node limit.
+    /// E-node limit of saturation.
     pub nodes: usize,
-    /// Time limit.
-    pub time: Duration,
+    /// Wall-clock limit of a whole compile (`None`: none).
+    pub time: Option<Duration>,
+    /// When the running compile must be done by: set by [`Budgets::start`] when a
+    /// compile begins, so that every stage and bucket shares one deadline.
+    #[serde(skip)]
+    pub deadline: Option<Instant>,
 }
 
 impl Default for Budgets {
@@ -129,8 +182,39 @@ impl Default for Budgets {
         Budgets {
             iterations: ITER_LIMIT,
             nodes: NODE_LIMIT,
-            time: TIME_LIMIT,
+            time: None,
+            deadline: None,
         }
+    }
+}
+
+impl Budgets {
+    /// These budgets with the deadline of a compile starting now (kept if one is
+    /// already running).
+    pub fn start(self) -> Budgets {
+        let deadline = self
+            .deadline
+            .or_else(|| self.time.and_then(|t| Instant::now().checked_add(t)));
+        Budgets { deadline, ..self }
+    }
+
+    /// Fails with [`PassError::TimeLimit`] when the deadline has passed; `stage` is
+    /// what was running.
+    pub fn check(&self, stage: &str) -> Result<()> {
+        match (self.time, self.deadline) {
+            (Some(limit), Some(d)) if Instant::now() > d => Err(PassError::TimeLimit {
+                limit,
+                stage: stage.to_string(),
+                bucket: None,
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Time left before the deadline (`None`: no deadline).
+    pub fn remaining(&self) -> Option<Duration> {
+        self.deadline
+            .map(|d| d.saturating_duration_since(Instant::now()))
     }
 }
 
@@ -196,6 +280,8 @@ pub struct Optimized {
 /// Optimizes a verified graph (normally specialized to one bucket). The graph is taken
 /// by value: its weights move into the e-graph and back out, never copied.
 pub fn optimize(g: Verified, cfg: &Config) -> Result<Optimized> {
+    let budgets = cfg.budgets.start();
+    budgets.check("bind+fold")?;
     let start = Instant::now();
     let target = cfg.target();
     // "Before" is costed as the user's graph runs today: fp32, no precision policy.
@@ -208,26 +294,45 @@ pub fn optimize(g: Verified, cfg: &Config) -> Result<Optimized> {
     let consts = std::mem::take(&mut source.constants);
     let loaded = convert::to_egraph_parts(&source, consts)?;
     let rules = rules::table(cfg);
+    budgets.check("convert")?;
+    // egg checks its time limit after each rule's search and application: here it is
+    // what is left of the compile's deadline, and hitting it is an error below, so it
+    // never decides what the e-graph holds.
     let runner = Runner::default()
         .with_egraph(loaded.egraph)
-        .with_iter_limit(cfg.budgets.iterations)
-        .with_node_limit(cfg.budgets.nodes)
-        .with_time_limit(cfg.budgets.time)
+        .with_iter_limit(budgets.iterations)
+        .with_node_limit(budgets.nodes)
+        .with_time_limit(budgets.remaining().unwrap_or(Duration::MAX))
         .with_scheduler(BackoffScheduler::default())
         .run(&rules);
     let saturate_ms = start.elapsed().as_secs_f64() * 1e3;
     let stop = match &runner.stop_reason {
-        Some(StopReason::Saturated) => "saturated".to_string(),
-        Some(StopReason::IterationLimit(n)) => format!("iteration limit ({n})"),
-        Some(StopReason::NodeLimit(n)) => format!("e-node limit ({n})"),
-        Some(StopReason::TimeLimit(s)) => format!("time limit ({s:.1} s)"),
-        Some(StopReason::Other(s)) => s.clone(),
-        None => "not run".to_string(),
+        Some(StopReason::Saturated) => report::Stop::Saturated,
+        Some(StopReason::IterationLimit(n)) => report::Stop::IterationLimit(*n),
+        Some(StopReason::NodeLimit(n)) => report::Stop::NodeLimit(*n),
+        Some(StopReason::TimeLimit(_)) => {
+            return Err(PassError::TimeLimit {
+                limit: budgets.time.unwrap_or_default(),
+                stage: "saturate".into(),
+                bucket: None,
+            })
+        }
+        Some(StopReason::Other(s)) => {
+            return Err(PassError::Internal(format!("saturation stopped: {s}")))
+        }
+        None => report::Stop::NotRun,
     };
     let t1 = Instant::now();
     let mut wanted = loaded.roots.clone();
     wanted.extend(loaded.pinned.iter().map(|(c, _)| *c));
-    let ex = extract::extract(&runner.egraph, &target, &wanted);
+    let ex = extract::extract_until(&runner.egraph, &target, &wanted, budgets.deadline);
+    if ex.timed_out {
+        return Err(PassError::TimeLimit {
+            limit: budgets.time.unwrap_or_default(),
+            stage: "extract".into(),
+            bucket: None,
+        });
+    }
     let rebuilt = convert::to_graph(
         &runner.egraph,
         &ex.choice,
@@ -246,6 +351,7 @@ pub fn optimize(g: Verified, cfg: &Config) -> Result<Optimized> {
         .map_err(|e| PassError::Internal(format!("extracted graph does not verify: {e}")))?
         .into_inner();
     let extract_ms = t1.elapsed().as_secs_f64() * 1e3;
+    budgets.check("extract")?;
     let t_layout = Instant::now();
     let channels_last = if cfg.enabled(Pass::Layout) {
         nhwc::to_channels_last(&mut out)?
@@ -253,6 +359,7 @@ pub fn optimize(g: Verified, cfg: &Config) -> Result<Optimized> {
         0
     };
     let layout_ms = t_layout.elapsed().as_secs_f64() * 1e3;
+    budgets.check("layout")?;
     let t2 = Instant::now();
     let grouped = if cfg.enabled(Pass::Fusion) {
         group::fuse_elementwise(&mut out)?
@@ -263,6 +370,7 @@ pub fn optimize(g: Verified, cfg: &Config) -> Result<Optimized> {
     let graph = gopt_ir::verify(out)
         .map_err(|e| PassError::Internal(format!("optimized graph does not verify: {e}")))?;
     let group_ms = t2.elapsed().as_secs_f64() * 1e3;
+    budgets.check("group")?;
     let after = report::census(&graph, &plain);
     let report = PassReport::new(report::Inputs {
         iterations: &iterations,

@@ -165,6 +165,10 @@ pub struct PassReport {
     pub disabled: Vec<String>,
     /// Why saturation stopped.
     pub stop_reason: String,
+    /// Set when a deterministic budget (iterations, e-nodes) cut saturation short: says
+    /// which, in a sentence.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub budget_cut: Option<String>,
     /// Growth per iteration.
     pub iterations: Vec<IterStat>,
     /// Rule applications by rule, most first.
@@ -198,12 +202,54 @@ pub struct AttentionStats {
     pub qkv_one_gemm: usize,
 }
 
+/// Why saturation stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stop {
+    /// No rule changed the e-graph any more.
+    Saturated,
+    /// The iteration budget ran out after this many iterations.
+    IterationLimit(usize),
+    /// The e-graph grew past the e-node budget, to this many e-nodes.
+    NodeLimit(usize),
+    /// Saturation did not run.
+    NotRun,
+}
+
+impl Stop {
+    /// The reason in a few words (`--explain`'s "stopped:").
+    pub fn describe(self) -> String {
+        match self {
+            Stop::Saturated => "saturated".into(),
+            Stop::IterationLimit(n) => format!("iteration limit ({n} iterations)"),
+            Stop::NodeLimit(n) => format!("e-node limit ({n} e-nodes)"),
+            Stop::NotRun => "not run".into(),
+        }
+    }
+
+    /// A sentence when a budget cut saturation short (the result may be slower than a
+    /// saturated one), `None` otherwise.
+    pub fn budget_cut(self, cfg: &Config) -> Option<String> {
+        match self {
+            Stop::IterationLimit(n) => Some(format!(
+                "saturation stopped at the iteration limit ({n} iterations, \
+                 --max-iterations {})",
+                cfg.budgets.iterations
+            )),
+            Stop::NodeLimit(n) => Some(format!(
+                "saturation stopped at the e-node limit ({n} e-nodes, --max-nodes {})",
+                cfg.budgets.nodes
+            )),
+            Stop::Saturated | Stop::NotRun => None,
+        }
+    }
+}
+
 /// What [`PassReport::new`] needs.
 pub struct Inputs<'a> {
     /// The saturation's iterations.
     pub iterations: &'a [egg::Iteration<()>],
-    /// Stop reason in words.
-    pub stop: String,
+    /// Why saturation stopped.
+    pub stop: Stop,
     /// Census before.
     pub before: Census,
     /// Census after.
@@ -259,7 +305,8 @@ impl PassReport {
                         .map(|(n, _)| n.to_string())
                 })
                 .collect(),
-            stop_reason: i.stop,
+            stop_reason: i.stop.describe(),
+            budget_cut: i.stop.budget_cut(i.cfg),
             iterations,
             rules_fired,
             fusions: fusions(g, &attention, i.grouped),
@@ -296,6 +343,9 @@ impl PassReport {
             self.stop_reason,
             sizes.join(", ")
         );
+        if let Some(cut) = &self.budget_cut {
+            s += &format!("budget: {cut}\n");
+        }
         let fired: Vec<String> = self
             .rules_fired
             .iter()
