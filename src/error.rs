@@ -90,6 +90,7 @@ pub fn ir_is_unsupported(e: &IrError) -> bool {
         | IrError::Attr { .. }
         | IrError::Invalid(_)
         | IrError::Parse { .. }
+        | IrError::Memory(_)
         | IrError::Input { .. } => false,
     }
 }

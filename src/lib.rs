@@ -20,6 +20,7 @@
 //! ```
 #![warn(missing_docs)]
 
+pub mod artifact;
 pub mod compiled;
 pub mod cuda;
 pub mod error;
@@ -30,7 +31,7 @@ pub mod testing;
 pub mod value_inputs;
 pub mod wgpu;
 
-pub use compiled::{compile, compile_buckets, Compiled};
+pub use compiled::{bucket_name, compile, compile_buckets, compile_plan, Compiled, Skipped};
 pub use error::{GoptError, Result};
 pub use gopt_codegen as codegen;
 pub use gopt_frontends as frontends;
@@ -56,7 +57,7 @@ pub fn prepare(model: &Model, bindings: &Bindings) -> Result<Verified> {
     let mut graph = model.graph.clone();
     gopt_ir::verify::check_structure(&graph, &[])?;
     if !bindings.is_empty() {
-        bind_dims(&mut graph, bindings);
+        bind_dims(&mut graph, bindings)?;
     }
     fold_constants(&mut graph)?;
     Ok(verify(graph)?)

@@ -43,7 +43,22 @@ enum Command {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    // Before any thread starts: the environment is the process's.
+    gopt::wgpu::ensure_runtime_dir();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // --help and --version print to stdout and exit 0; `gopt` alone prints the help.
+        Err(e)
+            if !e.use_stderr()
+                || e.kind() == clap::error::ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand =>
+        {
+            e.exit()
+        }
+        Err(e) => {
+            eprintln!("error: {}", usage_error(&e));
+            return ExitCode::from(cli::EXIT_ERROR);
+        }
+    };
     let result = match &cli.command {
         Command::Inspect(a) => cli::inspect::main(a),
         Command::Run(a) => cli::run::main(a),
@@ -59,4 +74,26 @@ fn main() -> ExitCode {
             ExitCode::from(cli::EXIT_ERROR)
         }
     }
+}
+
+/// clap's message for a bad command line as one line: its lines up to the usage
+/// summary, joined, and where to read more.
+fn usage_error(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    let mut parts = Vec::new();
+    for line in text.lines() {
+        let line = line.trim();
+        if line.starts_with("Usage:") || line.starts_with("For more information") {
+            break;
+        }
+        let line = line.strip_prefix("error:").unwrap_or(line).trim();
+        if !line.is_empty() {
+            parts.push(line.to_string());
+        }
+    }
+    let mut msg = parts.join(" ");
+    if let Some(tip) = text.lines().find(|l| l.contains("try '")) {
+        msg.push_str(&format!(" ({})", tip.trim().trim_end_matches('.')));
+    }
+    msg
 }

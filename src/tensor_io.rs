@@ -12,6 +12,9 @@ use std::fs::File;
 use std::io::{BufReader, BufWriter};
 use std::path::Path;
 
+/// Largest `.npy` input file read.
+pub const MAX_NPY_BYTES: u64 = 1 << 36;
+
 /// A tensor file format.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum TensorFormat {
@@ -70,9 +73,12 @@ pub fn read_npy(path: &Path) -> Result<Tensor> {
         path: path.to_path_buf(),
         msg,
     };
-    let file = File::open(path).map_err(|e| GoptError::io(path, e))?;
-    let npy = npyz::NpyFile::new(BufReader::new(file))
-        .map_err(|e| bad(format!("not a valid .npy file: {e}")))?;
+    let (file, file_len) = gopt_frontends::fs::open_regular(path, MAX_NPY_BYTES)
+        .map_err(|e| GoptError::io(path, e))?;
+    // The whole header (up to 64 KiB) in the buffer, for the check.
+    let mut reader = BufReader::with_capacity(1 << 16, file);
+    check_npy_header(&mut reader).map_err(bad)?;
+    let npy = npyz::NpyFile::new(reader).map_err(|e| bad(format!("not a valid .npy file: {e}")))?;
     let shape: Vec<usize> = npy
         .shape()
         .iter()
@@ -120,6 +126,16 @@ pub fn read_npy(path: &Path) -> Result<Tensor> {
             Ok(T::wrap(array_from(shape, data).map_err(|e| e.to_string())?))
         }
     }
+    // The header's shape must fit in the file: a forged shape is refused before reading.
+    let data_bytes = shape
+        .iter()
+        .try_fold(dtype.size() as u64, |n, &d| n.checked_mul(d as u64));
+    if data_bytes.is_none_or(|n| n > file_len) {
+        return Err(bad(format!(
+            "its header declares shape {shape:?} of {dtype}, more data than the file's \
+             {file_len} bytes hold"
+        )));
+    }
     let t = match dtype {
         DType::Bool => load::<bool, _>(npy, &shape, fortran),
         DType::I8 => load::<i8, _>(npy, &shape, fortran),
@@ -136,6 +152,35 @@ pub fn read_npy(path: &Path) -> Result<Tensor> {
         DType::BF16 => Err("bfloat16 has no .npy dtype".into()),
     };
     t.map_err(bad)
+}
+
+/// Deepest bracket nesting of a `.npy` header gopt reads: a plain array's header is a
+/// dict holding a shape tuple (2); a structured dtype nests a little deeper (refused with
+/// its own message later).
+const MAX_NPY_HEADER_DEPTH: usize = 4;
+
+/// Refuses a `.npy` header whose brackets nest deeper than [`MAX_NPY_HEADER_DEPTH`]
+/// before npyz parses it: its backtracking grammar takes exponential time on nested
+/// brackets (a 141-byte header of `{{{{{{{{{{{{{` hung it; found by fuzz/npy). Leaves
+/// `reader` at the start of the file.
+fn check_npy_header<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<(), String> {
+    let head = reader.fill_buf().map_err(|e| format!("cannot read: {e}"))?;
+    let text = head.get(10..).unwrap_or_default();
+    let mut depth = 0usize;
+    for &c in text.iter().take_while(|&&c| c != b'\n') {
+        match c {
+            b'{' | b'[' | b'(' => depth += 1,
+            b'}' | b']' | b')' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+        if depth > MAX_NPY_HEADER_DEPTH {
+            return Err(format!(
+                "not a valid .npy file: its header nests brackets deeper than \
+                 {MAX_NPY_HEADER_DEPTH}"
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Writes a tensor as a C-order `.npy` file. NumPy has no bfloat16, so bf16 tensors are
@@ -247,6 +292,36 @@ impl Summary {
             leading,
         }
     }
+}
+
+/// Longest file stem [`unique_stems`] makes (file systems allow 255 bytes a name).
+pub const MAX_STEM: usize = 120;
+
+/// Distinct file names for `stems` (already safe, see [`file_stem`]): each cut to
+/// [`MAX_STEM`] bytes, and a stem equal to an earlier one, ignoring case (`a/b` and
+/// `a_b` both give `a_b`; `A` and `a` are one file on macOS), gets `_2`, `_3`, ...
+pub fn unique_stems(stems: &[String]) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    stems
+        .iter()
+        .map(|s| {
+            let mut cut = s.clone();
+            if cut.len() > MAX_STEM {
+                let mut end = MAX_STEM;
+                while !cut.is_char_boundary(end) {
+                    end -= 1;
+                }
+                cut.truncate(end);
+            }
+            let mut name = cut.clone();
+            let mut k = 1;
+            while !seen.insert(name.to_lowercase()) {
+                k += 1;
+                name = format!("{cut}_{k}");
+            }
+            name
+        })
+        .collect()
 }
 
 /// A file name for a tensor named `name`: characters that are not safe in file names

@@ -1183,3 +1183,351 @@ fn bench_on_wgpu() {
         out.stdout
     );
 }
+
+// ---- the CLI and the artifact under hostile inputs ----------------------------------
+
+/// `gopt` with `env_remove` removed from its environment, killed (and the test failed)
+/// if it runs past `secs`: a read that never ends must fail the test, not hang it.
+fn gopt_bounded(args: &[&str], env_remove: &[&str], secs: u64) -> Out {
+    use std::io::Read;
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_gopt"));
+    cmd.args(args)
+        .current_dir(root())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for v in env_remove {
+        cmd.env_remove(v);
+    }
+    let mut child = cmd.spawn().expect("run gopt");
+    let drain = |mut r: Box<dyn Read + Send>| {
+        std::thread::spawn(move || {
+            let mut s = Vec::new();
+            let _ = r.read_to_end(&mut s);
+            String::from_utf8_lossy(&s).into_owned()
+        })
+    };
+    let so = drain(Box::new(child.stdout.take().expect("stdout")));
+    let se = drain(Box::new(child.stderr.take().expect("stderr")));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    let status = loop {
+        if let Some(s) = child.try_wait().expect("wait") {
+            break s;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("gopt {args:?} still running after {secs} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    Out {
+        code: status.code().unwrap_or(-1),
+        stdout: so.join().expect("stdout"),
+        stderr: se.join().expect("stderr"),
+    }
+}
+
+/// `Y = Relu(X)` with X: f32 [`sym`, 3].
+fn relu_model_over(sym: &str) -> pb::ModelProto {
+    let mut m = relu_model();
+    if let Some(g) = m.graph.as_mut() {
+        for v in g.input.iter_mut().chain(g.output.iter_mut()) {
+            if let Some(pb::type_proto::Value::TensorType(t)) =
+                v.r#type.as_mut().and_then(|t| t.value.as_mut())
+            {
+                if let Some(d) = t.shape.as_mut().and_then(|s| s.dim.first_mut()) {
+                    d.value = Some(DimValue::DimParam(sym.into()));
+                }
+            }
+        }
+    }
+    m
+}
+
+/// Every file under `dir`, recursively.
+fn files_under(dir: &Path) -> Vec<PathBuf> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir).expect("read_dir").flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            out.extend(files_under(&p));
+        } else {
+            out.push(p);
+        }
+    }
+    out
+}
+
+#[test]
+fn compile_writes_every_file_inside_the_output_folder() {
+    let dir = scratch("compile_writes_every_file_inside_the_output_folder");
+    let out_dir = dir.join("d1/d2/d3/out");
+    let escaped = dir.join("escaped").display().to_string();
+    let _ = std::fs::remove_file("/tmp/gopt-escaped=2.ir");
+    for sym in [
+        "../../../x",
+        escaped.as_str(),
+        "/../../../../tmp/gopt-escaped",
+    ] {
+        let m = write_model(&dir, &relu_model_over(sym));
+        let _ = std::fs::remove_dir_all(&out_dir);
+        let out = gopt(&[
+            "compile",
+            &m,
+            "--bind",
+            &format!("{sym}=2"),
+            "-o",
+            &out_dir.display().to_string(),
+        ]);
+        assert_ok(&out);
+        let stray: Vec<PathBuf> = files_under(&dir)
+            .into_iter()
+            .filter(|p| !p.starts_with(&out_dir) && !p.ends_with("model.onnx"))
+            .collect();
+        assert!(stray.is_empty(), "`{sym}` wrote outside -o: {stray:?}");
+        let irs = files_under(&out_dir)
+            .into_iter()
+            .filter(|p| p.extension().is_some_and(|e| e == "ir"))
+            .count();
+        assert_eq!(irs, 1, "`{sym}`: one bucket graph expected");
+    }
+    assert!(!Path::new("/tmp/gopt-escaped=2.ir").exists());
+}
+
+#[test]
+fn run_writes_outputs_whose_names_collide_to_distinct_files() {
+    let dir = scratch("run_writes_outputs_whose_names_collide_to_distinct_files");
+    let m = model(
+        vec![
+            node("Relu", "relu", &["X"], &["a/b"]),
+            node("Neg", "neg", &["X"], &["a_b"]),
+            node("Abs", "abs", &["X"], &["A_B"]),
+        ],
+        vec![value_info("X", F32, &[D::N(2), D::N(3)])],
+        vec![
+            value_info("a/b", F32, &[D::N(2), D::N(3)]),
+            value_info("a_b", F32, &[D::N(2), D::N(3)]),
+            value_info("A_B", F32, &[D::N(2), D::N(3)]),
+        ],
+        vec![],
+        18,
+    );
+    let m = write_model(&dir, &m);
+    let x = f32_tensor(&[2, 3]);
+    let xs = write_npy(&dir, "x.npy", &x);
+    let out_dir = dir.join("out");
+    let out = gopt(&[
+        "run",
+        &m,
+        "-i",
+        &xs,
+        "--backend",
+        "cpu",
+        "-o",
+        &out_dir.display().to_string(),
+        "--json",
+    ]);
+    assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    let xv = x.to_f64_vec();
+    let want: [Vec<f64>; 3] = [
+        xv.iter().map(|v| v.max(0.0)).collect(),
+        xv.iter().map(|v| -v).collect(),
+        xv.iter().map(|v| v.abs()).collect(),
+    ];
+    let mut files = Vec::new();
+    for (k, w) in want.iter().enumerate() {
+        let f = v["outputs"][k]["file"].as_str().expect("file").to_string();
+        let (_, t) = gopt::tensor_io::read_tensor(Path::new(&f)).expect("output file");
+        assert_eq!(&t.to_f64_vec(), w, "output {k} in {f}");
+        files.push(f.to_lowercase());
+    }
+    files.sort();
+    files.dedup();
+    assert_eq!(files.len(), 3, "{}", out.stdout);
+}
+
+/// Compiles `Y = Relu(X)` over [n, 3] for `target` into `dir/art`; returns its path.
+fn relu_artifact(dir: &Path, target: &str) -> String {
+    let m = write_model(dir, &relu_model());
+    let art = dir.join("art").display().to_string();
+    let out = gopt(&[
+        "compile", &m, "--target", target, "--bind", "n=2", "-o", &art,
+    ]);
+    assert_ok(&out);
+    art
+}
+
+#[test]
+fn run_artifact_honours_backend() {
+    let dir = scratch("run_artifact_honours_backend");
+    let x = write_npy(&dir, "x.npy", &f32_tensor(&[2, 3]));
+    for target in ["cuda", "wgsl"] {
+        let art = relu_artifact(&dir, target);
+        let out = gopt(&["run", &art, "-i", &x, "--backend", "cpu", "--json"]);
+        assert_ok(&out);
+        let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+        assert_eq!(v["backend"], "cpu", "{target}: {}", out.stdout);
+        assert!(
+            v["notes"][0]
+                .as_str()
+                .is_some_and(|n| n.contains("compiled for")),
+            "{target}: {}",
+            out.stdout
+        );
+        assert_eq!(v["outputs"][0]["max"], 2.0, "{}", out.stdout);
+    }
+    // auto keeps the artifact's backend (the wgsl one, on lavapipe in CI).
+    let art = relu_artifact(&dir, "wgsl");
+    let out = gopt(&["run", &art, "-i", &x, "--json"]);
+    assert_ok(&out);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON");
+    assert_eq!(v["backend"], "wgpu", "{}", out.stdout);
+}
+
+#[test]
+fn artifact_integrity_is_checked() {
+    let dir = scratch("artifact_integrity_is_checked");
+    let x = write_npy(&dir, "x.npy", &f32_tensor(&[2, 3]));
+    let art = PathBuf::from(relu_artifact(&dir, "cuda"));
+    let run = |a: &Path| {
+        gopt(&[
+            "run",
+            &a.display().to_string(),
+            "-i",
+            &x,
+            "--backend",
+            "cpu",
+        ])
+    };
+    assert_ok(&run(&art));
+    let names: Vec<String> = files_under(&art)
+        .iter()
+        .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .collect();
+    for f in [
+        "plan.json",
+        "kernels.cu",
+        "weights.bin",
+        "model.onnx",
+        "report.md",
+    ] {
+        assert!(names.iter().any(|n| n == f), "{f} missing: {names:?}");
+    }
+    // report.json holds the compile's timings, so it is left out of the hashes (two
+    // compiles of one model give the same artifact); `run` never reads it.
+    for name in names.iter().filter(|n| *n != "report.json") {
+        let copy = dir.join(format!("edited-{name}"));
+        let _ = std::fs::remove_dir_all(&copy);
+        std::fs::create_dir_all(&copy).expect("mkdir");
+        for n in &names {
+            std::fs::copy(art.join(n), copy.join(n)).expect("copy");
+        }
+        let p = copy.join(name);
+        let mut bytes = std::fs::read(&p).expect("read");
+        match bytes.iter().position(|b| *b == b'\n') {
+            // A space before the first line break: text files stay valid.
+            Some(i) => bytes.insert(i, b' '),
+            None => bytes.push(0),
+        }
+        std::fs::write(&p, bytes).expect("write");
+        assert_error(&run(&copy), &["integrity", name]);
+    }
+    // A file the plan lists that is gone is refused too.
+    std::fs::remove_file(art.join("kernels.cu")).expect("rm");
+    assert_error(&run(&art), &["kernels.cu"]);
+}
+
+#[test]
+fn numeric_flags_out_of_bounds_are_errors() {
+    let m = model_path("bert_small");
+    assert_error(
+        &gopt(&["compile", &m, "--time-limit", "1e20"]),
+        &["--time-limit", "1000000"],
+    );
+    assert_error(
+        &gopt(&["compile", &m, "--time-limit", "inf"]),
+        &["--time-limit"],
+    );
+    for iters in ["18446744073709551615", "4000000000", "1000001"] {
+        let out = gopt_bounded(
+            &["bench", &m, "--backend", "cpu", "--iters", iters],
+            &[],
+            60,
+        );
+        assert_error(&out, &["--iters", "1000000"]);
+    }
+    assert_error(
+        &gopt(&[
+            "bench",
+            &m,
+            "--backend",
+            "cpu",
+            "--warmup",
+            "18446744073709551615",
+        ]),
+        &["--warmup"],
+    );
+    // A number clap cannot parse is one error line too.
+    assert_error(
+        &gopt(&["bench", &m, "--iters", "99999999999999999999999"]),
+        &["--iters"],
+    );
+    let help = gopt(&["bench", "--help"]);
+    assert!(help.stdout.contains("1 to 1000000"), "{}", help.stdout);
+}
+
+#[test]
+fn special_files_are_refused_not_read() {
+    let dir = scratch("special_files_are_refused_not_read");
+    for cmd in ["inspect", "compile", "run"] {
+        let out = gopt_bounded(&[cmd, "/dev/zero"], &[], 30);
+        assert_error(&out, &["/dev/zero", "not a regular file"]);
+    }
+    let out = gopt_bounded(&["inspect", &dir.display().to_string()], &[], 30);
+    assert_error(&out, &["not a regular file", "directory"]);
+    let m = write_model(&dir, &relu_model());
+    let out = gopt_bounded(&["run", &m, "-i", "/dev/zero"], &[], 30);
+    assert_error(&out, &["/dev/zero"]);
+    // Inputs and external data that are FIFOs would block the read forever.
+    let fifo = dir.join("x.npy");
+    let made = Command::new("mkfifo").arg(&fifo).status();
+    if made.is_ok_and(|s| s.success()) {
+        let out = gopt_bounded(&["run", &m, "-i", &fifo.display().to_string()], &[], 30);
+        assert_error(&out, &["x.npy", "FIFO"]);
+        let pb = dir.join("x.pb");
+        assert!(Command::new("mkfifo").arg(&pb).status().is_ok());
+        let out = gopt_bounded(&["run", &m, "-i", &pb.display().to_string()], &[], 30);
+        assert_error(&out, &["x.pb", "FIFO"]);
+        let data = dir.join("data");
+        std::fs::create_dir_all(&data).expect("mkdir");
+        assert!(Command::new("mkfifo")
+            .arg(data.join("w.bin"))
+            .status()
+            .is_ok());
+        let w = external_tensor("W", &[4], &[("location", "w.bin")]);
+        let em = write_model(&data, &add_init_model(w));
+        let out = gopt_bounded(&["compile", &em], &[], 30);
+        assert_error(&out, &["w.bin", "FIFO"]);
+    }
+}
+
+#[test]
+fn wgpu_without_a_runtime_dir_prints_no_loader_errors() {
+    let dir = scratch("wgpu_without_a_runtime_dir_prints_no_loader_errors");
+    let m = write_model(&dir, &relu_model());
+    let x = write_npy(&dir, "x.npy", &f32_tensor(&[2, 3]));
+    for backend in ["wgpu", "auto"] {
+        let out = gopt_bounded(
+            &["run", &m, "-i", &x, "--backend", backend],
+            &["XDG_RUNTIME_DIR"],
+            120,
+        );
+        assert_ok(&out);
+        assert!(
+            !out.stderr.contains("XDG_RUNTIME_DIR"),
+            "--backend {backend}: {}",
+            out.stderr
+        );
+    }
+}

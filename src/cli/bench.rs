@@ -50,11 +50,11 @@ pub struct Args {
     /// Bind any other symbolic dim, e.g. `past=0`. Repeat per symbol.
     #[arg(long = "bind", value_name = "SYMBOL=SIZE")]
     pub binds: Vec<String>,
-    /// Untimed runs first.
-    #[arg(long, default_value_t = 20)]
+    /// Untimed runs first (0 to 1000000).
+    #[arg(long, value_name = "N", default_value_t = 20)]
     pub warmup: usize,
-    /// Timed runs (at least 1; 100 or more for stable percentiles).
-    #[arg(long, default_value_t = 200)]
+    /// Timed runs (1 to 1000000; 100 or more for stable percentiles).
+    #[arg(long, value_name = "N", default_value_t = 200)]
     pub iters: usize,
     /// CUDA and wgpu: also time every step on its own and list the slowest (and the time per
     /// kind of step).
@@ -139,15 +139,26 @@ fn bindings(args: &Args, g: &gopt::Graph) -> Result<BTreeMap<String, u64>> {
     Ok(b)
 }
 
-/// Seeded inputs of the bucket's shapes.
-fn inputs(g: &gopt::Graph) -> Result<Vec<Tensor>> {
+/// Seeded inputs of the bucket's shapes, refused before they are made when they
+/// would take more than `limit`.
+fn inputs(g: &gopt::Graph, limit: &gopt::ir::limit::MemoryLimit) -> Result<Vec<Tensor>> {
     let mut seed = 0x2545F4914F6CDD1Du64;
     let mut out = Vec::new();
+    let mut held = 0u128;
     for &i in &g.inputs {
         let v = g.value(i);
         let ty = v.ty.as_ref().context("an input without a type")?;
         let shape = gopt::ir::dim::concrete(&ty.shape)
             .with_context(|| format!("input `{}` is not static after binding", v.name))?;
+        // The values are made as f64 first, then converted.
+        let bytes = gopt::ir::limit::bytes_of(shape.iter().map(|&d| d as u64), 8 + ty.dtype.size());
+        limit.check(held + bytes, || {
+            (
+                format!("bench input `{}`", v.name),
+                format!("for its random values {ty} (with the inputs before it)"),
+            )
+        })?;
+        held += gopt::ir::limit::bytes_of(shape.iter().map(|&d| d as u64), ty.dtype.size());
         let n: usize = shape.iter().product();
         let mask = v.name.to_lowercase().contains("mask");
         let vals: Vec<f64> = (0..n)
@@ -168,6 +179,9 @@ fn inputs(g: &gopt::Graph) -> Result<Vec<Tensor>> {
     Ok(out)
 }
 
+/// Most `--iters` (and `--warmup`) runs: the times are kept, one number a run.
+const MAX_RUNS: usize = 1_000_000;
+
 fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() - 1) as f64 * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
@@ -175,8 +189,14 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Runs `gopt bench`.
 pub fn main(args: &Args) -> Result<ExitCode> {
-    if args.iters == 0 {
-        bail!("--iters must be at least 1");
+    if !(1..=MAX_RUNS).contains(&args.iters) {
+        bail!(
+            "--iters {}: expected 1 to {MAX_RUNS} timed runs",
+            args.iters
+        );
+    }
+    if args.warmup > MAX_RUNS {
+        bail!("--warmup {}: expected 0 to {MAX_RUNS} runs", args.warmup);
     }
     let mut compile_ms = BTreeMap::new();
     let t = Instant::now();
@@ -198,7 +218,10 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         .as_ref()
         .context("a compiled bucket without its graph")?
         .graph;
-    let ins = inputs(graph)?;
+    let ins = inputs(
+        graph,
+        &gopt::ir::limit::MemoryLimit::host(compiled.options().memory_limit),
+    )?;
     let sizes = b0.sizes.clone();
     let batch = args.batch.unwrap_or(1);
     let mut profile = Vec::new();
@@ -262,13 +285,14 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             )
         }
         Backend::Cpu => {
+            let limit = gopt::ir::limit::MemoryLimit::host(compiled.options().memory_limit);
             for _ in 0..args.warmup {
-                gopt::ir::interp::run(graph, &ins)?;
+                gopt::ir::interp::run_limited(graph, &ins, limit)?;
             }
-            let mut times = Vec::with_capacity(args.iters);
+            let mut times = Vec::new();
             for _ in 0..args.iters {
                 let t = Instant::now();
-                gopt::ir::interp::run(graph, &ins)?;
+                gopt::ir::interp::run_limited(graph, &ins, limit)?;
                 times.push(t.elapsed().as_secs_f64() * 1e3);
             }
             let n = graph.nodes.len();

@@ -15,6 +15,9 @@ use std::time::{Duration, Instant};
 /// Most entries of a list printed in the text report (JSON has them all).
 const LIST_MAX: usize = 12;
 
+/// Largest `--time-limit`, in seconds (11.6 days: a budget, not a timeout to dodge).
+pub const MAX_TIME_LIMIT_S: f64 = 1e6;
+
 /// Import, verify and specialize a model; report nodes, ops, shapes and weights.
 #[derive(clap::Args)]
 #[command(
@@ -60,7 +63,10 @@ pub struct Args {
     /// Write the compile report to DIR: `report.json` (what --json prints), `report.md`
     /// (what --explain prints) and each bucket's optimized graph as `<bucket>.ir`; with
     /// `--target cuda|wgsl` also the artifact `gopt run DIR` loads: `plan.json`,
-    /// `kernels.cu` (or `kernels.wgsl`), `weights.bin`, `model.onnx`.
+    /// `kernels.cu` (or `kernels.wgsl`), `weights.bin`, `model.onnx`. `plan.json`
+    /// records every file's SHA-256 (but report.json's, which holds timings); `gopt run`
+    /// refuses an artifact whose files changed.
+    /// Symbol names become safe file names: nothing is written outside DIR.
     #[arg(short, long = "output", value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// Code generation target: `cuda` (an execution plan per bucket: kernels, cuBLASLt
@@ -98,15 +104,38 @@ pub struct OptArgs {
     /// padding exact, else the run's exact size).
     #[arg(long, value_name = "SYM=N,...")]
     pub buckets: Vec<String>,
-    /// Saturation budget: iterations.
+    /// Saturation budget: iterations. Deterministic: the same model and options give
+    /// the same artifact on any machine; when it stops saturation the report says so.
     #[arg(long, value_name = "N", default_value_t = gopt::passes::ITER_LIMIT)]
     pub max_iterations: usize,
-    /// Saturation budget: e-nodes.
-    #[arg(long, value_name = "N", default_value_t = gopt::passes::NODE_LIMIT)]
+    /// Saturation budget: e-nodes (deterministic, as --max-iterations).
+    #[arg(
+        long = "max-nodes",
+        visible_alias = "max-enodes",
+        value_name = "N",
+        default_value_t = gopt::passes::NODE_LIMIT
+    )]
     pub max_enodes: usize,
-    /// Saturation budget: seconds.
-    #[arg(long, value_name = "S", default_value_t = gopt::passes::TIME_LIMIT.as_secs_f64())]
-    pub time_limit: f64,
+    /// Wall-clock limit of the whole compile (import, verify, bind+fold, optimize and
+    /// plan, every bucket), in seconds, more than 0 and at most 1000000. It never changes
+    /// what is built: a compile that runs past it stops with an error naming the stage
+    /// and bucket. Default: none (the deterministic budgets bound the work).
+    #[arg(long, value_name = "S")]
+    pub time_limit: Option<f64>,
+    /// The most memory a run or plan may take: 512M, 24G, 1.5GiB (binary units), 24GB
+    /// (decimal) or bytes. Whatever would allocate more (a node's outputs in the CPU
+    /// interpreter, a bucket's CUDA arena and weights, wgpu buffers, bench inputs) is
+    /// refused before it allocates, with an error naming it and the bytes. Default: the
+    /// machine's available memory on the CPU, the GPU's free memory when a plan is
+    /// loaded, and 288 GiB (the largest GPU memory today) for `compile --target
+    /// cuda|wgsl`, which has no device to ask.
+    #[arg(long, value_name = "SIZE", value_parser = parse_memory_limit)]
+    pub memory_limit: Option<u64>,
+}
+
+/// Parses `--memory-limit`.
+fn parse_memory_limit(s: &str) -> std::result::Result<u64, String> {
+    gopt::ir::limit::parse_size(s)
 }
 
 impl OptArgs {
@@ -114,16 +143,27 @@ impl OptArgs {
     pub fn options(&self) -> Result<gopt::pipeline::Options> {
         let mut o =
             gopt::pipeline::Options::from_cli(&self.precision, &self.disable, &self.buckets)?;
-        if !(self.time_limit > 0.0 && self.time_limit.is_finite()) {
-            bail!(
-                "--time-limit {}: expected a positive number of seconds",
-                self.time_limit
-            );
-        }
+        o.memory_limit = self.memory_limit;
+        let time = match self.time_limit {
+            None => None,
+            Some(t) => {
+                let time = Duration::try_from_secs_f64(t)
+                    .ok()
+                    .filter(|_| t > 0.0 && t <= MAX_TIME_LIMIT_S);
+                let Some(time) = time else {
+                    bail!(
+                        "--time-limit {t}: expected a number of seconds more than 0 and at \
+                         most {MAX_TIME_LIMIT_S}"
+                    );
+                };
+                Some(time)
+            }
+        };
         o.config.budgets = gopt::passes::Budgets {
             iterations: self.max_iterations,
             nodes: self.max_enodes,
-            time: Duration::from_secs_f64(self.time_limit),
+            time,
+            deadline: None,
         };
         Ok(o)
     }
@@ -144,6 +184,13 @@ struct Report {
     #[serde(skip_serializing_if = "Option::is_none")]
     after: Option<GraphSummary>,
     buckets: Vec<BucketReport>,
+    /// Default buckets that could not be built, and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    skipped: Vec<gopt::Skipped>,
+    /// Symbols whose default bucket sizes stop at a limit the model states: the limit
+    /// and where the model states it.
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    bucket_limits: std::collections::BTreeMap<String, (u64, String)>,
     /// What the target changed from what was asked (bf16 compiled as f16 for WGSL).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     notes: Vec<String>,
@@ -229,14 +276,21 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             ms: d.as_secs_f64() * 1e3,
         });
     };
+    // The time limit covers the whole compile: one deadline from here, checked between
+    // stages and inside each bucket's.
+    let mut opts = args.opt.options()?;
+    opts.config.budgets = opts.config.budgets.start();
+    let budgets = opts.config.budgets;
     let t = Instant::now();
     let model = gopt::load_model(&args.model)
         .with_context(|| format!("cannot import {}", args.model.display()))?;
     stage("import", t);
+    budgets.check("import")?;
     let t = Instant::now();
     let verified = gopt::ir::verify(model.model.graph.clone())
         .with_context(|| format!("{} does not verify", args.model.display()))?;
     stage("verify", t);
+    budgets.check("verify")?;
     let before = GraphSummary::of(&verified);
     let mut sorted: Vec<(String, u64)> = bindings.iter().map(|(k, v)| (k.clone(), *v)).collect();
     sorted.sort();
@@ -261,15 +315,19 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         let folded = gopt::prepare(&model.model, &bindings)
             .with_context(|| format!("cannot specialize {}", args.model.display()))?;
         stage("bind+fold", t);
+        budgets.check("bind+fold")?;
         Some(GraphSummary::of(&folded))
     };
-    let opts = args.opt.options()?;
-    let combos: Vec<std::collections::BTreeMap<String, u64>> = if !bindings.is_empty() {
-        vec![sorted.iter().cloned().collect()]
-    } else if opts.config.enabled(gopt::passes::Pass::Bucketing) {
-        gopt::pipeline::plan(&model.model, &opts)?.combinations()
+    // Without --bind, the bucket plan: default buckets that cannot be built are skipped.
+    let plan = if bindings.is_empty() && opts.config.enabled(gopt::passes::Pass::Bucketing) {
+        Some(gopt::pipeline::plan(&model.model, &opts)?)
     } else {
-        vec![Default::default()]
+        None
+    };
+    let combos: Vec<std::collections::BTreeMap<String, u64>> = match &plan {
+        _ if !bindings.is_empty() => vec![sorted.iter().cloned().collect()],
+        Some(p) => p.combinations(),
+        None => vec![Default::default()],
     };
     let bar = (progress && combos.len() > 1).then(|| {
         let b = indicatif::ProgressBar::new(combos.len() as u64);
@@ -297,7 +355,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         Target::Wgsl => opts.backend = gopt::pipeline::Backend::Wgpu,
         Target::None => {}
     }
-    let compiled = gopt::compile_buckets(&model, &opts, &combos, |b| {
+    let on_bucket = |b: &gopt::compiled::Bucket| {
         if let Some(bar) = &bar {
             bar.inc(1);
         }
@@ -312,20 +370,31 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             if args.print_ir {
                 outln!("{text}");
             }
-            graphs.push((bucket_name(&v.bucket), text));
+            graphs.push((ir_file_stem(&v.bucket), text));
         }
-    })
-    .with_context(|| {
-        format!(
-            "cannot compile {}{}",
-            args.model.display(),
-            match args.target {
-                Target::Cuda => " for CUDA (--target none stops after the optimizer)",
-                Target::Wgsl => " to WGSL (--target none stops after the optimizer)",
-                Target::None => "",
-            }
-        )
-    })?;
+    };
+    let compiled = match &plan {
+        Some(p) => gopt::compile_plan(&model, &opts, p, on_bucket),
+        None => gopt::compile_buckets(&model, &opts, &combos, on_bucket),
+    };
+    let compiled = match compiled {
+        Ok(c) => c,
+        // The time limit says what ran out itself.
+        Err(e @ gopt::GoptError::Passes(gopt::passes::PassError::TimeLimit { .. })) => {
+            return Err(e.into())
+        }
+        Err(e) => {
+            return Err(anyhow::Error::new(e).context(format!(
+                "cannot compile {}{}",
+                args.model.display(),
+                match args.target {
+                    Target::Cuda => " for CUDA (--target none stops after the optimizer)",
+                    Target::Wgsl => " to WGSL (--target none stops after the optimizer)",
+                    Target::None => "",
+                }
+            )))
+        }
+    };
     for b in compiled.buckets() {
         buckets.push(BucketReport {
             bucket: b.sizes.clone(),
@@ -348,13 +417,15 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         before,
         after,
         buckets,
+        skipped: compiled.skipped().to_vec(),
+        bucket_limits: plan.map(|p| p.bounds).unwrap_or_default(),
         notes: compiled.notes().to_vec(),
     };
     if let Some(dir) = &args.out {
-        write_artifact(dir, &report, &graphs)?;
+        let written = write_artifact(dir, &report, &graphs)?;
         if args.target != Target::None {
             compiled
-                .save(dir)
+                .save_with(dir, &written)
                 .with_context(|| format!("cannot write the artifact to {}", dir.display()))?;
         }
     }
@@ -363,6 +434,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     } else {
         print_text(&report, &gopt::report::input_symbols(&model.model.graph));
         print_buckets(&report.buckets, args.explain);
+        print_skipped(&report);
         for n in &report.notes {
             outln!("note: {n}");
         }
@@ -488,11 +560,28 @@ fn bucket_name(b: &std::collections::BTreeMap<String, u64>) -> String {
     }
 }
 
+/// A bucket's IR file name (without `.ir`): `batch=1,seq=128`, each symbol made safe as
+/// a file name ([`gopt::tensor_io::file_stem`]), so a symbol such as `../../x` cannot
+/// name a file outside the output folder.
+fn ir_file_stem(b: &std::collections::BTreeMap<String, u64>) -> String {
+    let name: Vec<String> = b
+        .iter()
+        .map(|(k, v)| format!("{}={v}", gopt::tensor_io::file_stem(k)))
+        .collect();
+    if name.is_empty() {
+        "static".to_string()
+    } else {
+        name.join(",")
+    }
+}
+
+/// Writes the reports and each bucket's graph into `dir`; returns the names of those
+/// the artifact's `plan.json` hashes (all but the timings in `report.json`).
 fn write_artifact(
     dir: &std::path::Path,
     report: &Report,
     graphs: &[(String, String)],
-) -> Result<()> {
+) -> Result<Vec<String>> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let write = |name: &str, text: &str| {
         let p = dir.join(name);
@@ -511,11 +600,45 @@ fn write_artifact(
             None => md += "not optimized (--disable all)\n\n",
         }
     }
-    write("report.md", &md)?;
-    for (name, text) in graphs {
-        write(&format!("{name}.ir"), text)?;
+    if !report.skipped.is_empty() || !report.bucket_limits.is_empty() {
+        md += "## buckets not built\n\n";
+        for (sym, (limit, why)) in &report.bucket_limits {
+            md += &format!("- default `{sym}` sizes stop at {limit}: {why}\n");
+        }
+        for k in &report.skipped {
+            md += &format!(
+                "- skipped {}: {}\n",
+                gopt::bucket_name(&k.sizes),
+                k.reason.replace('\n', " ")
+            );
+        }
+        md += "\n";
     }
-    Ok(())
+    write("report.md", &md)?;
+    // report.json is left out: it holds the stage timings, and hashing it into
+    // plan.json would make two identical compiles give different artifacts.
+    let mut written = vec!["report.md".to_string()];
+    let stems: Vec<String> = graphs.iter().map(|(s, _)| s.clone()).collect();
+    for (stem, (_, text)) in gopt::tensor_io::unique_stems(&stems).iter().zip(graphs) {
+        let name = format!("{stem}.ir");
+        write(&name, text)?;
+        written.push(name);
+    }
+    Ok(written)
+}
+
+/// The default buckets' limits and the buckets skipped, one line each.
+fn print_skipped(r: &Report) {
+    for (sym, (limit, why)) in &r.bucket_limits {
+        outln!("buckets: `{sym}` stops at {limit}: {why}");
+    }
+    for k in &r.skipped {
+        outln!(
+            "skipped bucket {}: {}",
+            gopt::bucket_name(&k.sizes),
+            k.reason.replace('\n', " ")
+        );
+    }
 }
 
 fn print_buckets(buckets: &[BucketReport], explain: bool) {
@@ -546,6 +669,9 @@ fn print_buckets(buckets: &[BucketReport], explain: bool) {
                 r.after.est_us,
                 if r.fusions.is_empty() { "nothing".into() } else { r.fusions.join("; ") }
             );
+            if let Some(cut) = &r.budget_cut {
+                outln!("  budget: {cut}");
+            }
         }
         if let Some(w) = &b.wgsl {
             outln!(

@@ -16,7 +16,8 @@ use std::process::ExitCode;
                   symbolic dims, how many nodes of each op it has, its parameter count and \
                   weight size, and every op gopt cannot import, listed together with the \
                   nodes that use it. Unsupported ops are reported, not an error: the exit \
-                  code is 0 unless the file cannot be read as a model (2).",
+                  code is 0 unless the file cannot be read as a model (2). Only regular \
+                  files are read (not devices, FIFOs or folders).",
     after_help = "Examples:\n  \
         gopt inspect tests/data/models/bert_small/model.onnx\n  \
         gopt inspect model.onnx --json | jq .unsupported"

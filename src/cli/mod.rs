@@ -31,7 +31,9 @@ pub enum Backend {
 /// The backend flags `run`, `test` and `bench` share.
 #[derive(clap::Args, Clone, Debug)]
 pub struct DeviceArgs {
-    /// Where to execute: auto tries cuda, then wgpu, then cpu.
+    /// Where to execute: auto tries cuda, then wgpu, then cpu. An artifact runs on the
+    /// backend it was compiled for with auto; another backend runs its model.onnx
+    /// compiled again for that backend (said in a note).
     #[arg(long, value_enum, default_value_t = Backend::Auto)]
     pub backend: Backend,
     /// wgpu: run on the first adapter whose name contains NAME (`gopt adapters` lists

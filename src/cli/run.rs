@@ -1,9 +1,9 @@
 //! `gopt run`: runs a model on input files and prints (and optionally writes) its
 //! outputs.
 
-use super::{adapter_name, backend_cannot, fmt_duration, fmt_num, outln, DeviceArgs};
+use super::{adapter_name, backend_cannot, fmt_duration, fmt_num, outln, Backend, DeviceArgs};
 use anyhow::{Context, Result};
-use gopt::tensor_io::{file_stem, read_tensor, write_tensor, Summary, TensorFormat};
+use gopt::tensor_io::{file_stem, read_tensor, unique_stems, write_tensor, Summary, TensorFormat};
 use serde::Serialize;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -32,7 +32,8 @@ use std::time::Instant;
 )]
 pub struct Args {
     /// The model file (.onnx), or an artifact folder `gopt compile -o DIR` wrote (its
-    /// plans run without optimizing again).
+    /// plans run without optimizing again, once every file matches the SHA-256 its
+    /// plan.json records).
     pub model: PathBuf,
     /// An input as NAME=FILE, or FILE alone to bind the next unbound input in order.
     /// FILE is .npy or .pb. Repeat for each input.
@@ -40,7 +41,9 @@ pub struct Args {
     pub inputs: Vec<String>,
     #[command(flatten)]
     pub device: DeviceArgs,
-    /// Write each output to DIR/<output name>.<format> (DIR is created if needed).
+    /// Write each output to DIR/<output name>.<format> (DIR is created if needed;
+    /// characters unsafe in file names become `_`, and names that then coincide get
+    /// `_2`, `_3`, ...).
     #[arg(short, long = "output-dir", value_name = "DIR")]
     pub out: Option<PathBuf>,
     /// File format of written outputs (bf16 outputs are written as float32 in .npy).
@@ -88,15 +91,22 @@ struct Report {
 /// Runs `gopt run`.
 pub fn main(args: &Args) -> Result<ExitCode> {
     let t0 = Instant::now();
-    // A folder is an artifact `gopt compile -o` wrote: its plans run as compiled.
-    let artifact = args.model.is_dir();
-    let model_file = if artifact {
-        args.model.join("model.onnx")
+    // A folder is an artifact `gopt compile -o` wrote: its plans run as compiled, after
+    // every file is checked against the hashes its plan records.
+    let mut opts = args.opt.options()?;
+    let mut loaded = None;
+    let model = if args.model.is_dir() {
+        opts.no_cuda_graph = args.device.no_cuda_graph;
+        opts.adapter = args.device.adapter.clone();
+        let c = gopt::Compiled::load(&args.model, &opts)
+            .with_context(|| format!("cannot load the artifact {}", args.model.display()))?;
+        let m = c.model().clone();
+        loaded = Some(c);
+        m
     } else {
-        args.model.clone()
+        gopt::load_model(&args.model)
+            .with_context(|| format!("cannot import {}", args.model.display()))?
     };
-    let model = gopt::load_model(&model_file)
-        .with_context(|| format!("cannot import {}", model_file.display()))?;
     let import_time = t0.elapsed();
     let graph = &model.model.graph;
     let names = gopt::input_names(graph);
@@ -110,7 +120,10 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     let inputs = gopt::order_inputs(graph, given)?;
     let out_names = gopt::output_names(graph);
     let t1 = Instant::now();
-    let mut opts = args.opt.options()?;
+    if let Some(c) = loaded {
+        let (outputs, notes) = run_artifact(args, c, &mut opts, &inputs)?;
+        return finish(args, &opts, notes, outputs, &out_names, import_time, t1);
+    }
     let (candidates, mut notes) = args.device.candidates();
     let mut outputs = None;
     for (k, &backend) in candidates.iter().enumerate() {
@@ -122,15 +135,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             notes.push(format!("{}: {e:#}", backend.name()));
             continue;
         }
-        let attempt = if artifact {
-            gopt::Compiled::load_with(&args.model, model.clone(), &opts)
-                .with_context(|| format!("cannot load the artifact {}", args.model.display()))
-                .and_then(|mut c| {
-                    opts.backend = c.backend();
-                    notes.extend(c.notes().iter().cloned());
-                    Ok(c.run(&inputs)?)
-                })
-        } else {
+        let attempt = {
             let mut c = gopt::Compiled::empty(&model, &opts);
             notes.extend(c.notes().iter().cloned());
             c.run(&inputs).map_err(anyhow::Error::from)
@@ -140,7 +145,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
                 outputs = Some(o);
                 break;
             }
-            Err(e) if !last && !artifact && e.downcast_ref().is_some_and(backend_cannot) => {
+            Err(e) if !last && e.downcast_ref().is_some_and(backend_cannot) => {
                 notes.push(format!("{}: {e:#}", backend.name()));
             }
             Err(e) => {
@@ -153,6 +158,62 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         }
     }
     let outputs = outputs.context("no backend to run on")?;
+    finish(args, &opts, notes, outputs, &out_names, import_time, t1)
+}
+
+/// Runs a loaded artifact: on its own backend (`--backend auto` or the same one), else
+/// its `model.onnx` compiled again for the backend asked for, said in a note.
+fn run_artifact(
+    args: &Args,
+    c: gopt::Compiled,
+    opts: &mut gopt::pipeline::Options,
+    inputs: &[gopt::Tensor],
+) -> Result<(Vec<gopt::Tensor>, Vec<String>)> {
+    use gopt::pipeline::Backend as B;
+    let own = c.backend();
+    let want = match args.device.backend {
+        Backend::Auto => own,
+        Backend::Cpu => B::Cpu,
+        Backend::Cuda => B::Cuda,
+        Backend::Wgpu => B::Wgpu,
+    };
+    let mut notes = Vec::new();
+    let mut c = if want == own {
+        opts.backend = own;
+        c
+    } else {
+        args.device.apply(opts, want)?;
+        notes.push(format!(
+            "the artifact was compiled for {}; --backend {} runs its model.onnx, compiled \
+             again for {} at its precision ({})",
+            own.name(),
+            want.name(),
+            want.name(),
+            c.options().config.precision.name()
+        ));
+        c.recompiled_for(opts)
+    };
+    notes.extend(c.notes().iter().cloned());
+    let outputs = c.run(inputs).with_context(|| {
+        format!(
+            "cannot run {} on {}",
+            args.model.display(),
+            opts.backend.name()
+        )
+    })?;
+    Ok((outputs, notes))
+}
+
+/// Reports the outputs and writes them with `-o`.
+fn finish(
+    args: &Args,
+    opts: &gopt::pipeline::Options,
+    notes: Vec<String>,
+    outputs: Vec<gopt::Tensor>,
+    out_names: &[String],
+    import_time: std::time::Duration,
+    t1: Instant,
+) -> Result<ExitCode> {
     let run_time = t1.elapsed();
     let format = match args.format {
         Format::Npy => TensorFormat::Npy,
@@ -162,15 +223,22 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create output folder {}", dir.display()))?;
     }
+    let names: Vec<String> = (0..outputs.len())
+        .map(|k| {
+            out_names
+                .get(k)
+                .cloned()
+                .unwrap_or_else(|| format!("output_{k}"))
+        })
+        .collect();
+    // Output names that sanitize to one file name (`a/b`, `a_b`) get distinct files.
+    let stems: Vec<String> = names.iter().map(|n| file_stem(n)).collect();
+    let stems = unique_stems(&stems);
     let mut reports = Vec::new();
-    for (k, t) in outputs.iter().enumerate() {
-        let name = out_names
-            .get(k)
-            .cloned()
-            .unwrap_or_else(|| format!("output_{k}"));
+    for ((t, name), stem) in outputs.iter().zip(names).zip(&stems) {
         let file = match &args.out {
             Some(dir) => {
-                let path = dir.join(format!("{}.{}", file_stem(&name), format.extension()));
+                let path = dir.join(format!("{stem}.{}", format.extension()));
                 write_tensor(&path, &name, t, format)
                     .with_context(|| format!("cannot write output `{name}`"))?;
                 Some(path.display().to_string())
@@ -186,7 +254,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     let report = Report {
         model: args.model.display().to_string(),
         backend: opts.backend.name(),
-        adapter: adapter_name(&opts),
+        adapter: adapter_name(opts),
         notes,
         import_ms: import_time.as_secs_f64() * 1e3,
         run_ms: run_time.as_secs_f64() * 1e3,

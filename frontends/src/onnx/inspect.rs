@@ -47,9 +47,11 @@ pub struct IoInfo {
 
 /// Summarises a model file.
 pub fn inspect(path: &Path) -> Result<Inspection> {
-    let bytes = std::fs::read(path).map_err(|source| ImportError::Io {
-        path: path.to_path_buf(),
-        source,
+    let bytes = crate::fs::read_regular(path, crate::fs::MAX_MODEL_BYTES).map_err(|source| {
+        ImportError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
     })?;
     let what = path
         .file_name()

@@ -43,9 +43,11 @@ pub struct Imported {
 /// Reads and imports a model file; external data is resolved relative to its directory.
 /// Errors name the file.
 pub fn load(path: &Path) -> Result<Imported> {
-    let bytes = std::fs::read(path).map_err(|source| ImportError::Io {
-        path: path.to_path_buf(),
-        source,
+    let bytes = crate::fs::read_regular(path, crate::fs::MAX_MODEL_BYTES).map_err(|source| {
+        ImportError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
     })?;
     let base = path.parent().map(|p| {
         if p.as_os_str().is_empty() {

@@ -290,12 +290,9 @@ fn read_external(
             real.display()
         )));
     }
-    let mut f = std::fs::File::open(&real)
+    // A regular file only: a FIFO would block the import, a device never end.
+    let (mut f, file_len) = crate::fs::open_regular(&real, u64::MAX)
         .map_err(|e| err(format!("cannot open `{}`: {e}", real.display())))?;
-    let file_len = f
-        .metadata()
-        .map_err(|e| err(format!("cannot stat `{}`: {e}", real.display())))?
-        .len();
     let length = length.unwrap_or_else(|| file_len.saturating_sub(offset));
     if length != nbytes as u64 {
         return Err(err(format!(
@@ -437,10 +434,13 @@ pub fn tensor_to_proto(name: &str, t: &Tensor) -> proto::TensorProto {
 
 /// Reads a serialized `TensorProto` file (`input_0.pb`); returns its name and data.
 pub fn read_tensor_file(path: &Path) -> Result<(String, Tensor)> {
-    let bytes = std::fs::read(path).map_err(|source| ImportError::Io {
-        path: path.to_path_buf(),
-        source,
-    })?;
+    let bytes =
+        crate::fs::read_regular(path, crate::fs::MAX_TENSOR_FILE_BYTES).map_err(|source| {
+            ImportError::Io {
+                path: path.to_path_buf(),
+                source,
+            }
+        })?;
     let t = proto::TensorProto::decode(bytes.as_slice()).map_err(|e| ImportError::Decode {
         what: path.display().to_string(),
         msg: e.to_string(),
