@@ -18,12 +18,16 @@
 #            torch.compile in the same run, through CUDA and through wgpu.
 #         The machine has no Vulkan loader: carry `.gl` (the libvulkan1 and GL/EGL
 #         loader .debs, see docs/wgsl.md), which this script unpacks.
-#         Logs and JSON go to $OUT; a summary is printed last.
+#         Logs and JSON go to $OUT; a summary is printed last, one `PASS|FAIL step: ...`
+#         line per step, then `gpu-check: PASS` or `gpu-check: FAIL (N of M steps)`.
+#         Exit status 1 if any step failed (a test binary or `gopt test` exiting non-zero,
+#         a conformance run with a case of its manifest not passing, or a run timing
+#         out), so a GPU run can be trusted at a glance.
 set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
-TESTS=(cuda_kernels cuda_plan cuda_attention cuda_conv)
+TESTS=(cuda_kernels cuda_plan cuda_attention cuda_conv gpu_indices)
 WGPU_TESTS=(wgpu_models)
 
 if [[ "${1:-}" == "--build" ]]; then
@@ -88,53 +92,79 @@ if [[ "$WGPU" == 1 ]]; then
 fi
 export WGPU
 summary=()
+steps=0
+failures=0
 log() { echo "$*"; summary+=("$*"); }
+# record STEP RC DETAIL...: one summary line, PASS when RC is 0, else FAIL (and the run
+# fails).
+record() {
+    local name="$1" rc="$2"
+    shift 2
+    steps=$((steps + 1))
+    if [[ "$rc" == 0 ]]; then
+        log "PASS $name: $*"
+    else
+        failures=$((failures + 1))
+        log "FAIL $name (exit $rc): $*"
+    fi
+}
+# manifest_rc RC LOG: a `gopt test --manifest` run passes when it ran to its totals line
+# (exit 0, or 1 for cases that fail but are not listed) and no listed case did not pass.
+manifest_rc() {
+    local rc="$1" file="$2"
+    if [[ "$rc" != 0 && "$rc" != 1 ]]; then
+        echo "$rc"
+    elif grep -q '^NOT PASSING' "$file" || ! tail -1 "$file" | grep -Eq '^[0-9]+ passed, [0-9]+ failed, [0-9]+ skipped$'; then
+        echo 1
+    else
+        echo 0
+    fi
+}
 {
     echo "== $(date -u +%FT%TZ) commit $(tr '\n' ' ' < gpu-bin/COMMIT)"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader || true
     for t in "${TESTS[@]}"; do
         [[ -n "$t" ]] || continue
         echo "== $t (--ignored)"
-        if "$BIN/$t" --ignored --nocapture --test-threads 1 > "$OUT/$t.log" 2>&1; then
-            log "$t: $(grep -E '^test result' "$OUT/$t.log" | tail -1)"
-        else
-            log "$t: FAILED ($(grep -E '^test result|panicked' "$OUT/$t.log" | head -3 | tr '\n' ' '))"
-        fi
+        "$BIN/$t" --ignored --nocapture --test-threads 1 > "$OUT/$t.log" 2>&1
+        rc=$?
+        record "$t" "$rc" "$(grep -E '^test result|panicked' "$OUT/$t.log" | tail -3 | tr '\n' ' ')"
         grep -E '^(cuda|bandwidth|attention|conv|timing|  )' "$OUT/$t.log" | head -40
     done
     for p in fp32 bf16 fp16; do
         echo "== shared models through CUDA, $p"
         "$BIN/gopt" test tests/data/models --backend cuda --precision "$p" --atol 1e-4 -j 4 > "$OUT/models_$p.log" 2>&1
-        log "models $p: $(tail -1 "$OUT/models_$p.log")"
+        record "models $p" $? "$(tail -1 "$OUT/models_$p.log")"
         grep -v '^PASS' "$OUT/models_$p.log" | head -20
     done
     echo "== shared models, kernel by kernel (no CUDA graph), fp32"
     "$BIN/gopt" test tests/data/models --backend cuda --no-cuda-graph --atol 1e-4 -j 4 > "$OUT/models_nograph.log" 2>&1
-    log "models fp32 no CUDA graph: $(tail -1 "$OUT/models_nograph.log")"
+    record "models fp32 no CUDA graph" $? "$(tail -1 "$OUT/models_nograph.log")"
     if [[ "$WGPU" == 1 ]]; then
         echo "== wgpu"
         "$BIN/gopt" adapters 2>&1 | head -5
         for t in "${WGPU_TESTS[@]}"; do
-            if "$BIN/$t" --nocapture --test-threads 1 > "$OUT/$t.log" 2>&1; then
-                log "$t: $(grep -E '^test result' "$OUT/$t.log" | tail -1)"
-            else
-                log "$t: FAILED ($(grep -E '^test result|panicked' "$OUT/$t.log" | head -3 | tr '\n' ' '))"
-            fi
+            "$BIN/$t" --nocapture --test-threads 1 > "$OUT/$t.log" 2>&1
+            rc=$?
+            record "$t" "$rc" "$(grep -E '^test result|panicked' "$OUT/$t.log" | tail -3 | tr '\n' ' ')"
             grep -E '^wgpu' "$OUT/$t.log" | head -10
         done
         for p in fp32 fp16; do
             "$BIN/gopt" test tests/data/models --backend wgpu --precision "$p" --atol 1e-4 > "$OUT/models_wgpu_$p.log" 2>&1
-            log "models wgpu $p: $(tail -1 "$OUT/models_wgpu_$p.log")"
+            record "models wgpu $p" $? "$(tail -1 "$OUT/models_wgpu_$p.log")"
             grep -v '^PASS' "$OUT/models_wgpu_$p.log" | head -10
         done
         timeout 200 "$BIN/gopt" test tests/data/conformance --backend wgpu --manifest tests/conformance/wgpu.manifest \
             > "$OUT/conformance_wgpu.log" 2>&1
-        log "conformance wgpu (all cases, manifest tests/conformance/wgpu.manifest): $(tail -1 "$OUT/conformance_wgpu.log")"
+        rc="$(manifest_rc $? "$OUT/conformance_wgpu.log")"
+        record "conformance wgpu (all cases, manifest tests/conformance/wgpu.manifest)" "$rc" \
+            "$(tail -1 "$OUT/conformance_wgpu.log")"
         grep -E '^(FAIL|NOT PASSING)' "$OUT/conformance_wgpu.log" | head -20
     fi
     if [[ "$BENCH" == 1 ]]; then
         echo "== benchmark"
         bash bench/gpu-bench.sh "$BIN/gopt" "$OUT/bench" 2>&1 | grep -v -i "warning\|^  " | tail -30
+        record "benchmark" "${PIPESTATUS[0]}" "bench/gpu-bench.sh, $OUT/bench"
         for f in "$OUT"/bench/profile_*.txt; do echo "-- $f"; head -24 "$f"; done
         cat "$OUT/bench/bench.md" 2>/dev/null
         cat "$OUT"/bench/gopt.err 2>/dev/null | head -20
@@ -152,11 +182,30 @@ log() { echo "$*"; summary+=("$*"); }
                 [[ -d "$d" ]] && cases+=("$d")
             done
         done
-        timeout 150 "$BIN/gopt" test "${cases[@]}" --backend cuda -j 16 > "$OUT/conformance_cuda.log" 2>&1
-        log "conformance cuda (${#cases[@]} cases of the models' op families): $(tail -1 "$OUT/conformance_cuda.log")"
+        # Judged against tests/conformance/cuda.manifest when there is one (cases known to
+        # differ are left out of it), else every case must pass.
+        manifest=(); [[ -f tests/conformance/cuda.manifest ]] && manifest=(--manifest tests/conformance/cuda.manifest)
+        timeout 150 "$BIN/gopt" test "${cases[@]}" --backend cuda -j 16 "${manifest[@]}" \
+            > "$OUT/conformance_cuda.log" 2>&1
+        rc=$?
+        ((${#manifest[@]})) && rc="$(manifest_rc "$rc" "$OUT/conformance_cuda.log")"
+        record "conformance cuda (${#cases[@]} cases of the models' op families${manifest[*]:+, ${manifest[*]}})" \
+            "$rc" "$(tail -1 "$OUT/conformance_cuda.log")"
         grep -E '^FAIL' "$OUT/conformance_cuda.log" | head -30
     fi
     echo "== summary"
     printf '%s\n' "${summary[@]}"
+    if ((failures)); then
+        echo "gpu-check: FAIL ($failures of $steps steps failed)"
+        exit 1
+    fi
+    echo "gpu-check: PASS ($steps steps)"
+    exit 0
 } 2>&1 | tee "$OUT/gpu-check.log"
-rm -rf "$OUT/ptx-cache"
+# The group ran in a subshell of the pipeline: its exit status carries the verdict.
+status=("${PIPESTATUS[@]}")
+rm -rf "$OUT/ptx-cache" || true
+if [[ "${status[0]}" != 0 || "${status[1]}" != 0 ]]; then
+    exit 1
+fi
+exit 0

@@ -3,7 +3,7 @@
 
 use super::{adapter_name, outln, DeviceArgs, EXIT_FAILED};
 use anyhow::{Context, Result};
-use gopt::testing::{self, CaseResult, ManifestCheck, Options, Totals};
+use gopt::testing::{self, CaseResult, ManifestCheck, Options, Status, Totals};
 use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -20,7 +20,13 @@ use std::process::ExitCode;
                   tolerance comes from --rtol/--atol, else the case's tolerance.json, else \
                   rtol 1e-3, atol 1e-7. Prints `PASS name`, `FAIL name: why` or \
                   `UNSUPPORTED name: why` per case (an op or mode gopt does not implement \
-                  counts as skipped) and last `N passed, M failed, K skipped`. Exit code 1 \
+                  counts as skipped) and last `N passed, M failed, K skipped`. A case is \
+                  PASS only if it ran on the backend asked for (with --backend auto, the \
+                  one auto picked), compiled as asked: `FALLBACK name (why)` matched only \
+                  on the CPU interpreter because that backend has no kernel for it, \
+                  `UNOPTIMIZED name (why)` matched only interpreted as imported because \
+                  its optimized compile failed; both count as skipped and are never \
+                  written to --write-manifest. Exit code 1 \
                   if any case failed or a case of --manifest did not pass. Each case is \
                   compiled first (specialized to its inputs' bucket and optimized with \
                   the same options as `gopt compile`; --disable all interprets it as \
@@ -51,7 +57,7 @@ pub struct Args {
     /// Print per-case results and totals as one JSON object instead of lines.
     #[arg(long)]
     pub json: bool,
-    /// Cases run in parallel (default: one per core).
+    /// Cases run in parallel (default and most: one per core).
     #[arg(short, long, value_name = "N")]
     pub jobs: Option<usize>,
     /// Expected passes, one case name per line: also fail if a listed case does not pass.
@@ -69,6 +75,10 @@ struct Report<'a> {
     cases: &'a [CaseResult],
     totals: Totals,
     pass_percent: f64,
+    /// The cases that matched only on the CPU interpreter (not passes).
+    fallback: Vec<&'a str>,
+    /// The cases that matched only unoptimized (not passes).
+    unoptimized: Vec<&'a str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     manifest: Option<&'a ManifestCheck>,
 }
@@ -85,7 +95,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     let backend = candidates[0];
     args.device.apply(&mut pipeline, backend)?;
     // `auto` runs every case on the first backend this machine has; a case that backend
-    // has no kernel for runs on the CPU interpreter, with a note saying so.
+    // has no kernel for runs on the CPU interpreter and is FALLBACK, not PASS.
     let fallback_cpu = candidates.len() > 1;
     // On stderr, like the manifest notes: stdout keeps one line per case and the totals.
     if !args.json {
@@ -111,6 +121,10 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         rel_l2,
         fallback_cpu,
     };
+    let workers = testing::worker_threads(args.jobs);
+    if let Some(j) = args.jobs.filter(|&j| j > workers) {
+        eprintln!("note: -j {j} capped at {workers} (the number of cores)");
+    }
     let json = args.json;
     let results = testing::run_cases(&cases, &opts, |r| {
         if !json {
@@ -124,10 +138,19 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         eprintln!("wrote {} ({} passing cases)", path.display(), totals.passed);
     }
     if json {
+        let named = |s: Status| {
+            results
+                .iter()
+                .filter(|r| r.status == s)
+                .map(|r| r.name.as_str())
+                .collect()
+        };
         let report = Report {
             cases: &results,
             totals,
             pass_percent: totals.pass_percent(),
+            fallback: named(Status::Fallback),
+            unoptimized: named(Status::Unoptimized),
             manifest: check.as_ref(),
         };
         outln!("{}", serde_json::to_string_pretty(&report)?);
@@ -144,6 +167,13 @@ pub fn main(args: &Args) -> Result<ExitCode> {
                     c.unlisted_passes.join(" ")
                 );
             }
+        }
+        if totals.fallback + totals.unoptimized > 0 {
+            eprintln!(
+                "of the {} skipped: {} matched only on the CPU interpreter (FALLBACK), {} \
+                 only unoptimized (UNOPTIMIZED); neither is a pass",
+                totals.skipped, totals.fallback, totals.unoptimized
+            );
         }
         outln!("{totals}");
     }

@@ -3,8 +3,11 @@
 //! `test_data_set_N/{input_K,output_K}.pb`, optionally `tolerance.json`
 //! (`{"rtol": .., "atol": ..}`). Every data set of a case is run and compared; a case
 //! that gopt cannot run because something is not implemented is UNSUPPORTED (skipped),
-//! any other error or mismatch is a FAIL. Cases run in parallel, each behind a panic
-//! guard, and results come back in case order.
+//! any other error or mismatch is a FAIL. A case is PASS only if every data set ran on
+//! the backend asked for, compiled as asked: one that matched only after falling back to
+//! the CPU interpreter (FALLBACK) or after its optimized compile failed (UNOPTIMIZED) is
+//! counted apart, with the skipped cases, so a result never claims more than was tested.
+//! Cases run in parallel, each behind a panic guard, and results come back in case order.
 
 pub mod compare;
 pub mod manifest;
@@ -44,14 +47,15 @@ pub struct Options {
     pub rtol: Option<f64>,
     /// Absolute tolerance overriding the cases' `tolerance.json` and the default.
     pub atol: Option<f64>,
-    /// Worker threads (`None`: one per core).
+    /// Worker threads (`None`: one per core; more than the cores are capped, see
+    /// [`worker_threads`]).
     pub jobs: Option<usize>,
     /// Compile each case with these options first (`None`: interpret it as imported).
     pub pipeline: Option<crate::pipeline::Options>,
     /// Compare float outputs by relative L2 error instead (low-precision pipelines).
     pub rel_l2: Option<f64>,
-    /// A case the pipeline's backend has no kernel for runs on the CPU interpreter, with
-    /// a note (`--backend auto`); otherwise another backend never falls back.
+    /// A case the pipeline's backend has no kernel for runs on the CPU interpreter and is
+    /// FALLBACK, not PASS (`--backend auto`); otherwise another backend never falls back.
     pub fallback_cpu: bool,
 }
 
@@ -65,6 +69,12 @@ pub enum Status {
     Fail,
     /// gopt does not implement something the case needs (counted as skipped).
     Unsupported,
+    /// Every data set matched, but only on the CPU interpreter after the backend asked
+    /// for had no kernel for it (`--backend auto`; counted as skipped, never a pass).
+    Fallback,
+    /// Every data set matched, but only interpreted as imported after the optimized
+    /// compile failed (counted as skipped, never a pass).
+    Unoptimized,
 }
 
 impl fmt::Display for Status {
@@ -73,6 +83,8 @@ impl fmt::Display for Status {
             Status::Pass => "PASS",
             Status::Fail => "FAIL",
             Status::Unsupported => "UNSUPPORTED",
+            Status::Fallback => "FALLBACK",
+            Status::Unoptimized => "UNOPTIMIZED",
         })
     }
 }
@@ -91,13 +103,15 @@ pub struct CaseResult {
     pub data_sets_passed: usize,
     /// Wall-clock time of the case, in seconds.
     pub seconds: f64,
-    /// Set when the case ran unoptimized because it could not be specialized.
+    /// Set when a data set did not run as asked: why it fell back to the CPU interpreter
+    /// (FALLBACK) or why its optimized compile failed (UNOPTIMIZED).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub note: Option<String>,
 }
 
 impl fmt::Display for CaseResult {
-    /// `PASS name`, `FAIL name: why` or `UNSUPPORTED name: why`.
+    /// `PASS name`, `FAIL name: why`, `UNSUPPORTED name: why`, or `FALLBACK name (why)`
+    /// and `UNOPTIMIZED name (why)` for a case that matched only not as asked.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}", self.status, self.name)?;
         if let Some(n) = &self.note {
@@ -117,8 +131,12 @@ pub struct Totals {
     pub passed: usize,
     /// Cases that failed.
     pub failed: usize,
-    /// Cases that were unsupported.
+    /// Cases that did not pass or fail: unsupported, fallback and unoptimized ones.
     pub skipped: usize,
+    /// Of the skipped, the cases that matched only on the CPU interpreter (FALLBACK).
+    pub fallback: usize,
+    /// Of the skipped, the cases that matched only unoptimized (UNOPTIMIZED).
+    pub unoptimized: usize,
 }
 
 impl Totals {
@@ -130,6 +148,14 @@ impl Totals {
                 Status::Pass => t.passed += 1,
                 Status::Fail => t.failed += 1,
                 Status::Unsupported => t.skipped += 1,
+                Status::Fallback => {
+                    t.skipped += 1;
+                    t.fallback += 1;
+                }
+                Status::Unoptimized => {
+                    t.skipped += 1;
+                    t.unoptimized += 1;
+                }
             }
         }
         t
@@ -225,10 +251,9 @@ pub fn run_cases(
     mut on_result: impl FnMut(&CaseResult),
 ) -> Vec<CaseResult> {
     install_panic_capture();
-    let mut builder = rayon::ThreadPoolBuilder::new().stack_size(WORKER_STACK_BYTES);
-    if let Some(j) = opts.jobs {
-        builder = builder.num_threads(j.max(1));
-    }
+    let builder = rayon::ThreadPoolBuilder::new()
+        .stack_size(WORKER_STACK_BYTES)
+        .num_threads(worker_threads(opts.jobs));
     let pool = builder.build().ok();
     let (tx, rx) = mpsc::channel::<(usize, CaseResult)>();
     let mut slots: Vec<Option<CaseResult>> = vec![None; cases.len()];
@@ -261,19 +286,32 @@ pub fn run_cases(
     done
 }
 
+/// The worker threads a run uses for `jobs`: one per core by default, at least 1, and
+/// never more than the cores (each worker reserves a 64 MiB stack, and more threads
+/// than cores only add contention: `-j 100000` must not start 100,000 threads).
+pub fn worker_threads(jobs: Option<usize>) -> usize {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    jobs.unwrap_or(cores).clamp(1, cores)
+}
+
 /// Runs one case behind a panic guard: a panic is a FAIL whose message starts with
 /// `panic:` (a bug to fix, but it must not stop the other cases).
 pub fn run_case(case: &Case, opts: &Options) -> CaseResult {
     let start = Instant::now();
     let mut passed = 0usize;
-    let mut note = None;
+    let mut degraded = None;
     let outcome = catch_unwind(AssertUnwindSafe(|| {
         IN_CASE.with(|c| *c.borrow_mut() = Some(None));
-        run_case_inner(case, opts, &mut passed, &mut note)
+        run_case_inner(case, opts, &mut passed, &mut degraded)
     }));
     let captured = IN_CASE.with(|c| c.borrow_mut().take()).flatten();
+    let note = degraded.as_ref().map(|d: &Degraded| d.why().to_string());
     let (status, message) = match outcome {
-        Ok(Ok(())) => (Status::Pass, None),
+        Ok(Ok(())) => match degraded {
+            None => (Status::Pass, None),
+            Some(Degraded::Fallback(_)) => (Status::Fallback, None),
+            Some(Degraded::Unoptimized(_)) => (Status::Unoptimized, None),
+        },
         Ok(Err(Outcome::Fail(m))) => (Status::Fail, Some(m)),
         Ok(Err(Outcome::Unsupported(m))) => (Status::Unsupported, Some(m)),
         Err(payload) => {
@@ -288,6 +326,22 @@ pub fn run_case(case: &Case, opts: &Options) -> CaseResult {
         data_sets_passed: passed,
         seconds: start.elapsed().as_secs_f64(),
         note,
+    }
+}
+
+/// How a data set that matched did not run as asked (the first one a case hit).
+enum Degraded {
+    /// It ran on the CPU interpreter: the backend asked for has no kernel for it.
+    Fallback(String),
+    /// It ran interpreted as imported: the optimized compile failed.
+    Unoptimized(String),
+}
+
+impl Degraded {
+    fn why(&self) -> &str {
+        match self {
+            Degraded::Fallback(w) | Degraded::Unoptimized(w) => w,
+        }
     }
 }
 
@@ -313,14 +367,16 @@ impl Outcome {
     }
 }
 
-/// Runs one data set: compiled with the pipeline options when given; a model that cannot
-/// be specialized (its shapes need values only known at run time) is interpreted as
-/// imported, with a note saying so. Optimizer failures are failures.
+/// Runs one data set: compiled with the pipeline options when given; on the CPU backend a
+/// model whose compile fails (e.g. its shapes need values only known at run time) is
+/// interpreted as imported and marked UNOPTIMIZED; with `fallback_cpu` a model the
+/// backend has no kernel for is interpreted and marked FALLBACK. Optimizer failures are
+/// failures.
 fn run_set(
     model: &crate::Imported,
     inputs: &[Tensor],
     opts: &Options,
-    note: &mut Option<String>,
+    degraded: &mut Option<Degraded>,
 ) -> crate::Result<Vec<Tensor>> {
     let Some(p) = &opts.pipeline else {
         return run_cpu(model, inputs);
@@ -331,7 +387,8 @@ fn run_set(
         Err(e @ (GoptError::Codegen(_) | GoptError::Runtime(_)))
             if opts.fallback_cpu && p.backend != crate::pipeline::Backend::Cpu =>
         {
-            *note = Some(format!("ran on cpu: {} cannot: {e}", p.backend.name()));
+            let why = format!("ran on cpu: {} cannot: {e}", p.backend.name());
+            degraded.get_or_insert(Degraded::Fallback(why));
             run_cpu(model, inputs)
         }
         // Another backend never falls back to the interpreter: its result must be its own.
@@ -340,7 +397,7 @@ fn run_set(
             if gopt_ir::interp::check_inputs(&model.model.graph, inputs).is_err() {
                 return Err(e);
             }
-            *note = Some(format!("not optimized: {e}"));
+            degraded.get_or_insert(Degraded::Unoptimized(format!("not optimized: {e}")));
             run_cpu(model, inputs)
         }
     }
@@ -350,7 +407,7 @@ fn run_case_inner(
     case: &Case,
     opts: &Options,
     passed: &mut usize,
-    note: &mut Option<String>,
+    degraded: &mut Option<Degraded>,
 ) -> Result<(), Outcome> {
     let tol = tolerance(case, opts).map_err(Outcome::Fail)?;
     let model = load_model(&case.dir.join("model.onnx")).map_err(|e| Outcome::from_error("", e))?;
@@ -368,8 +425,8 @@ fn run_case_inner(
             .unwrap_or_default();
         let inputs = read_tensors(set, "input_").map_err(|e| Outcome::from_error(&set_name, e))?;
         let want = read_tensors(set, "output_").map_err(|e| Outcome::from_error(&set_name, e))?;
-        let got =
-            run_set(&model, &inputs, opts, note).map_err(|e| Outcome::from_error(&set_name, e))?;
+        let got = run_set(&model, &inputs, opts, degraded)
+            .map_err(|e| Outcome::from_error(&set_name, e))?;
         if got.len() != want.len() {
             return Err(Outcome::Fail(format!(
                 "{set_name}: the model gave {} outputs, the data set has {}",
