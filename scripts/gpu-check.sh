@@ -42,7 +42,8 @@ if [[ "${1:-}" == "--build" ]]; then
         cp "$bin" "gpu-bin/$t"
     done
     strip gpu-bin/* 2>/dev/null || true
-    gzip -9 gpu-bin/*
+    # xz, not gzip: the test binaries and the tree must fit the 64 MiB that travels.
+    for f in gpu-bin/*; do [[ "$f" == *COMMIT ]] || xz -9 -T2 "$f"; done
     tar czf gpu-bin/conformance.tgz -C tests/data conformance
     git rev-parse --short HEAD > gpu-bin/COMMIT
     git diff --quiet HEAD || echo "+dirty" >> gpu-bin/COMMIT
@@ -68,7 +69,7 @@ export GOPT_REPO="$REPO"
 export GOPT_CACHE_DIR="$OUT/ptx-cache"
 BIN="$REPO/gpu-bin/bin"
 mkdir -p "$BIN"
-for f in gpu-bin/*.gz; do gunzip -c "$f" > "$BIN/$(basename "$f" .gz)"; chmod +x "$BIN/$(basename "$f" .gz)"; done
+for f in gpu-bin/*.xz; do xz -dc "$f" > "$BIN/$(basename "$f" .xz)"; chmod +x "$BIN/$(basename "$f" .xz)"; done
 [[ -d tests/data/conformance ]] || tar xzf gpu-bin/conformance.tgz -C tests/data
 # Vulkan for wgpu: the loader from the carried .deb, and NVIDIA's ICD through its EGL
 # library (the default ICD's GLX library fails without a display).
