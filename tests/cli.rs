@@ -1531,3 +1531,25 @@ fn wgpu_without_a_runtime_dir_prints_no_loader_errors() {
         );
     }
 }
+
+#[test]
+fn test_rel_l2_bound_is_a_flag() {
+    assert_error(
+        &gopt(&["test", "tests/data/models/bert_small", "--rel-l2", "0"]),
+        &["--rel-l2", "positive"],
+    );
+    // bf16 on bert_small is within the default 2e-2 but not within 1e-9: the flag
+    // must reach the comparison.
+    let strict = gopt(&[
+        "test",
+        "tests/data/models/bert_small",
+        "--backend",
+        "cpu",
+        "--precision",
+        "bf16",
+        "--rel-l2",
+        "1e-9",
+    ]);
+    assert_eq!(strict.code, 1, "{}\n{}", strict.stdout, strict.stderr);
+    assert!(strict.stdout.contains("relative L2 error"), "{}", strict.stdout);
+}

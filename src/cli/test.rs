@@ -31,7 +31,7 @@ use std::process::ExitCode;
                   compiled first (specialized to its inputs' bucket and optimized with \
                   the same options as `gopt compile`; --disable all interprets it as \
                   imported); with --precision bf16|fp16 float outputs are compared by \
-                  relative L2 error <= 2e-2 instead.",
+                  relative L2 error <= 2e-2 instead (--rel-l2 sets another bound).",
     after_help = "Examples:\n  \
         gopt test tests/data/conformance\n  \
         gopt test tests/data/conformance/test_gemm*\n  \
@@ -54,6 +54,10 @@ pub struct Args {
     /// Absolute tolerance (overrides tolerance.json).
     #[arg(long, value_name = "A")]
     pub atol: Option<f64>,
+    /// With --precision bf16|fp16: the largest relative L2 error of a float output
+    /// against its fp32 reference (default 2e-2, the precision rules' tolerance).
+    #[arg(long, value_name = "MAX", value_parser = parse_rel_l2)]
+    pub rel_l2: Option<f64>,
     /// Print per-case results and totals as one JSON object instead of lines.
     #[arg(long)]
     pub json: bool,
@@ -112,7 +116,10 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     }
     // Low-precision pipelines are checked by relative L2 error against the fp32
     // references (the precision rules' stated tolerance).
-    let rel_l2 = pipeline.config.low_precision().map(|_| 2e-2);
+    let rel_l2 = pipeline
+        .config
+        .low_precision()
+        .map(|_| args.rel_l2.unwrap_or(2e-2));
     let opts = Options {
         rtol: args.rtol,
         atol: args.atol,
@@ -183,4 +190,12 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     } else {
         ExitCode::SUCCESS
     })
+}
+
+/// `--rel-l2`: a finite bound above zero.
+fn parse_rel_l2(s: &str) -> std::result::Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && v > 0.0 => Ok(v),
+        _ => Err(format!("`{s}`: expected a positive number such as 2e-2")),
+    }
 }
