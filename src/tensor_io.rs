@@ -77,7 +77,7 @@ pub fn read_npy(path: &Path) -> Result<Tensor> {
         .map_err(|e| GoptError::io(path, e))?;
     // The whole header (up to 64 KiB) in the buffer, for the check.
     let mut reader = BufReader::with_capacity(1 << 16, file);
-    check_npy_header(&mut reader).map_err(bad)?;
+    check_npy_header(&mut reader, file_len).map_err(bad)?;
     let npy = npyz::NpyFile::new(reader).map_err(|e| bad(format!("not a valid .npy file: {e}")))?;
     let shape: Vec<usize> = npy
         .shape()
@@ -159,13 +159,38 @@ pub fn read_npy(path: &Path) -> Result<Tensor> {
 /// its own message later).
 const MAX_NPY_HEADER_DEPTH: usize = 4;
 
+/// Longest `.npy` header gopt reads: the whole header must fit the 64 KiB read buffer
+/// the checks look at (NumPy itself refuses headers over 10,000 bytes by default).
+const MAX_NPY_HEADER_BYTES: u64 = (1 << 16) - 12;
+
 /// Refuses a `.npy` header whose brackets nest deeper than [`MAX_NPY_HEADER_DEPTH`]
 /// before npyz parses it: its backtracking grammar takes exponential time on nested
 /// brackets (a 141-byte header of `{{{{{{{{{{{{{` hung it; found by fuzz/npy). Leaves
-/// `reader` at the start of the file.
-fn check_npy_header<R: std::io::BufRead>(reader: &mut R) -> std::result::Result<(), String> {
+/// `reader` at the start of the file. Also refuses a header length the file cannot hold
+/// or longer than [`MAX_NPY_HEADER_BYTES`]: npyz allocates the declared length before
+/// reading it (a version-3 header declaring 2.3 GiB in a 146-byte file; found by
+/// fuzz/npy).
+fn check_npy_header<R: std::io::BufRead>(
+    reader: &mut R,
+    file_len: u64,
+) -> std::result::Result<(), String> {
     let head = reader.fill_buf().map_err(|e| format!("cannot read: {e}"))?;
-    let text = head.get(10..).unwrap_or_default();
+    let (start, len) = match head.get(6) {
+        Some(1) if head.len() >= 10 => (10, u64::from(u16::from_le_bytes([head[8], head[9]]))),
+        Some(2 | 3) if head.len() >= 12 => (
+            12,
+            u64::from(u32::from_le_bytes([head[8], head[9], head[10], head[11]])),
+        ),
+        // Not a header npyz reads: it refuses it with its own message.
+        _ => return Ok(()),
+    };
+    if len > MAX_NPY_HEADER_BYTES || start + len > file_len {
+        return Err(format!(
+            "not a valid .npy file: its header declares {len} bytes (the file has {file_len}, \
+             and headers gopt reads are at most {MAX_NPY_HEADER_BYTES})"
+        ));
+    }
+    let text = head.get(start as usize..).unwrap_or_default();
     let mut depth = 0usize;
     for &c in text.iter().take_while(|&&c| c != b'\n') {
         match c {

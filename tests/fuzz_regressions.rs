@@ -34,3 +34,13 @@ fn npy_seeds_still_read() {
         gopt::tensor_io::read_npy(&p).unwrap_or_else(|e| panic!("{}: {e}", p.display()));
     }
 }
+
+/// fuzz/npy: a version-3 header declaring 2.3 GiB of header in a 146-byte file made npyz
+/// allocate the declared length before reading (an out-of-memory under the fuzzer's
+/// 2 GiB limit); the length is checked against the file first.
+#[test]
+fn npy_header_longer_than_the_file_is_refused() {
+    let path = data("npy_v3_header_length_oom.npy");
+    let err = gopt::tensor_io::read_npy(&path).expect_err("a forged header length");
+    assert!(err.to_string().contains("header declares"), "{err}");
+}
