@@ -1551,5 +1551,9 @@ fn test_rel_l2_bound_is_a_flag() {
         "1e-9",
     ]);
     assert_eq!(strict.code, 1, "{}\n{}", strict.stdout, strict.stderr);
-    assert!(strict.stdout.contains("relative L2 error"), "{}", strict.stdout);
+    assert!(
+        strict.stdout.contains("relative L2 error"),
+        "{}",
+        strict.stdout
+    );
 }
