@@ -4,9 +4,8 @@
 //! Kernel templates are `.cu` files next to their emitter, filled by [`template`].
 #![warn(missing_docs)]
 
-pub mod body;
 pub mod cuda;
-pub mod index;
+pub mod lower;
 pub mod memory;
 pub mod plan;
 pub mod template;

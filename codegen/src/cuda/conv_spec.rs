@@ -1,78 +1,12 @@
-//! [`ConvSpec`]: one convolution with every size resolved and its dtypes, which the
-//! three convolution kernels share, and the code they share: the parameter list and
-//! the fused epilogue (bias, activation, broadcast residual, one rounding at the store)
-//! written once so the kernels cannot disagree on it.
+//! The CUDA text of a [`ConvSpec`] that the three convolution kernels share: the
+//! parameter list and the fused epilogue (bias, activation, broadcast residual, one
+//! rounding at the store), written once so the kernels cannot disagree on it.
 
 use super::elementwise::storage;
 use super::support::{activation, store, strides};
-use gopt_ir::ops::fused::Activation;
-use gopt_ir::DType;
-
-/// One convolution with every size resolved (1-D convolutions have `h = kh = 1`).
-#[derive(Clone, Debug)]
-pub struct ConvSpec {
-    /// Batch, input channels, input height and width.
-    pub n: usize,
-    /// Input channels.
-    pub c: usize,
-    /// Input height (1 for 1-D).
-    pub h: usize,
-    /// Input width.
-    pub w: usize,
-    /// Output channels.
-    pub m: usize,
-    /// Groups.
-    pub group: usize,
-    /// Kernel height and width.
-    pub kh: usize,
-    /// Kernel width.
-    pub kw: usize,
-    /// Output height and width.
-    pub oh: usize,
-    /// Output width.
-    pub ow: usize,
-    /// Strides (height, width).
-    pub stride: (usize, usize),
-    /// Dilations (height, width).
-    pub dilation: (usize, usize),
-    /// Padding before the input (height, width).
-    pub pad: (usize, usize),
-    /// Spatial dims of the node (1 or 2).
-    pub spatial: usize,
-    /// Channels-last tensors (`[N, *S, C]`).
-    pub nhwc: bool,
-    /// X's (and W's) dtype.
-    pub x_dt: DType,
-    /// Y's dtype.
-    pub out_dt: DType,
-    /// Bias dtype, when there is one.
-    pub bias: Option<DType>,
-    /// Residual dtype and shape, when there is one.
-    pub residual: Option<(DType, Vec<usize>)>,
-    /// The epilogue's activation.
-    pub act: Activation,
-    /// Y's shape (in its layout).
-    pub y_shape: Vec<usize>,
-}
+pub use crate::lower::conv::ConvSpec;
 
 impl ConvSpec {
-    /// Input channels per group.
-    pub fn cg(&self) -> usize {
-        self.c / self.group
-    }
-    /// Output channels per group.
-    pub fn mg(&self) -> usize {
-        self.m / self.group
-    }
-    /// Output positions per image.
-    pub fn p(&self) -> usize {
-        self.oh * self.ow
-    }
-    /// Kernel taps.
-    pub fn taps(&self) -> usize {
-        self.kh * self.kw
-    }
-
     /// The kernel parameter list: x, w, bias?, res?, out.
     pub fn params(&self) -> String {
         let t = storage(self.x_dt);

@@ -102,7 +102,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         .ok_or_else(|| plan_err(node, "symbolic output shape"))?;
     let n: usize = shape.iter().product();
     // The body: (graph, its inputs in kernel-parameter order, its output value).
-    let (body, params): (Graph, Vec<ValueId>) = crate::body::of(g, node)?;
+    let (body, params): (Graph, Vec<ValueId>) = crate::lower::body::of(g, node)?;
     let ptys: Vec<(DType, Vec<usize>)> = params
         .iter()
         .map(|&v| {

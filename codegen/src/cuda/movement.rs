@@ -8,7 +8,7 @@
 
 use super::elementwise::storage;
 use super::Kernel;
-use crate::index::{movement, sum, Lit, Movement};
+use crate::lower::index::{movement, sum, Lit, Movement};
 use crate::plan::{index_code, IndexCheck};
 use crate::template::fill;
 use crate::{CodegenError, Result};

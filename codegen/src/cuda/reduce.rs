@@ -10,9 +10,10 @@
 
 use super::elementwise::storage;
 use super::support::{
-    blocks, check_float, const_input, input, output, plan, store, typed, unsupported,
+    blocks, check_float, input, output, plan, store, typed, unsupported,
 };
 use super::Kernel;
+use crate::lower::reduce::{axes, runs};
 use crate::template::fill;
 use crate::Result;
 use gopt_ir::ops::{NnOp, ReduceOp};
@@ -59,64 +60,6 @@ fn parts(op: Op, n: usize) -> Option<(&'static str, &'static str, &'static str, 
         Op::Reduce(ReduceOp::ReduceL2) => ("0.0f", SUM, "v * v", "sqrtf(acc)".into()),
         _ => return None,
     })
-}
-
-/// The reduced axes (sorted, unique) of `node` for an input of rank `rank` (the WGSL
-/// emitter uses it too, so both backends read `axes` the same way).
-pub(crate) fn axes(g: &Graph, node: &Node, rank: usize) -> Result<Vec<usize>> {
-    if matches!(node.op, Op::Nn(_)) {
-        if rank < 2 {
-            return Err(unsupported(node, "inputs of rank below 2"));
-        }
-        return Ok((2..rank).collect());
-    }
-    for k in node.attrs.0.keys() {
-        if !["axes", "keepdims", "noop_with_empty_axes"].contains(&k.as_str()) {
-            return Err(unsupported(node, &format!("attribute `{k}`")));
-        }
-    }
-    let listed: Vec<i64> = match const_input(g, node, 1, "axes")? {
-        Some(t) => t.to_i64_vec(),
-        None => node
-            .attrs
-            .ints("axes")
-            .map_err(plan)?
-            .map(<[i64]>::to_vec)
-            .unwrap_or_default(),
-    };
-    if listed.is_empty() {
-        let noop = node.attrs.int_or("noop_with_empty_axes", 0).map_err(plan)? != 0;
-        return Ok(if noop { vec![] } else { (0..rank).collect() });
-    }
-    let mut out = Vec::new();
-    for a in listed {
-        let r = rank as i64;
-        if a < -r || a >= r {
-            return Err(unsupported(
-                node,
-                &format!("axis {a} of a rank-{rank} input"),
-            ));
-        }
-        out.push(if a < 0 { a + r } else { a } as usize);
-    }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
-}
-
-/// The input's dims merged into runs of kept or reduced dims (size, reduced), size-1
-/// dims dropped.
-pub(crate) fn runs(xs: &[usize], axes: &[usize]) -> Vec<(usize, bool)> {
-    let mut runs: Vec<(usize, bool)> = Vec::new();
-    for (a, &d) in xs.iter().enumerate() {
-        let red = axes.contains(&a);
-        match runs.last_mut() {
-            _ if d == 1 => {}
-            Some((s, r)) if *r == red => *s *= d,
-            _ => runs.push((d, red)),
-        }
-    }
-    runs
 }
 
 /// Emits the kernel for a reduction node.

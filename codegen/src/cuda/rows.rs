@@ -48,7 +48,7 @@ pub fn handles(op: Op) -> bool {
 
 /// Emits the row kernel for `node`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let (_, dt, shape, d) = crate::index::row(g, node).map_err(|w| unsupported(node, &w))?;
+    let (_, dt, shape, d) = crate::lower::index::row(g, node).map_err(|w| unsupported(node, &w))?;
     let rows: usize = shape[..shape.len() - 1].iter().product();
     if !matches!(dt, DType::F32 | DType::F16 | DType::BF16) {
         return Err(unsupported(node, &format!("{dt} data")));
@@ -56,7 +56,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     let t = storage(dt);
     let mut params = vec![format!("const {t}* __restrict__ x")];
     let per_row = |k: usize| -> Result<Option<DType>> {
-        crate::index::per_column(g, node, k, d)
+        crate::lower::index::per_column(g, node, k, d)
             .map(|p| p.map(|(_, dt)| dt))
             .map_err(|w| unsupported(node, &w))
     };

@@ -5,9 +5,9 @@
 //! the same way, as `CodegenError::Unsupported` naming what, instead of panicking.
 
 use super::elementwise::storage;
-use crate::{CodegenError, Result};
+use crate::CodegenError;
 use gopt_ir::ops::fused::Activation;
-use gopt_ir::{DType, Graph, Node, Tensor, ValueId};
+use gopt_ir::{DType, Node};
 
 /// The error for a mode or operand `node` has that the CUDA backend cannot run.
 pub fn unsupported(node: &Node, what: &str) -> CodegenError {
@@ -19,57 +19,8 @@ pub fn unsupported(node: &Node, what: &str) -> CodegenError {
     }
 }
 
-/// A plan error (a graph that was not verified or typed).
-pub fn plan(e: impl std::fmt::Display) -> CodegenError {
-    CodegenError::Plan(e.to_string())
-}
-
-/// Input `k` of `node`, which must be present.
-pub fn input(node: &Node, k: usize) -> Result<ValueId> {
-    node.inputs
-        .get(k)
-        .copied()
-        .flatten()
-        .ok_or_else(|| unsupported(node, &format!("a missing input {k}")))
-}
-
-/// Input `k` of `node` when present.
-pub fn opt_input(node: &Node, k: usize) -> Option<ValueId> {
-    node.inputs.get(k).copied().flatten()
-}
-
-/// Output `k` of `node`.
-pub fn output(node: &Node, k: usize) -> Result<ValueId> {
-    node.outputs
-        .get(k)
-        .copied()
-        .ok_or_else(|| unsupported(node, &format!("a missing output {k}")))
-}
-
-/// The dtype and static shape of `v`.
-pub fn typed(g: &Graph, node: &Node, v: ValueId) -> Result<(DType, Vec<usize>)> {
-    let t = g.ty(v).map_err(plan)?;
-    let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
-    Ok((t.dtype, s))
-}
-
-/// Input `k` as a constant tensor (`None` when the input is absent).
-pub fn const_input<'g>(
-    g: &'g Graph,
-    node: &Node,
-    k: usize,
-    what: &str,
-) -> Result<Option<&'g Tensor>> {
-    match opt_input(node, k) {
-        None => Ok(None),
-        Some(v) => g
-            .constant(v)
-            .map(Some)
-            .ok_or_else(|| unsupported(node, &format!("{what} that is not a constant"))),
-    }
-}
-
-pub use crate::index::strides;
+pub use crate::lower::support::{check_float, const_input, input, opt_input, output, plan, typed};
+pub use crate::lower::index::strides;
 
 /// A float literal of `v` as CUDA `float` (infinities and NaN by bit pattern).
 pub fn flit(v: f32) -> String {
@@ -81,14 +32,6 @@ pub fn flit(v: f32) -> String {
         "__int_as_float(0xff800000)".into()
     } else {
         format!("{v:e}f")
-    }
-}
-
-/// The float dtypes these kernels compute in f32.
-pub fn check_float(node: &Node, dt: DType, what: &str) -> Result<()> {
-    match dt {
-        DType::F32 | DType::F16 | DType::BF16 => Ok(()),
-        other => Err(unsupported(node, &format!("{other} {what}"))),
     }
 }
 

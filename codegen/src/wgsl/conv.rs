@@ -14,8 +14,8 @@
 use super::gemm_tile::{tile, Operand};
 use super::unsupported;
 use super::WgslKernel;
-use crate::cuda::conv_spec::ConvSpec;
-use crate::index::strides;
+use crate::lower::conv::ConvSpec;
+use crate::lower::index::strides;
 use crate::template::fill;
 use crate::{CodegenError, Result};
 use gopt_ir::ops::fused::Activation;
@@ -97,7 +97,7 @@ fn epilogue(s: &ConvSpec, ost: &str, indent: usize) -> String {
                 .filter(|&a| rs[a] != 1)
                 .map(|a| format!("{} * {}u", coords[a + lead], st[a]))
                 .collect();
-            crate::index::sum(&terms, "0u")
+            crate::lower::index::sum(&terms, "0u")
         };
         lines.push(format!("v = v + f32(res[{idx}]);"));
     }
@@ -120,7 +120,7 @@ fn describe(s: &ConvSpec) -> String {
 
 /// Emits the shader for a Conv or FusedConv node.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let s = crate::cuda::conv::spec(g, node).map_err(|e| match e {
+    let s = crate::lower::conv::spec(g, node).map_err(|e| match e {
         CodegenError::Unsupported { what, .. } => unsupported(node, what),
         e => e,
     })?;

@@ -1,5 +1,5 @@
 //! Element-wise WGSL: a single op or a `FusedElementwise` body (the same bodies the
-//! CUDA emitter gets, from [`crate::body`]) with static broadcast index math, over every
+//! CUDA emitter gets, from [`crate::lower::body`]) with static broadcast index math, over every
 //! dtype WGSL storage holds ([`super::types`]): floats (f32 and f16, math in f32, each
 //! value rounding once at the store), bool, 8/16/32-bit integers (in i32/u32, wrapped
 //! to their width after each op) and i64/u64 (as `vec2<u32>`, with exact 64-bit
@@ -34,7 +34,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         super::storage_type(odt).ok_or_else(|| unsupported(node, format!("{odt} outputs")))?;
     let n: usize = shape.iter().product();
     let n32 = u32::try_from(n).map_err(|_| unsupported(node, "more than 2^32 elements"))?;
-    let (body, params) = crate::body::of(g, node)?;
+    let (body, params) = crate::lower::body::of(g, node)?;
     let mut names: HashMap<ValueId, (String, DType)> = HashMap::new();
     let mut bindings = String::new();
     let mut index = String::new();

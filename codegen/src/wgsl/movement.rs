@@ -6,7 +6,7 @@
 use super::bounds;
 use super::WgslKernel;
 use super::{typed, unsupported};
-use crate::index::{movement, sum, Lit, Movement};
+use crate::lower::index::{movement, sum, Lit, Movement};
 use crate::template::fill;
 use crate::Result;
 use gopt_ir::ops::ShapeOp;

@@ -49,10 +49,10 @@ fn typed(g: &Graph, node: &Node, v: ValueId) -> Result<(DType, Vec<usize>)> {
 /// begin, pad end).
 type Dim = (usize, usize, usize, usize, usize, usize);
 
-/// The window, resolved by the CUDA emitter's [`crate::cuda::pool::window`] (one set of
+/// The window, resolved by [`crate::lower::pool::window`] (one set of
 /// ONNX rules for both backends), its refusals relabelled as WGSL's.
 fn window(node: &Node, sp: &[usize], out: &[usize]) -> Result<Vec<Dim>> {
-    let dims = crate::cuda::pool::window(node, sp, out).map_err(|e| match e {
+    let dims = crate::lower::pool::window(node, sp, out).map_err(|e| match e {
         CodegenError::Unsupported { what, .. } => unsupported(node, what),
         e => e,
     })?;

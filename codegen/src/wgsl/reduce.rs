@@ -73,10 +73,10 @@ fn parts(op: Op, n: usize) -> Option<(&'static str, &'static str, &'static str, 
     })
 }
 
-/// The reduced axes, read by the CUDA emitter's [`crate::cuda::reduce::axes`] (one
+/// The reduced axes, read by [`crate::lower::reduce::axes`] (one
 /// reading of `axes` for both backends), its refusals relabelled as WGSL's.
 fn axes(g: &Graph, node: &Node, rank: usize) -> Result<Vec<usize>> {
-    crate::cuda::reduce::axes(g, node, rank).map_err(|e| match e {
+    crate::lower::reduce::axes(g, node, rank).map_err(|e| match e {
         CodegenError::Unsupported { what, .. } => unsupported(node, what),
         e => e,
     })
@@ -104,7 +104,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         return Err(unsupported(node, "inputs of 2^31 elements or more"));
     }
     let axes = axes(g, node, xs.len())?;
-    let runs = crate::cuda::reduce::runs(&xs, &axes);
+    let runs = crate::lower::reduce::runs(&xs, &axes);
     let inner: usize = runs.iter().filter(|r| r.1).map(|r| r.0).product();
     let outer: usize = runs.iter().filter(|r| !r.1).map(|r| r.0).product();
     if outer != ys.iter().product::<usize>() {
@@ -158,7 +158,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         // Strides of the merged runs in x; kept runs decode the output index, reduced
         // runs the loop index.
         let sizes: Vec<usize> = runs.iter().map(|r| r.0).collect();
-        let st = crate::index::strides(&sizes);
+        let st = crate::lower::index::strides(&sizes);
         let decode = |red: bool, var: &str, off: &str| -> String {
             let mut code = format!("var r_{off}: u32 = {var}; var {off}: u32 = 0u;");
             for (k, &(s, r)) in runs.iter().enumerate().rev() {

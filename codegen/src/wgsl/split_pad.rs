@@ -9,7 +9,7 @@
 
 use super::unsupported;
 use super::{types, WgslKernel, WORKGROUP};
-use crate::index::strides;
+use crate::lower::index::strides;
 use crate::template::fill;
 use crate::{CodegenError, Result};
 use gopt_ir::ops::ShapeOp;

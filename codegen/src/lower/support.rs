@@ -1,0 +1,79 @@
+//! Reading a node's operands for lowering, the same for every backend: present inputs
+//! and outputs, typed static shapes, constant inputs, and the error for a mode no GPU
+//! kernel implements. Errors made here name no backend ([`NEUTRAL`]); each backend's
+//! planner relabels them with its own name ([`crate::CodegenError::for_backend`]), so
+//! a message says which backend refused the node.
+
+use crate::{CodegenError, Result};
+use gopt_ir::{DType, Graph, Node, Tensor, ValueId};
+
+/// The backend name of errors made while lowering, before a backend claims them.
+pub const NEUTRAL: &str = "GPU";
+
+/// The error for a mode or operand of `node` the GPU kernels do not implement.
+pub fn unsupported(node: &Node, what: &str) -> CodegenError {
+    CodegenError::Unsupported {
+        node: node.name.clone(),
+        op: node.op.name().into(),
+        backend: NEUTRAL,
+        what: what.into(),
+    }
+}
+
+/// A plan error (a graph that was not verified or typed).
+pub fn plan(e: impl std::fmt::Display) -> CodegenError {
+    CodegenError::Plan(e.to_string())
+}
+
+/// Input `k` of `node`, which must be present.
+pub fn input(node: &Node, k: usize) -> Result<ValueId> {
+    node.inputs
+        .get(k)
+        .copied()
+        .flatten()
+        .ok_or_else(|| unsupported(node, &format!("a missing input {k}")))
+}
+
+/// Input `k` of `node` when present.
+pub fn opt_input(node: &Node, k: usize) -> Option<ValueId> {
+    node.inputs.get(k).copied().flatten()
+}
+
+/// Output `k` of `node`.
+pub fn output(node: &Node, k: usize) -> Result<ValueId> {
+    node.outputs
+        .get(k)
+        .copied()
+        .ok_or_else(|| unsupported(node, &format!("a missing output {k}")))
+}
+
+/// The dtype and static shape of `v`, an operand of `node`.
+pub fn typed(g: &Graph, node: &Node, v: ValueId) -> Result<(DType, Vec<usize>)> {
+    let t = g.ty(v).map_err(plan)?;
+    let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
+    Ok((t.dtype, s))
+}
+
+/// Input `k` as a constant tensor (`None` when the input is absent).
+pub fn const_input<'g>(
+    g: &'g Graph,
+    node: &Node,
+    k: usize,
+    what: &str,
+) -> Result<Option<&'g Tensor>> {
+    match opt_input(node, k) {
+        None => Ok(None),
+        Some(v) => g
+            .constant(v)
+            .map(Some)
+            .ok_or_else(|| unsupported(node, &format!("{what} that is not a constant"))),
+    }
+}
+
+/// The float dtypes the GPU kernels compute in f32 (f32, f16, bf16).
+pub fn check_float(node: &Node, dt: DType, what: &str) -> Result<()> {
+    match dt {
+        DType::F32 | DType::F16 | DType::BF16 => Ok(()),
+        other => Err(unsupported(node, &format!("{other} {what}"))),
+    }
+}
