@@ -4,6 +4,8 @@
 # one run, and writes $OUT/bench.md (the table docs/benchmarks.md takes) and the JSON.
 #
 # usage: bench/gpu-bench.sh GOPT_BINARY OUT [--models resnet50,bert_base,gpt2]
+# With GOPT_BEFORE=<an older gopt binary>, that binary's CUDA figures are taken in the
+# same run too ($OUT/before_<model>_b<batch>.json), for before/after comparisons.
 set -uo pipefail
 GOPT="$1"
 OUT="$2"
@@ -30,6 +32,12 @@ for m in ${MODELS//,/ }; do
             cat "$OUT/gopt_${m}_b${b}_wgpu.err" >> "$OUT/gopt.err"; rm -f "$OUT/gopt_${m}_b${b}_wgpu.err"
         fi
     done
+    if [[ -n "${GOPT_BEFORE:-}" ]]; then
+        for b in 1 32; do
+            "$GOPT_BEFORE" bench "$MODELDIR/$m.onnx" --backend cuda --batch "$b" "${seq[@]}" --precision bf16 --json \
+                > "$OUT/before_${m}_b$b.json" 2>> "$OUT/gopt.err" || echo "before: gopt bench $m b$b failed"
+        done
+    fi
     "$GOPT" bench "$MODELDIR/$m.onnx" --backend cuda --batch 32 "${seq[@]}" --precision bf16 --profile --iters 20 \
         > "$OUT/profile_${m}_b32.txt" 2>> "$OUT/gopt.err" || true
     [[ "${WGPU:-1}" == 1 ]] && "$GOPT" bench "$MODELDIR/$m.onnx" --backend wgpu --batch 32 "${seq[@]}" \

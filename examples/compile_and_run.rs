@@ -9,8 +9,8 @@
 //!
 //! It uses the small BERT shipped in `tests/data/models/bert_small`.
 
-use gopt::pipeline::{Backend, Options};
 use gopt::tensor_io::read_tensor;
+use gopt::{Backend, Options, Precision};
 use std::path::Path;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -21,34 +21,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
 
     // bf16 on tensor cores with fp32 accumulation on the GPU; fp32 on the CPU. Two
     // buckets: batch 1 and 2, sequence 128 (shorter sequences are padded and masked).
-    let precision = if cuda { "bf16" } else { "fp32" };
-    let mut opts = Options::from_cli(precision, &[], &["batch=1,2".into(), "seq=128".into()])?;
-    opts.backend = match (cuda, wgpu) {
+    let backend = match (cuda, wgpu) {
         (true, _) => Backend::Cuda,
         (_, true) => Backend::Wgpu,
         _ => Backend::Cpu,
     };
+    let opts = Options::new()
+        .precision(if cuda {
+            Precision::Bf16
+        } else {
+            Precision::Fp32
+        })
+        .buckets("batch", [1, 2])
+        .buckets("seq", [128])
+        .backend(backend);
     let mut compiled = gopt::compile(&model, &opts)?;
     for b in compiled.buckets() {
-        if let Some(p) = &b.wgsl {
-            println!(
-                "bucket {:?}: {} WGSL shaders, pooled buffers {} bytes",
-                b.sizes,
-                p.kernels.len(),
-                p.pool_bytes()
-            );
-            continue;
-        }
-        match (&b.plan, &b.variant) {
-            (Some(p), _) => println!(
-                "bucket {:?}: {} launches per run, arena {} bytes",
-                b.sizes,
-                p.launches(),
-                p.arena_bytes
-            ),
-            (None, Some(v)) => println!("bucket {:?}: {} nodes", b.sizes, v.graph.nodes.len()),
-            (None, None) => {}
-        }
+        println!(
+            "bucket {}: {} kernels, {} launches per run, {} bytes of device memory",
+            b.name(),
+            b.kernels(),
+            b.launches(),
+            b.device_bytes()
+        );
     }
 
     // Inputs in graph order (input_ids, attention_mask), from the first data set.

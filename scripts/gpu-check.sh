@@ -14,6 +14,8 @@
 #         4. the WGSL path on the same GPU through Vulkan: the shared models
 #            (tests/wgpu_models.rs and `gopt test --backend wgpu`) and the conformance
 #            cases against tests/conformance/wgpu.manifest;
+#         (--all-conformance: every case through CUDA, not only the models' op families;
+#         the passing cases are written to $OUT/cuda.manifest and $OUT/wgpu.manifest)
 #         5. bench/gpu-bench.sh: ResNet-50, BERT-base, GPT-2 against PyTorch eager and
 #            torch.compile in the same run, through CUDA and through wgpu.
 #         The machine has no Vulkan loader: carry `.gl` (the libvulkan1 and GL/EGL
@@ -27,7 +29,7 @@ set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
-TESTS=(cuda_kernels cuda_plan cuda_attention cuda_conv gpu_indices)
+TESTS=(cuda_kernels cuda_plan cuda_attention cuda_conv cuda_gemm cuda_index_ops cuda_parity_ops gpu_indices)
 WGPU_TESTS=(wgpu_models)
 
 if [[ "${1:-}" == "--build" ]]; then
@@ -51,10 +53,11 @@ if [[ "${1:-}" == "--build" ]]; then
     exit 0
 fi
 
-BENCH=1; CONF=1; WGPU=1
+BENCH=1; CONF=1; WGPU=1; CONF_ALL=0
 while (($#)); do
     case "$1" in
         --no-bench) BENCH=0 ;;
+        --all-conformance) CONF_ALL=1 ;;
         --no-wgpu) WGPU=0 ;;
         --no-conformance) CONF=0 ;;
         --tests) IFS=, read -r -a TESTS <<< "$2"; shift ;;
@@ -169,7 +172,7 @@ manifest_rc() {
             grep -v '^PASS' "$OUT/models_wgpu_$p.log" | head -10
         done
         timeout 200 "$BIN/gopt" test tests/data/conformance --backend wgpu --manifest tests/conformance/wgpu.manifest \
-            > "$OUT/conformance_wgpu.log" 2>&1
+            --write-manifest "$OUT/wgpu.manifest" > "$OUT/conformance_wgpu.log" 2>&1
         rc="$(manifest_rc $? "$OUT/conformance_wgpu.log")"
         record "conformance wgpu (all cases, manifest tests/conformance/wgpu.manifest)" "$rc" \
             "$(tail -1 "$OUT/conformance_wgpu.log")"
@@ -177,6 +180,8 @@ manifest_rc() {
     fi
     if [[ "$BENCH" == 1 ]]; then
         echo "== benchmark"
+        # An older binary carried as gpu-bin/gopt-before.xz is timed in the same run.
+        [[ -x "$BIN/gopt-before" ]] && export GOPT_BEFORE="$BIN/gopt-before"
         bash bench/gpu-bench.sh "$BIN/gopt" "$OUT/bench" 2>&1 | grep -v -i "warning\|^  " | tail -30
         record "benchmark" "${PIPESTATUS[0]}" "bench/gpu-bench.sh, $OUT/bench"
         for f in "$OUT"/bench/profile_*.txt; do echo "-- $f"; head -24 "$f"; done
@@ -188,7 +193,8 @@ manifest_rc() {
         # (every case of the suite is ~1,900 module loads, serialized on one GPU).
         echo "== conformance through CUDA (model op families)"
         cases=()
-        for f in add sub mul div relu sigmoid tanh gelu erf softmax layer_normalization \
+        ((CONF_ALL)) && cases=(tests/data/conformance)
+        ((CONF_ALL)) || for f in add sub mul div relu sigmoid tanh gelu erf softmax layer_normalization \
                  matmul gemm conv maxpool averagepool globalaveragepool transpose slice \
                  gather concat reshape split pad reduce_mean cast attention clip sqrt pow \
                  where expand flatten squeeze unsqueeze identity neg exp; do
@@ -199,11 +205,13 @@ manifest_rc() {
         # Judged against tests/conformance/cuda.manifest when there is one (cases known to
         # differ are left out of it), else every case must pass.
         manifest=(); [[ -f tests/conformance/cuda.manifest ]] && manifest=(--manifest tests/conformance/cuda.manifest)
-        timeout 150 "$BIN/gopt" test "${cases[@]}" --backend cuda -j 16 "${manifest[@]}" \
-            > "$OUT/conformance_cuda.log" 2>&1
+        what="${#cases[@]} cases of the models' op families"
+        ((CONF_ALL)) && what="all cases"
+        timeout 400 "$BIN/gopt" test "${cases[@]}" --backend cuda -j 16 "${manifest[@]}" \
+            --write-manifest "$OUT/cuda.manifest" > "$OUT/conformance_cuda.log" 2>&1
         rc=$?
         ((${#manifest[@]})) && rc="$(manifest_rc "$rc" "$OUT/conformance_cuda.log")"
-        record "conformance cuda (${#cases[@]} cases of the models' op families${manifest[*]:+, ${manifest[*]}})" \
+        record "conformance cuda ($what${manifest[*]:+, ${manifest[*]}})" \
             "$rc" "$(tail -1 "$OUT/conformance_cuda.log")"
         grep -E '^FAIL' "$OUT/conformance_cuda.log" | head -30
     fi

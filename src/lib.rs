@@ -1,21 +1,36 @@
 //! gopt: an ahead-of-time graph compiler for neural-network inference.
 //!
-//! This facade re-exports the pipeline's crates and offers the few calls the `gopt`
-//! binary (a thin layer over this library) and the integration tests share:
+//! This facade re-exports the pipeline's crates and offers the calls the `gopt` binary
+//! (a thin layer over this library) and the integration tests share:
 //!
 //! - [`load_model`] imports a model file;
+//! - [`compile`] turns it into a [`Compiled`] model for the [`Options`] given (precision,
+//!   buckets, passes, budgets, backend), which [`Compiled::run`] executes and
+//!   [`Compiled::save`] writes as an artifact;
 //! - [`prepare`] specializes a model to concrete dims (binds symbols, folds the shape
 //!   sub-graphs to constants) and verifies it;
-//! - [`run_cpu`] runs a model on the CPU reference interpreter;
+//! - [`run_cpu`] runs a model on the CPU reference interpreter, as imported;
 //! - [`testing`] runs ONNX-layout test cases against reference outputs;
 //! - [`report`] describes what specialization left in a graph.
 //!
 //! ```no_run
+//! use gopt::{Backend, Options, Precision};
 //! use std::path::Path;
 //! let model = gopt::load_model(Path::new("tests/data/models/bert_small/model.onnx"))?;
 //! let (_, ids) = gopt::tensor_io::read_tensor(Path::new("ids.npy"))?;
 //! let (_, mask) = gopt::tensor_io::read_tensor(Path::new("mask.npy"))?;
-//! let outputs = gopt::run_cpu(&model, &[ids, mask])?;
+//! let opts = Options::new()
+//!     .precision(Precision::Bf16)
+//!     .buckets("batch", [1])
+//!     .buckets("seq", [128])
+//!     .backend(Backend::Wgpu);
+//! let mut compiled = gopt::compile(&model, &opts)?;
+//! for b in compiled.buckets() {
+//!     println!("{}: {} kernels, {} launches per run", b.name(), b.kernels(), b.launches());
+//! }
+//! let outputs = compiled.run(&[ids.clone(), mask.clone()])?;
+//! // The reference: the CPU interpreter on the model as imported.
+//! let reference = gopt::run_cpu(&model, &[ids, mask])?;
 //! # Ok::<(), gopt::GoptError>(())
 //! ```
 #![warn(missing_docs)]
@@ -31,7 +46,10 @@ pub mod testing;
 pub mod value_inputs;
 pub mod wgpu;
 
-pub use compiled::{bucket_name, compile, compile_buckets, compile_plan, Compiled, Skipped};
+pub use compiled::{
+    bucket_name, compile, compile_buckets, compile_plan, BackendPlan, Bucket, Compiled, Executor,
+    Skipped,
+};
 pub use error::{GoptError, Result};
 pub use gopt_codegen as codegen;
 pub use gopt_frontends as frontends;
@@ -39,7 +57,9 @@ pub use gopt_frontends::{ImportError, Imported, Inspection};
 pub use gopt_ir as ir;
 pub use gopt_ir::{Bindings, DType, Graph, IrError, Model, Tensor, Verified};
 pub use gopt_passes as passes;
+pub use gopt_passes::{Budgets, Pass, Precision};
 pub use gopt_runtime as runtime;
+pub use pipeline::{Backend, Options};
 
 use gopt_ir::{bind_dims, fold_constants, interp, verify};
 use std::path::Path;

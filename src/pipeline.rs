@@ -1,16 +1,35 @@
 //! The compile pipeline the CLI and the tests share: specialize a model to one shape
 //! bucket, optimize it, and run it with inputs padded up to the bucket and outputs
-//! sliced back. `gopt compile`, `run` and `test` all go through [`Options`], so every
-//! optimization can be switched off and measured from any of them.
+//! sliced back. [`Options`] is the typed set of choices a compile takes (precision,
+//! buckets, passes, budgets, backend, memory limit); `gopt compile`, `run` and `test`
+//! parse their flags into it, so every optimization can be switched off and measured
+//! from any of them.
 
 use crate::{GoptError, Result};
 use gopt_ir::ops::ShapeOp;
 use gopt_ir::{Attrs, Bindings, Dim, Graph, Model, Node, Op, Tensor, ValueId, Verified};
 use gopt_passes::bucket::{self, Plan};
-use gopt_passes::{Config, Pass, PassReport, Precision};
+use gopt_passes::{Budgets, Config, Pass, PassReport, Precision};
 use std::collections::BTreeMap;
+use std::time::Duration;
 
-/// Compile options (the CLI's `--precision`, `--disable`, `--buckets`, budgets).
+/// Compile and run options, built with typed setters:
+///
+/// ```
+/// use gopt::{Backend, Options, Pass, Precision};
+/// let opts = Options::new()
+///     .precision(Precision::Bf16)
+///     .buckets("seq", [128])
+///     .buckets("batch", [1, 8])
+///     .disable(Pass::Layout)
+///     .max_iterations(10)
+///     .memory_limit(24 << 30)
+///     .backend(Backend::Cuda);
+/// assert_eq!(opts.config.precision, Precision::Bf16);
+/// ```
+///
+/// The fields say what was chosen (the CLI's flags fill the same setters); a default
+/// `Options` is fp32, every pass on, default buckets and budgets, the CPU backend.
 #[derive(Clone, Debug, Default)]
 pub struct Options {
     /// Optimizer configuration (precision, disabled passes, budgets, target).
@@ -60,44 +79,117 @@ impl Backend {
 }
 
 impl Options {
-    /// Parses the CLI's list forms.
-    pub fn from_cli(precision: &str, disable: &[String], buckets: &[String]) -> Result<Options> {
-        let p = Precision::from_name(precision).ok_or_else(|| {
-            GoptError::Usage(format!(
-                "--precision {precision}: expected fp32, tf32, bf16 or fp16"
-            ))
-        })?;
-        let mut cfg = Config {
-            precision: p,
-            ..Config::default()
-        };
-        let mut no_optimize = false;
-        for d in disable.iter().flat_map(|d| d.split(',')) {
-            let d = d.trim();
-            if d.is_empty() {
-                continue;
-            }
-            if d == "all" {
-                no_optimize = true;
-                continue;
-            }
-            let pass = Pass::from_name(d).ok_or_else(|| {
-                GoptError::Usage(format!(
-                    "--disable {d}: unknown pass (passes: fusion, layout, precision, bucketing, all)"
-                ))
-            })?;
-            cfg.disabled.push(pass);
+    /// The defaults: fp32, every pass on, default buckets and budgets, the CPU backend.
+    pub fn new() -> Options {
+        Options::default()
+    }
+
+    /// The math precision of GEMMs, convolutions and attention: fp32; tf32 (fp32
+    /// storage, cuBLASLt's fp32 GEMMs on tf32 tensor cores); bf16 or fp16 (low-precision
+    /// inputs, fp32 accumulation).
+    pub fn precision(mut self, p: Precision) -> Options {
+        self.config.precision = p;
+        self
+    }
+
+    /// The bucket sizes of symbol `symbol` (sorted, each once), replacing any given
+    /// before; symbols without sizes get the default buckets. The model must have the
+    /// symbol and every size must be above 0, checked when the model is compiled.
+    pub fn buckets(
+        mut self,
+        symbol: impl Into<String>,
+        sizes: impl IntoIterator<Item = u64>,
+    ) -> Options {
+        let symbol = symbol.into();
+        let mut sizes: Vec<u64> = sizes.into_iter().collect();
+        sizes.sort_unstable();
+        sizes.dedup();
+        match self.buckets.iter_mut().find(|(s, _)| *s == symbol) {
+            Some(entry) => entry.1 = sizes,
+            None => self.buckets.push((symbol, sizes)),
         }
-        let buckets = buckets
-            .iter()
-            .map(|b| bucket::parse_override(b).map_err(GoptError::from))
-            .collect::<Result<Vec<_>>>()?;
-        Ok(Options {
-            config: cfg,
-            buckets,
-            no_optimize,
-            ..Options::default()
-        })
+        self
+    }
+
+    /// Switches `pass` off.
+    pub fn disable(mut self, pass: Pass) -> Options {
+        if !self.config.disabled.contains(&pass) {
+            self.config.disabled.push(pass);
+        }
+        self
+    }
+
+    /// Whether the optimizer runs at all (`false`: graphs run as imported and folded,
+    /// the CLI's `--disable all`).
+    pub fn optimize(mut self, on: bool) -> Options {
+        self.no_optimize = !on;
+        self
+    }
+
+    /// Where [`run`] and [`crate::Compiled::run`] execute, and what each bucket is
+    /// planned for.
+    pub fn backend(mut self, backend: Backend) -> Options {
+        self.backend = backend;
+        self
+    }
+
+    /// The saturation budgets and the compile's time limit, all at once.
+    pub fn budgets(mut self, budgets: Budgets) -> Options {
+        self.config.budgets = budgets;
+        self
+    }
+
+    /// Saturation budget: iterations (deterministic).
+    pub fn max_iterations(mut self, n: usize) -> Options {
+        self.config.budgets.iterations = n;
+        self
+    }
+
+    /// Saturation budget: e-nodes (deterministic).
+    pub fn max_nodes(mut self, n: usize) -> Options {
+        self.config.budgets.nodes = n;
+        self
+    }
+
+    /// A wall-clock limit for a whole compile: running past it is an error naming the
+    /// stage, never a different result.
+    pub fn time_limit(mut self, limit: Duration) -> Options {
+        self.config.budgets.time = Some(limit);
+        self
+    }
+
+    /// The most bytes a run or a plan may allocate, checked before allocating.
+    pub fn memory_limit(mut self, bytes: u64) -> Options {
+        self.memory_limit = Some(bytes);
+        self
+    }
+
+    /// CUDA: replay each bucket as a captured CUDA graph (`true`, the default) or
+    /// launch it step by step.
+    pub fn cuda_graph(mut self, on: bool) -> Options {
+        self.no_cuda_graph = !on;
+        self
+    }
+
+    /// wgpu: run on the first adapter whose name contains `name`.
+    pub fn adapter(mut self, name: impl Into<String>) -> Options {
+        self.adapter = Some(name.into());
+        self
+    }
+
+    /// wgpu: whether the adapter runs f16 shaders (half precisions lower to fp32
+    /// without).
+    pub fn wgsl_f16(mut self, f16: bool) -> Options {
+        self.wgsl_f16 = Some(f16);
+        self
+    }
+
+    /// Whether fp32 GEMMs compute in tf32: `--precision tf32` with the optimizer and its
+    /// precision pass on (the cost model's rule).
+    pub fn tf32_gemms(&self) -> bool {
+        !self.no_optimize
+            && self.config.precision == Precision::Tf32
+            && self.config.enabled(Pass::Precision)
     }
 }
 
@@ -135,8 +227,16 @@ pub fn specialize(
     })
 }
 
-/// The bucket plan of a model under `opts`.
+/// The bucket plan of a model under `opts` (an error for a bucket symbol the model
+/// does not have, or a size of 0).
 pub fn plan(model: &Model, opts: &Options) -> Result<Plan> {
+    for (s, sizes) in &opts.buckets {
+        if sizes.is_empty() || sizes.contains(&0) {
+            return Err(GoptError::Usage(format!(
+                "buckets of `{s}`: {sizes:?}: expected one or more sizes above 0"
+            )));
+        }
+    }
     Ok(bucket::plan(&model.graph, &opts.buckets)?)
 }
 

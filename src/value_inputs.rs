@@ -8,7 +8,8 @@
 
 use gopt_ir::{Graph, Tensor};
 
-/// The input positions of each op that determine its output's shape.
+/// The input positions of each op that determine its output's shape (or, for Dropout,
+/// which computation it is).
 fn shape_operands(op: &str) -> &'static [usize] {
     match op {
         "Reshape" | "Expand" | "Tile" | "Split" | "Squeeze" | "Unsqueeze" | "OneHot" | "TopK"
@@ -20,6 +21,9 @@ fn shape_operands(op: &str) -> &'static [usize] {
         "Resize" => &[1, 2, 3],
         "ConstantOfShape" => &[0],
         "Range" => &[0, 1, 2],
+        // Not a shape, but what the node computes: the identity, or (training with a
+        // nonzero ratio) a random mask that only the CPU draws.
+        "Dropout" => &[1, 2],
         _ => &[],
     }
 }

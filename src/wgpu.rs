@@ -8,7 +8,7 @@
 
 use crate::pipeline::Backend;
 use crate::Result;
-use gopt_runtime::wgsl::WgpuDevice;
+use gopt_runtime::wgpu::WgpuDevice;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 

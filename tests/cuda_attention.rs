@@ -3,7 +3,8 @@
 //! BERT-style fp32 `[1,1,S,S]` mask, a boolean `[B,1,S,S]` mask, causal; head sizes 32,
 //! 36 (not a multiple of 16) and 64; sequences of 1, 77 and 128 (one partial tile, one
 //! exact); plus grouped-query heads, cross attention, a mask shorter than the keys, a
-//! 512 sequence and head sizes 16, 128 and 160 (past the tensor-core kernel).
+//! 512 sequence, head sizes 16, 128 and 160 (past the tensor-core kernel), and 3-D
+//! inputs (heads packed in the hidden dim, `q_num_heads`/`kv_num_heads`).
 //!
 //! Without a GPU (CI): every kernel compiles with NVRTC for sm_90 down to machine code
 //! (NVRTC runs ptxas for a real architecture, so the inline `mma.sync` PTX is checked
@@ -81,12 +82,14 @@ struct Case {
     skv: usize,
     head: usize,
     mask: MaskKind,
+    /// 3-D inputs: the heads packed in the hidden dim.
+    three_d: bool,
 }
 
 impl Case {
     fn label(&self) -> String {
         format!(
-            "{}_b{}_h{}x{}_q{}_k{}_d{}_{:?}",
+            "{}_b{}_h{}x{}_q{}_k{}_d{}_{:?}{}",
             self.dt,
             self.batch,
             self.q_heads,
@@ -94,7 +97,8 @@ impl Case {
             self.sq,
             self.skv,
             self.head,
-            self.mask
+            self.mask,
+            if self.three_d { "_3d" } else { "" }
         )
         .to_lowercase()
         .replace(['(', ')'], "")
@@ -111,6 +115,22 @@ impl Case {
         }
     }
 
+    /// The shapes of Q (and the output) and of K and V.
+    fn shapes(&self) -> [Vec<usize>; 2] {
+        let (b, d) = (self.batch, self.head);
+        if self.three_d {
+            [
+                vec![b, self.sq, self.q_heads * d],
+                vec![b, self.skv, self.kv_heads * d],
+            ]
+        } else {
+            [
+                vec![b, self.q_heads, self.sq, d],
+                vec![b, self.kv_heads, self.skv, d],
+            ]
+        }
+    }
+
     /// The one-node graph, written in gopt's text form.
     fn graph(&self) -> Graph {
         let t = |s: &[usize]| {
@@ -120,8 +140,8 @@ impl Case {
                 .join(",")
         };
         let dt = self.dt;
-        let q = t(&[self.batch, self.q_heads, self.sq, self.head]);
-        let kv = t(&[self.batch, self.kv_heads, self.skv, self.head]);
+        let [q, kv] = self.shapes();
+        let (q, kv) = (t(&q), t(&kv));
         let mut params = format!("%0 \"q\": {dt}[{q}], %1 \"k\": {dt}[{kv}], %2 \"v\": {dt}[{kv}]");
         let mut args = "%0, %1, %2".to_string();
         if let Some((mdt, ms)) = self.mask_type() {
@@ -134,8 +154,16 @@ impl Case {
         } else {
             ""
         };
+        let heads = if self.three_d {
+            format!(
+                "kv_num_heads={}, q_num_heads={}, ",
+                self.kv_heads, self.q_heads
+            )
+        } else {
+            String::new()
+        };
         let src = format!(
-            "graph \"g\"({params}) -> (%4) {{\n  %4 \"y\": {dt}[{q}] = Attention \"attn\"({args}) {{{causal}scale={scale:.8}}}\n}}"
+            "graph \"g\"({params}) -> (%4) {{\n  %4 \"y\": {dt}[{q}] = Attention \"attn\"({args}) {{{causal}{heads}scale={scale:.8}}}\n}}"
         );
         let g = gopt::ir::text::parse(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
         gopt::ir::verify(g)
@@ -171,6 +199,7 @@ fn cases(dt: DType) -> Vec<Case> {
                     skv: s,
                     head,
                     mask,
+                    three_d: false,
                 });
             }
         }
@@ -184,6 +213,7 @@ fn cases(dt: DType) -> Vec<Case> {
         skv: 128,
         head: 64,
         mask: MaskKind::None,
+        three_d: false,
     };
     v.push(base);
     v.push(Case {
@@ -237,6 +267,46 @@ fn cases(dt: DType) -> Vec<Case> {
         mask: MaskKind::Keys,
         ..base
     });
+    // 3-D inputs (heads packed in the hidden dim): grouped-query heads with a mask,
+    // causal cross attention with a head size off the 16-byte loads, a single query, and
+    // a head past the tensor-core kernel.
+    let packed = Case {
+        three_d: true,
+        ..base
+    };
+    v.extend([
+        Case {
+            batch: 2,
+            q_heads: 6,
+            kv_heads: 2,
+            sq: 37,
+            skv: 37,
+            mask: MaskKind::Keys,
+            ..packed
+        },
+        Case {
+            sq: 77,
+            skv: 50,
+            head: 36,
+            mask: MaskKind::Causal,
+            ..packed
+        },
+        Case {
+            batch: 3,
+            sq: 1,
+            skv: 19,
+            head: 32,
+            mask: MaskKind::Full,
+            ..packed
+        },
+        Case {
+            sq: 40,
+            skv: 40,
+            head: 160,
+            mask: MaskKind::Bool,
+            ..packed
+        },
+    ]);
     v
 }
 
@@ -301,7 +371,7 @@ fn the_shared_models_get_attention_kernels() {
             .iter()
             .map(|(k, v)| (k.to_string(), *v))
             .collect();
-        let opts = gopt::pipeline::Options::from_cli("bf16", &[], &[]).expect("options");
+        let opts = gopt::Options::new().precision(gopt::Precision::Bf16);
         let v = gopt::pipeline::specialize(&model.model, &b, &opts)
             .unwrap_or_else(|e| panic!("{name}: {e}"));
         let (kernels, others) =
@@ -347,12 +417,12 @@ fn unsupported_modes_are_errors_naming_the_node() {
     assert!(what.contains("softcap"), "{what}");
 
     let (node, what) = unsupported(
-        r#"graph "g"(%0 "q": f32[1,8,64], %1 "k": f32[1,8,64], %2 "v": f32[1,8,64]) -> (%3) {
-  %3 "y": f32[1,8,64] = Attention "packed"(%0, %1, %2) {kv_num_heads=2, q_num_heads=2}
+        r#"graph "g"(%0 "q": f32[1,2,8,32], %1 "k": f32[1,2,8,32], %2 "v": f32[1,2,8,16]) -> (%3) {
+  %3 "y": f32[1,2,8,16] = Attention "narrow_v"(%0, %1, %2)
 }"#,
     );
-    assert_eq!(node, "packed");
-    assert!(what.contains("3-D"), "{what}");
+    assert_eq!(node, "narrow_v");
+    assert!(what.contains("value head size"), "{what}");
 
     let (node, what) = unsupported(
         r#"graph "g"(%0 "q": f16[1,2,8,32], %1 "k": f16[1,2,8,32], %2 "v": f16[1,2,8,32]) -> (%3) {
@@ -382,6 +452,7 @@ fn attention_source_snapshot() {
         skv: 77,
         head: 36,
         mask: MaskKind::Keys,
+        three_d: false,
     };
     let g = c.graph();
     let k = attention::emit(&g, &g.nodes[0], "k0_attention").expect("kernel");
@@ -514,9 +585,10 @@ fn attention_matches_the_interpreter_on_the_gpu() {
         for (ci, ((c, g), k)) in cases.iter().zip(&graphs).zip(&kernels).enumerate() {
             let node = &g.nodes[0];
             let seed = 1000 * ci as u64;
-            let q = random(dt, &[c.batch, c.q_heads, c.sq, c.head], seed + 1);
-            let kt = random(dt, &[c.batch, c.kv_heads, c.skv, c.head], seed + 2);
-            let v = random(dt, &[c.batch, c.kv_heads, c.skv, c.head], seed + 3);
+            let [qs, kvs] = c.shapes();
+            let q = random(dt, &qs, seed + 1);
+            let kt = random(dt, &kvs, seed + 2);
+            let v = random(dt, &kvs, seed + 3);
             let m = mask_tensor(c, seed + 4);
             let mut ins: Vec<Option<&Tensor>> = vec![Some(&q), Some(&kt), Some(&v)];
             if let Some(m) = &m {
@@ -540,7 +612,7 @@ fn attention_matches_the_interpreter_on_the_gpu() {
                 .collect();
             let want = eval(&wide.iter().map(Some).collect::<Vec<_>>());
             let params: Vec<&Tensor> = ins.iter().flatten().copied().collect();
-            let out = (dt, vec![c.batch, c.q_heads, c.sq, c.head]);
+            let out = (dt, qs);
             let got = dev
                 .run_kernel(&module, k, &params, &[out])
                 .unwrap_or_else(|e| panic!("{}: {e}", c.label()));
@@ -597,6 +669,7 @@ fn attention_timing() {
             skv: 128,
             head: 64,
             mask,
+            three_d: false,
         };
         let g = c.graph();
         let k = c.kernel(&g);

@@ -25,7 +25,7 @@ fn model_kernels(
         .join("model.onnx");
     let model = gopt::load_model(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
     let b: BTreeMap<String, u64> = bucket.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    let opts = Options::from_cli(precision, &[], &[]).expect("options");
+    let opts = Options::new().precision(gopt::Precision::from_name(precision).expect("precision"));
     let v = specialize(&model.model, &b, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
     emit_kernels(&v.graph)
         .unwrap_or_else(|e| panic!("{name} {precision}: {e}"))

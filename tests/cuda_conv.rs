@@ -66,13 +66,13 @@ fn cnn_kernels_compile_for_sm90() {
 
 fn unsupported(text: &str) -> String {
     let g = gopt::ir::verify(gopt::ir::text::parse(text).expect("parses")).expect("verifies");
-    match emit_kernels(&g) {
+    match gopt::codegen::cuda::plan::build(&g) {
         Err(CodegenError::Unsupported { what, backend, .. }) => {
             assert_eq!(backend, "CUDA");
             what
         }
         Err(e) => panic!("expected Unsupported, got {e}"),
-        Ok(_) => panic!("expected Unsupported, got kernels"),
+        Ok(_) => panic!("expected Unsupported, got a plan"),
     }
 }
 

@@ -85,7 +85,8 @@ fn generated_kernels_match_the_interpreter_on_the_gpu() {
         for precision in ["fp32", "bf16", "fp16"] {
             let b: BTreeMap<String, u64> =
                 bucket.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-            let opts = Options::from_cli(precision, &[], &[]).expect("options");
+            let opts =
+                Options::new().precision(gopt::Precision::from_name(precision).expect("precision"));
             let v = specialize(&model.model, &b, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
             let g = &v.graph;
             let (kernels, _) = emit_kernels(g).unwrap_or_else(|e| panic!("{e}"));

@@ -6,7 +6,7 @@
 //! `gopt test --backend cuda` in scripts/gpu-check.sh.
 
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
-use gopt::codegen::plan::{self, CudaPlan, Place, Step};
+use gopt::codegen::cuda::plan::{self, CudaPlan, Place, Step};
 use gopt::pipeline::{specialize, Options};
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -21,7 +21,7 @@ fn model_plan(name: &str, bucket: &[(&str, u64)], precision: &str) -> (CudaPlan,
         .join("model.onnx");
     let model = gopt::load_model(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
     let b: BTreeMap<String, u64> = bucket.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    let opts = Options::from_cli(precision, &[], &[]).expect("options");
+    let opts = Options::new().precision(gopt::Precision::from_name(precision).expect("precision"));
     let v = specialize(&model.model, &b, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
     plan::build(&v.graph).unwrap_or_else(|e| panic!("{name} {precision}: {e}"))
 }
@@ -43,7 +43,7 @@ fn shared_models_plan_completely_and_compile() {
         for precision in ["fp32", "bf16", "fp16"] {
             let (p, blob) = model_plan(name, bucket, precision);
             assert_eq!(p.weights_bytes, blob.len());
-            assert!(p.arena_bytes <= p.unplanned_bytes);
+            assert!(p.arena_bytes <= p.frame.unplanned_bytes);
             let gemms = p
                 .steps
                 .iter()
@@ -66,7 +66,7 @@ fn shared_models_plan_completely_and_compile() {
                 gemms,
                 p.kernels.len(),
                 p.arena_bytes,
-                p.unplanned_bytes,
+                p.frame.unplanned_bytes,
                 p.weights_bytes
             );
         }
@@ -78,7 +78,7 @@ fn no_step_writes_over_what_it_reads() {
     for (name, bucket) in MODELS {
         let (p, _) = model_plan(name, bucket, "fp32");
         let range = |v: u32| match p.places.get(&v) {
-            Some(Place::Arena(o)) => Some((*o, *o + p.value_bytes[&v])),
+            Some(Place::Arena(o)) => Some((*o, *o + p.frame.value_bytes[&v])),
             _ => None,
         };
         for s in &p.steps {
@@ -230,8 +230,8 @@ fn channels_last_convolution_gemms_match_the_interpreter_on_the_gpu() {
             .collect();
         let want = gopt::ir::interp::run(&g, &inputs).expect("interpreter");
         let (p, blob) = plan::build(&g).expect("plans");
-        let w = gopt::runtime::exec::Weights::upload(&dev, &blob).expect("weights");
-        let mut exe = gopt::runtime::exec::Executable::new(&dev, p, w, true).expect("loads");
+        let w = gopt::runtime::cuda::Weights::upload(&dev, &blob).expect("weights");
+        let mut exe = gopt::runtime::cuda::Executable::new(&dev, p, w, true).expect("loads");
         let got = exe
             .run(&inputs)
             .unwrap_or_else(|e| panic!("{dt} {k}x{k}: {e}"));
@@ -316,8 +316,8 @@ fn a_folded_slice_matches_the_interpreter_on_the_gpu() {
         let x = gopt::Tensor::from_f64s(gopt::DType::F32, &[8, 16], &vals).expect("x");
         let want = gopt::ir::interp::run(&g, std::slice::from_ref(&x)).expect("interpreter");
         let (p, blob) = plan::build(&g).expect("plans");
-        let w = gopt::runtime::exec::Weights::upload(&dev, &blob).expect("weights");
-        let mut exe = gopt::runtime::exec::Executable::new(&dev, p, w, true).expect("loads");
+        let w = gopt::runtime::cuda::Weights::upload(&dev, &blob).expect("weights");
+        let mut exe = gopt::runtime::cuda::Executable::new(&dev, p, w, true).expect("loads");
         let got = exe.run(&[x]).expect("runs");
         for (a, b) in got[0].to_f64_vec().iter().zip(want[0].to_f64_vec()) {
             assert!(
@@ -360,9 +360,11 @@ fn a_saved_artifact_loads_back_with_the_same_plans() {
     let path =
         Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/models/bert_small/model.onnx");
     let model = gopt::load_model(&path).expect("model");
-    let mut opts =
-        Options::from_cli("bf16", &[], &["batch=1,2".into(), "seq=64".into()]).expect("options");
-    opts.backend = gopt::pipeline::Backend::Cuda;
+    let opts = Options::new()
+        .precision(gopt::Precision::Bf16)
+        .buckets("batch", [1, 2])
+        .buckets("seq", [64])
+        .backend(gopt::pipeline::Backend::Cuda);
     let compiled = gopt::compile(&model, &opts).expect("compiles");
     assert_eq!(compiled.buckets().len(), 2);
     let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("bert_small.gopt");

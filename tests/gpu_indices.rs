@@ -13,7 +13,7 @@
 mod common;
 
 use gopt::ir::{DType, Graph, Tensor};
-use gopt::runtime::wgpu_exec::{WgpuExecutable, WgpuWeights};
+use gopt::runtime::wgpu::{WgpuExecutable, WgpuWeights};
 
 fn graph(text: &str) -> Graph {
     let g = gopt::ir::text::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
@@ -278,7 +278,7 @@ fn compiled_wgpu_run_names_the_node_of_a_computed_index() {
 fn cuda_gather_kernel_checks_its_indices_and_compiles() {
     common::nvrtc_ready();
     let g = graph(GATHER_I64);
-    let (plan, _) = gopt::codegen::plan::build(&g).unwrap_or_else(|e| panic!("{e}"));
+    let (plan, _) = gopt::codegen::cuda::plan::build(&g).unwrap_or_else(|e| panic!("{e}"));
     let k = plan
         .kernels
         .iter()
@@ -317,9 +317,10 @@ fn gather_out_of_range_fails_on_cuda() {
         // With the CUDA graph (the memset that clears the word is captured) and step
         // by step.
         for use_graph in [true, false] {
-            let (plan, blob) = gopt::codegen::plan::build(&g).unwrap_or_else(|e| panic!("{e}"));
-            let w = gopt::runtime::exec::Weights::upload(&dev, &blob).expect("weights");
-            let mut exe = gopt::runtime::exec::Executable::new(&dev, plan, w, use_graph)
+            let (plan, blob) =
+                gopt::codegen::cuda::plan::build(&g).unwrap_or_else(|e| panic!("{e}"));
+            let w = gopt::runtime::cuda::Weights::upload(&dev, &blob).expect("weights");
+            let mut exe = gopt::runtime::cuda::Executable::new(&dev, plan, w, use_graph)
                 .unwrap_or_else(|e| panic!("{e}"));
             check(
                 &mut |x| exe.run(x).map_err(|e| e.to_string()),

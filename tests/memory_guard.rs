@@ -430,8 +430,7 @@ fn the_pipeline_honours_the_option() {
 /// a CPU adapter, the machine's available memory) before it creates a buffer.
 #[test]
 fn the_wgpu_executor_refuses_what_the_device_cannot_hold() {
-    use gopt::runtime::wgpu_exec::{WgpuExecutable, WgpuWeights};
-    use gopt::runtime::wgsl::WgpuDevice;
+    use gopt::runtime::wgpu::{WgpuDevice, WgpuExecutable, WgpuWeights};
     // Two 14.4 GB buffers: under WGSL's 2^32 elements, above this machine's memory.
     let g = gopt::ir::verify(
         gopt::ir::text::parse(
@@ -448,7 +447,7 @@ fn the_wgpu_executor_refuses_what_the_device_cannot_hold() {
         return;
     };
     let dev = std::sync::Arc::new(dev);
-    let small = gopt::runtime::wgpu_exec::check_memory(
+    let small = gopt::runtime::wgpu::check_memory(
         &dev,
         "bucket b",
         &plan,

@@ -25,8 +25,8 @@ fn check_numerics(name: &str, precision: Option<&str>) {
         name: name.to_string(),
         dir: model_dir(name),
     };
-    let pipeline =
-        precision.map(|p| gopt::pipeline::Options::from_cli(p, &[], &[]).expect("options"));
+    let pipeline = precision
+        .map(|p| gopt::Options::new().precision(gopt::Precision::from_name(p).expect("precision")));
     let rel_l2 = match precision {
         Some("bf16" | "fp16") => Some(2e-2),
         _ => None,
@@ -91,7 +91,7 @@ fn mobilenet_v2_bf16_within_its_stated_bound() {
         rtol: None,
         atol: None,
         jobs: None,
-        pipeline: Some(gopt::pipeline::Options::from_cli("bf16", &[], &[]).expect("options")),
+        pipeline: Some(gopt::Options::new().precision(gopt::Precision::Bf16)),
         rel_l2: Some(2.5e-2),
         fallback_cpu: false,
     };

@@ -51,8 +51,8 @@ fn mobilenet_v2_runs_channels_last() {
         .explain()
         .contains("layout: 52 convs channels-last, 2 transposes left"));
 
-    let plain = compile(&Options::from_cli("fp32", &["all".into()], &[]).expect("options"));
-    let nchw = compile(&Options::from_cli("fp32", &["layout".into()], &[]).expect("options"));
+    let plain = compile(&Options::new().optimize(false));
+    let nchw = compile(&Options::new().disable(gopt::Pass::Layout));
     assert_eq!(nhwc_convs(&nchw), 0);
     assert_eq!(count(&nchw, "Transpose"), 0);
 

@@ -119,7 +119,7 @@ fn mobilenet_v2_fuses_every_conv_clip() {
 
 #[test]
 fn bf16_pipeline_lowers_gemms_and_keeps_io_types() {
-    let opts = Options::from_cli("bf16", &[], &[]).unwrap();
+    let opts = Options::new().precision(gopt::Precision::Bf16);
     let v = compile("bert_small", &[("batch", 1), ("seq", 128)], &opts);
     let r = report(&v);
     let low = r
@@ -154,22 +154,24 @@ fn every_pass_can_be_switched_off() {
         &[("batch", 1), ("seq", 128)],
         &Options::default(),
     );
-    let opts = Options::from_cli("fp32", &["fusion".into()], &[]).unwrap();
+    let opts = Options::new().disable(gopt::Pass::Fusion);
     let v = compile("bert_small", &[("batch", 1), ("seq", 128)], &opts);
     assert_eq!(count(&v, "Attention"), 0);
     assert_eq!(count(&v, "FusedMatMul"), 0);
     assert!(report(&v).after.est_us > report(&all).after.est_us);
-    let opts = Options::from_cli("fp32", &["layout".into()], &[]).unwrap();
+    let opts = Options::new().disable(gopt::Pass::Layout);
     let v = compile("bert_small", &[("batch", 1), ("seq", 128)], &opts);
     assert!(report(&v).padding.is_empty());
     assert!(
         !report(&all).padding.is_empty(),
         "333-wide FFN padded to 384"
     );
-    let opts = Options::from_cli("bf16", &["precision".into()], &[]).unwrap();
+    let opts = Options::new()
+        .precision(gopt::Precision::Bf16)
+        .disable(gopt::Pass::Precision);
     let v = compile("bert_small", &[("batch", 1), ("seq", 128)], &opts);
     assert!(report(&v).precisions.keys().all(|p| !p.starts_with("bf16")));
-    let opts = Options::from_cli("fp32", &["all".into()], &[]).unwrap();
+    let opts = Options::new().optimize(false);
     let v = compile("bert_small", &[("batch", 1), ("seq", 128)], &opts);
     assert!(v.report.is_none());
     assert!(v.graph.nodes.iter().all(|n| !matches!(n.op, Op::Fused(_))));
@@ -217,12 +219,8 @@ fn fixtures_optimized() {
             .collect();
         let v = specialize(&model.model, &bucket, &Options::default())
             .unwrap_or_else(|e| panic!("{name}: {e}"));
-        let plain = specialize(
-            &model.model,
-            &bucket,
-            &Options::from_cli("fp32", &["all".into()], &[]).unwrap(),
-        )
-        .unwrap_or_else(|e| panic!("{name}: {e}"));
+        let plain = specialize(&model.model, &bucket, &Options::new().optimize(false))
+            .unwrap_or_else(|e| panic!("{name}: {e}"));
         let inputs = fixture_inputs(&plain.graph);
         let want =
             gopt::ir::interp::run(&plain.graph, &inputs).unwrap_or_else(|e| panic!("{name}: {e}"));

@@ -4,8 +4,7 @@
 //! every WebGPU implementation guarantees (128 MiB per storage binding), so the check
 //! runs on lavapipe in CI without allocating anything large.
 
-use gopt::runtime::wgpu_exec::{WgpuExecutable, WgpuWeights};
-use gopt::runtime::wgsl::{Limits, WgpuDevice};
+use gopt::runtime::wgpu::{Limits, WgpuDevice, WgpuExecutable, WgpuWeights};
 use std::sync::Arc;
 
 #[test]

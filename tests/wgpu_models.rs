@@ -21,9 +21,10 @@ fn check(name: &str, precision: &str) {
             .join(name),
     };
     let dev = gopt::wgpu::device(None).unwrap_or_else(|e| panic!("{e}"));
-    let mut pipeline = gopt::pipeline::Options::from_cli(precision, &[], &[]).expect("options");
-    pipeline.backend = Backend::Wgpu;
-    pipeline.wgsl_f16 = Some(dev.adapter.f16);
+    let pipeline = gopt::Options::new()
+        .precision(gopt::Precision::from_name(precision).expect("precision"))
+        .backend(Backend::Wgpu)
+        .wgsl_f16(dev.adapter.f16);
     let low = precision != "fp32" && dev.adapter.f16;
     let opts = Options {
         rtol: Some(1e-3),

@@ -18,10 +18,10 @@
 
 use gopt::codegen::wgsl::{attention, emit_kernels, WgslKernel};
 use gopt::codegen::CodegenError;
-use gopt::ir::ops::EvalCx;
-use gopt::ir::{DType, Graph, Node, Tensor};
+use gopt::ir::ops::{AttentionOp, EvalCx};
+use gopt::ir::{DType, Graph, Node, Op, Tensor};
 use gopt::pipeline::{specialize, Options};
-use gopt::runtime::wgsl::WgpuDevice;
+use gopt::runtime::wgpu::WgpuDevice;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -371,7 +371,8 @@ fn model_attention_nodes_match_the_interpreter_on_an_adapter() {
                     .iter()
                     .map(|(k, v)| (k.to_string(), *v))
                     .collect();
-                let opts = Options::from_cli(precision, &[], &[]).expect("options");
+                let opts = Options::new()
+                    .precision(gopt::Precision::from_name(precision).expect("precision"));
                 let v =
                     specialize(&model.model, &b, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
                 let g = &v.graph;
@@ -383,7 +384,7 @@ fn model_attention_nodes_match_the_interpreter_on_an_adapter() {
                 let mut here = 0;
                 let mut worst: f64 = 0.0;
                 for (ki, n) in g.nodes.iter().enumerate() {
-                    if !attention::handles(n.op) {
+                    if n.op != Op::Attention(AttentionOp::Attention) {
                         continue;
                     }
                     let k = kernels

@@ -11,10 +11,11 @@
 //! outputs (GPU and CPU add in other orders) and 1e-2 for f16 outputs; max / min pick
 //! an element, so they compare element-wise (rtol 1e-5, atol 1e-6; f16 1e-2 / 1e-3).
 
-use gopt::codegen::wgsl::{conv, emit_kernels, pool, reduce, WgslKernel};
+use gopt::codegen::lower::{lower, Kind, Lowered};
+use gopt::codegen::wgsl::{self, emit_kernels, WgslKernel};
 use gopt::ir::{DType, Graph, Node, Tensor};
 use gopt::pipeline::{specialize, Options};
-use gopt::runtime::wgsl::WgpuDevice;
+use gopt::runtime::wgpu::WgpuDevice;
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -26,8 +27,11 @@ use common::{node_inputs, reference};
 mod cases;
 use cases::{conv as conv_case, conv_cases, one_d, other_cases, shape, Conv};
 
-fn is_cnn(node: &Node) -> bool {
-    conv::handles(node.op) || pool::handles(node.op) || reduce::handles(node.op)
+fn is_cnn(g: &Graph, node: &Node) -> bool {
+    matches!(
+        lower(g, node, wgsl::VIEWS),
+        Lowered::ConvGemm | Lowered::Kernel(Kind::Conv | Kind::Pool | Kind::Reduce)
+    )
 }
 
 /// Runs `k` on `dev` and compares with the interpreter; returns the error and what it
@@ -106,13 +110,14 @@ fn mobilenet_cnn_shaders_match_the_interpreter_on_an_adapter() {
     let b: BTreeMap<String, u64> = [("batch".to_string(), 1u64)].into();
     let mut checked = 0;
     for precision in ["fp32", "fp16"] {
-        let opts = Options::from_cli(precision, &[], &[]).expect("options");
+        let opts =
+            Options::new().precision(gopt::Precision::from_name(precision).expect("precision"));
         let v = specialize(&model.model, &b, &opts).unwrap_or_else(|e| panic!("{e}"));
         let g = &v.graph;
         let (kernels, others) = emit_kernels(g).unwrap_or_else(|e| panic!("{e}"));
         let missing: Vec<&(String, String)> = others
             .iter()
-            .filter(|(n, _)| g.nodes.iter().any(|m| &m.name == n && is_cnn(m)))
+            .filter(|(n, _)| g.nodes.iter().any(|m| &m.name == n && is_cnn(&g, m)))
             .collect();
         assert!(
             missing.is_empty(),
@@ -122,7 +127,7 @@ fn mobilenet_cnn_shaders_match_the_interpreter_on_an_adapter() {
         let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
         for (ki, k) in kernels.iter().enumerate() {
             let node = g.nodes.iter().find(|n| n.name == k.node).expect("node");
-            if !is_cnn(node) {
+            if !is_cnn(&g, node) {
                 continue;
             }
             match check(&dev, g, k, (ki * 31) as u64 + 11) {

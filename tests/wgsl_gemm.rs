@@ -13,8 +13,7 @@
 
 use gopt::codegen::wgsl::{emit_kernels, WgslKernel};
 use gopt::ir::{DType, Graph, Tensor};
-use gopt::runtime::wgpu_exec::{WgpuExecutable, WgpuWeights};
-use gopt::runtime::wgsl::WgpuDevice;
+use gopt::runtime::wgpu::{WgpuDevice, WgpuExecutable, WgpuWeights};
 use std::sync::Arc;
 
 mod common;

@@ -11,7 +11,7 @@
 use gopt::codegen::wgsl::emit_kernels;
 use gopt::ir::{DType, Tensor};
 use gopt::pipeline::{specialize, Options};
-use gopt::runtime::wgsl::{adapters, WgpuDevice};
+use gopt::runtime::wgpu::{adapters, WgpuDevice};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -46,7 +46,8 @@ fn element_wise_shaders_match_the_interpreter_on_an_adapter() {
             let model = gopt::load_model(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
             let b: BTreeMap<String, u64> =
                 bucket.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-            let opts = Options::from_cli(precision, &[], &[]).expect("options");
+            let opts =
+                Options::new().precision(gopt::Precision::from_name(precision).expect("precision"));
             let v = specialize(&model.model, &b, &opts).unwrap_or_else(|e| panic!("{name}: {e}"));
             let g = &v.graph;
             let (kernels, _) = emit_kernels(g).unwrap_or_else(|e| panic!("{e}"));

@@ -1,7 +1,11 @@
-//! gopt-codegen: turns an optimized, verified graph into an execution plan — the
-//! kernels in order, each value's place in one device arena (offsets planned from value
-//! lifetimes, so memory is reused) — and emits kernel source for the CUDA backend (and, being built, WGSL).
-//! Kernel templates are `.cu` files next to their emitter, filled by [`template`].
+//! gopt-codegen: turns an optimized, verified, specialized graph into an execution plan
+//! for a GPU backend. [`lower`] decides once, for every backend, what each node becomes
+//! (a view, a GEMM, a kernel of one family, or nothing with a reason) and reads the
+//! facts kernels need; [`cuda`] and [`wgsl`] are the two writers, each an exhaustive
+//! match over that decision, that spell kernels in CUDA C (NVRTC, templates filled by
+//! [`template`]) and WGSL (validated by naga). [`plan`] holds what their plans share
+//! (inputs and outputs, one weights store, the GPU index check) and [`memory`] the value
+//! lifetimes with two strategies: one arena (CUDA) and a pool of buffers (wgpu).
 #![warn(missing_docs)]
 
 pub mod cuda;
@@ -45,6 +49,27 @@ pub enum CodegenError {
         /// The shader.
         shader: String,
     },
+}
+
+impl CodegenError {
+    /// The error with a lowering's neutral backend name (`GPU`) replaced by `backend`,
+    /// the backend that refused the node.
+    pub fn for_backend(self, backend: &'static str) -> CodegenError {
+        match self {
+            CodegenError::Unsupported {
+                node,
+                op,
+                backend: lower::support::NEUTRAL,
+                what,
+            } => CodegenError::Unsupported {
+                node,
+                op,
+                backend,
+                what,
+            },
+            e => e,
+        }
+    }
 }
 
 /// Result alias of code generation.

@@ -1,14 +1,21 @@
-//! Memory planning: every activation of a specialized graph gets an offset in one device
-//! arena, chosen from value lifetimes so buffers whose lifetimes do not overlap share
-//! bytes (TFLite's greedy-by-size: largest first, each at the lowest offset that no
-//! overlapping-in-time buffer occupies). Views (reshape, squeeze, unsqueeze, flatten,
-//! identity) alias their input and extend its lifetime. Graph inputs live for the whole
-//! run (a plan may execute again on inputs copied in once), outputs to the end;
-//! weights are not in the arena (uploaded once, shared by every bucket).
+//! Memory planning from value lifetimes, one analysis ([`lifetimes`]) and two
+//! strategies. Views (the nodes [`crate::lower`] lowers to `View`) alias their input
+//! and extend its lifetime; constants are not planned (they live in the weights,
+//! uploaded once and shared by every bucket).
+//!
+//! - [`arena`] (CUDA): every activation gets an offset in one device arena, so values
+//!   whose lifetimes do not overlap share bytes (TFLite's greedy-by-size: largest
+//!   first, each at the lowest offset no overlapping-in-time buffer occupies). Graph
+//!   inputs live for the whole run (a plan may execute again on inputs copied in once),
+//!   outputs to the end.
+//! - [`pool`] (WGSL, which binds whole buffers or 256-byte-aligned ranges): values
+//!   share a pool of buffers, each taking the smallest free buffer that fits (else the
+//!   largest free one, grown) when first written and giving it back after its last
+//!   reader; graph inputs and outputs own their buffers.
 
+use crate::lower::{lower, Lowered, Views};
 use crate::{CodegenError, Result};
-use gopt_ir::ops::ShapeOp;
-use gopt_ir::{Graph, Op, ValueId};
+use gopt_ir::{Graph, ValueId};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -43,20 +50,6 @@ pub struct Layout {
     pub total_bytes: usize,
 }
 
-/// Whether `op` is a view: its output aliases its input's bytes.
-pub(crate) fn is_view(op: Op) -> bool {
-    matches!(
-        op,
-        Op::Shape(
-            ShapeOp::Reshape
-                | ShapeOp::Squeeze
-                | ShapeOp::Unsqueeze
-                | ShapeOp::Flatten
-                | ShapeOp::Identity
-        )
-    )
-}
-
 fn bytes_of(g: &Graph, v: ValueId) -> Result<usize> {
     let ty = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;
     let dims = gopt_ir::dim::concrete(&ty.shape).ok_or_else(|| {
@@ -78,31 +71,60 @@ fn bytes_of(g: &Graph, v: ValueId) -> Result<usize> {
     Ok(n.div_ceil(ALIGN).max(1) * ALIGN)
 }
 
-/// Plans the arena for `g` (nodes in execution order).
+/// Plans the arena for `g` (nodes in execution order), views as the CUDA plan lowers
+/// them.
 pub fn plan(g: &Graph) -> Result<Layout> {
-    plan_with(g, &HashMap::new())
+    let views = Views {
+        alias_outputs: true,
+    };
+    let aliased: Vec<bool> = g
+        .nodes
+        .iter()
+        .map(|n| lower(g, n, views) == Lowered::View)
+        .collect();
+    arena(g, &aliased, &HashMap::new())
 }
 
-/// [`plan`], with some values written earlier than their node (`early[v]` = the step
-/// that writes `v`: a slice folded into the GEMM before it).
-pub fn plan_with(g: &Graph, early: &HashMap<ValueId, usize>) -> Result<Layout> {
+/// Value lifetimes in steps (node indices): which value owns each value's bytes (views
+/// resolve to their source's owner) and, for every owner that is not a constant, the
+/// first and last step that touch it, in order of first touch.
+#[derive(Clone, Debug, Default)]
+pub struct Lifetimes {
+    /// The owner of each aliasing value (absent: the value owns its bytes).
+    pub owner: HashMap<ValueId, ValueId>,
+    /// Owners in order of first touch.
+    pub order: Vec<ValueId>,
+    /// (first, last) step of each owner.
+    pub life: HashMap<ValueId, (usize, usize)>,
+}
+
+impl Lifetimes {
+    /// The value that owns `v`'s bytes.
+    pub fn root(&self, v: ValueId) -> ValueId {
+        *self.owner.get(&v).unwrap_or(&v)
+    }
+}
+
+/// The lifetimes of `g`'s values: `views[i]` says node `i` is an aliasing view, and
+/// `early[v]` the step that writes `v` when it is earlier than its node (a slice
+/// folded into the GEMM before it). Graph inputs live from step 0 to the end
+/// (`nodes.len()`), outputs to the end.
+pub fn lifetimes(g: &Graph, views: &[bool], early: &HashMap<ValueId, usize>) -> Lifetimes {
     let steps = g.nodes.len();
-    // Resolve views to the value that owns the bytes.
     let mut owner: HashMap<ValueId, ValueId> = HashMap::new();
-    for n in &g.nodes {
-        if is_view(n.op) {
-            if let (Some(Some(src)), [out]) = (n.inputs.first(), n.outputs.as_slice()) {
-                let root = *owner.get(src).unwrap_or(src);
-                if !g.constants.contains_key(&root) {
-                    owner.insert(*out, root);
-                }
-            }
+    for (n, _) in g.nodes.iter().zip(views).filter(|(_, &v)| v) {
+        if let (Some(Some(src)), [out]) = (n.inputs.first(), n.outputs.as_slice()) {
+            let root = *owner.get(src).unwrap_or(src);
+            owner.insert(*out, root);
         }
     }
     let root = |v: ValueId| *owner.get(&v).unwrap_or(&v);
     let mut life: HashMap<ValueId, (usize, usize)> = HashMap::new();
     let mut order: Vec<ValueId> = Vec::new();
-    let mut touch = |v: ValueId, at: usize, life: &mut HashMap<ValueId, (usize, usize)>| {
+    let mut touch = |v: ValueId, at: usize| {
+        if g.constants.contains_key(&v) {
+            return;
+        }
         let e = life.entry(v).or_insert_with(|| {
             order.push(v);
             (at, at)
@@ -110,35 +132,34 @@ pub fn plan_with(g: &Graph, early: &HashMap<ValueId, usize>) -> Result<Layout> {
         e.0 = e.0.min(at);
         e.1 = e.1.max(at);
     };
-    // Graph inputs live for the whole run: a plan may execute again (a benchmark, a
-    // replayed CUDA graph) on the inputs copied in once.
     for &v in &g.inputs {
-        touch(v, 0, &mut life);
-        touch(v, steps, &mut life);
+        touch(v, 0);
+        touch(v, steps);
     }
     for (i, n) in g.nodes.iter().enumerate() {
         for v in n.inputs.iter().flatten() {
-            let r = root(*v);
-            if !g.constants.contains_key(&r) {
-                touch(r, i, &mut life);
-            }
+            touch(root(*v), i);
         }
         for &o in &n.outputs {
-            touch(root(o), i, &mut life);
+            touch(root(o), i);
             if let Some(&e) = early.get(&o) {
-                touch(root(o), e, &mut life);
+                touch(root(o), e);
             }
         }
     }
     for &v in &g.outputs {
-        let r = root(v);
-        if !g.constants.contains_key(&r) {
-            touch(r, steps, &mut life);
-        }
+        touch(root(v), steps);
     }
+    Lifetimes { owner, order, life }
+}
+
+/// [`plan`] with the views and early writes given: the arena strategy.
+pub fn arena(g: &Graph, views: &[bool], early: &HashMap<ValueId, usize>) -> Result<Layout> {
+    let lt = lifetimes(g, views, early);
+    let (order, life) = (&lt.order, &lt.life);
     let mut buffers: Vec<Slot> = Vec::with_capacity(order.len());
     let mut index: HashMap<ValueId, usize> = HashMap::new();
-    for v in &order {
+    for v in order {
         let (first, last) = life[v];
         index.insert(*v, buffers.len());
         buffers.push(Slot {
@@ -187,7 +208,7 @@ pub fn plan_with(g: &Graph, early: &HashMap<ValueId, usize>) -> Result<Layout> {
     let mut slots = HashMap::new();
     for i in 0..g.values.len() {
         let id = ValueId(i as u32);
-        if let Some(&k) = index.get(&root(id)) {
+        if let Some(&k) = index.get(&lt.root(id)) {
             slots.insert(id, k);
         }
     }
@@ -197,4 +218,94 @@ pub fn plan_with(g: &Graph, early: &HashMap<ValueId, usize>) -> Result<Layout> {
         peak_bytes,
         total_bytes,
     })
+}
+
+/// A pool of buffers: each buffer's size, and the buffer of each planned value.
+#[derive(Clone, Debug, Default)]
+pub struct Pool {
+    /// Size in bytes of each buffer.
+    pub buffers: Vec<usize>,
+    /// The buffer each value (owner or alias) lives in.
+    pub slots: HashMap<ValueId, usize>,
+    /// What one buffer per value would take.
+    pub unplanned: usize,
+}
+
+/// The pool strategy over `lt`: graph inputs and outputs own a buffer each; every other
+/// owner takes, at its first step, the smallest free buffer that fits (else the
+/// largest free one, grown; else a new one) and gives it back after its last step (so
+/// an output never shares a buffer with an input of its own step). `bytes` is a value's
+/// size in the backend's storage layout.
+pub fn pool(g: &Graph, lt: &Lifetimes, bytes: impl Fn(ValueId) -> Result<usize>) -> Result<Pool> {
+    let mut p = Pool::default();
+    let pinned: Vec<ValueId> = g
+        .inputs
+        .iter()
+        .chain(&g.outputs)
+        .map(|&v| lt.root(v))
+        .collect();
+    for &v in &pinned {
+        if p.slots.contains_key(&v) || g.constants.contains_key(&v) {
+            continue;
+        }
+        p.buffers.push(bytes(v)?.max(4));
+        p.slots.insert(v, p.buffers.len() - 1);
+    }
+    let mut starts: Vec<(usize, usize, ValueId)> = Vec::new();
+    for (k, &v) in lt.order.iter().enumerate() {
+        if !pinned.contains(&v) {
+            starts.push((lt.life[&v].0, k, v));
+        }
+    }
+    starts.sort_unstable();
+    let mut ends: Vec<(usize, usize, ValueId)> = starts
+        .iter()
+        .map(|&(_, k, v)| (lt.life[&v].1, k, v))
+        .collect();
+    ends.sort_unstable();
+    let (mut s, mut e) = (0, 0);
+    let mut free: Vec<usize> = Vec::new();
+    let steps = g.nodes.len();
+    for step in 0..=steps {
+        while let Some(&(_, _, v)) = starts.get(s).filter(|x| x.0 == step) {
+            s += 1;
+            let n = bytes(v)?;
+            p.unplanned = p.unplanned.saturating_add(n);
+            let pick = free
+                .iter()
+                .enumerate()
+                .filter(|(_, &b)| p.buffers[b] >= n)
+                .min_by_key(|(_, &b)| p.buffers[b])
+                .or_else(|| free.iter().enumerate().max_by_key(|(_, &b)| p.buffers[b]))
+                .map(|(j, _)| j);
+            let b = match pick {
+                Some(j) => {
+                    let b = free.swap_remove(j);
+                    p.buffers[b] = p.buffers[b].max(n);
+                    b
+                }
+                None => {
+                    p.buffers.push(n.max(4));
+                    p.buffers.len() - 1
+                }
+            };
+            p.slots.insert(v, b);
+        }
+        while let Some(&(_, _, v)) = ends.get(e).filter(|x| x.0 == step) {
+            e += 1;
+            if let Some(&b) = p.slots.get(&v) {
+                free.push(b);
+            }
+        }
+    }
+    for i in 0..g.values.len() {
+        let id = ValueId(i as u32);
+        let r = lt.root(id);
+        if r != id {
+            if let Some(&b) = p.slots.get(&r) {
+                p.slots.insert(id, b);
+            }
+        }
+    }
+    Ok(p)
 }

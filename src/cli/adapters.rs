@@ -34,7 +34,7 @@ struct Adapter {
 
 /// Runs `gopt adapters`.
 pub fn main(args: &Args) -> Result<ExitCode> {
-    let list: Vec<Adapter> = gopt::runtime::wgsl::adapters()
+    let list: Vec<Adapter> = gopt::runtime::wgpu::adapters()
         .into_iter()
         .map(|a| Adapter {
             name: a.name,

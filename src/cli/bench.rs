@@ -8,7 +8,7 @@
 use super::{fmt_duration, outln, DeviceArgs};
 use anyhow::{bail, Context, Result};
 use gopt::ir::{DType, Dim, Tensor};
-use gopt::pipeline::Backend;
+use gopt::{Backend, Executor};
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -228,7 +228,9 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     let (device, times, kernels, launches, mem) = match backend {
         Backend::Wgpu => {
             let t = Instant::now();
-            let exe = compiled.wgpu_executable(0)?;
+            let Executor::Wgpu(exe) = compiled.executor(0)? else {
+                bail!("the compiled model has no wgpu executor");
+            };
             compile_ms.insert("pipelines+upload", t.elapsed().as_secs_f64() * 1e3);
             exe.set_inputs(&ins)?;
             let (times, gpu_clock) = exe.time(args.warmup, args.iters)?;
@@ -251,10 +253,10 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             let (k, pool, unplanned, dev_bytes) = (
                 p.kernels.len(),
                 p.pool_bytes(),
-                p.unplanned_bytes,
+                p.frame.unplanned_bytes,
                 exe.device_bytes(),
             );
-            let w = compiled.wgpu_weights_bytes();
+            let w = compiled.device_weights_bytes();
             (device, times, k, k, (pool, unplanned, w, dev_bytes + w))
         }
         Backend::Cuda => {
@@ -262,7 +264,9 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             let dev = gopt::cuda::device()?;
             compile_ms.insert("open GPU", t.elapsed().as_secs_f64() * 1e3);
             let t = Instant::now();
-            let exe = compiled.executable(0)?;
+            let Executor::Cuda(exe) = compiled.executor(0)? else {
+                bail!("the compiled model has no CUDA executor");
+            };
             compile_ms.insert("kernels+load", t.elapsed().as_secs_f64() * 1e3);
             exe.set_inputs(&ins)?;
             let times = exe.time(args.warmup, args.iters)?;
@@ -272,7 +276,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             let p = exe.plan();
             let mem = (
                 p.arena_bytes,
-                p.unplanned_bytes,
+                p.frame.unplanned_bytes,
                 p.weights_bytes,
                 exe.device_bytes(),
             );

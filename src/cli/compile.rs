@@ -90,9 +90,14 @@ pub enum Target {
 /// The optimizer options `compile`, `run` and `test` share.
 #[derive(clap::Args, Clone, Debug)]
 pub struct OptArgs {
-    /// Math precision of GEMMs, convolutions and attention: fp32, tf32 (fp32 storage,
-    /// tensor-core math), bf16 or fp16 (low-precision inputs, fp32 accumulation;
-    /// softmax, normalizations and reductions stay fp32).
+    /// Math precision of GEMMs, convolutions and attention: fp32, tf32, bf16 or fp16.
+    ///
+    /// tf32 keeps fp32 storage and runs the CUDA plan's fp32 cuBLASLt GEMMs
+    /// (convolutions lowered to GEMMs included) on tf32 tensor cores
+    /// (CUBLAS_COMPUTE_32F_FAST_TF32: inputs rounded to 10 mantissa bits, fp32
+    /// accumulation); generated kernels stay fp32, and wgpu runs it as fp32. bf16 and
+    /// fp16 lower GEMM, convolution and attention inputs to that type with fp32
+    /// accumulation; softmax, normalizations and reductions stay fp32.
     #[arg(long, value_name = "P", default_value = "fp32")]
     pub precision: String,
     /// Switch passes off: fusion, layout, precision, bucketing, or all (no optimizer).
@@ -140,10 +145,36 @@ fn parse_memory_limit(s: &str) -> std::result::Result<u64, String> {
 
 impl OptArgs {
     /// The pipeline options these flags describe.
-    pub fn options(&self) -> Result<gopt::pipeline::Options> {
-        let mut o =
-            gopt::pipeline::Options::from_cli(&self.precision, &self.disable, &self.buckets)?;
-        o.memory_limit = self.memory_limit;
+    pub fn options(&self) -> Result<gopt::Options> {
+        let precision = gopt::Precision::from_name(&self.precision).with_context(|| {
+            format!(
+                "--precision {}: expected fp32, tf32, bf16 or fp16",
+                self.precision
+            )
+        })?;
+        let mut o = gopt::Options::new().precision(precision);
+        for d in self.disable.iter().flat_map(|d| d.split(',')) {
+            let d = d.trim();
+            match (d, gopt::Pass::from_name(d)) {
+                ("", _) => {}
+                ("all", _) => o = o.optimize(false),
+                (_, Some(pass)) => o = o.disable(pass),
+                (_, None) => bail!(
+                    "--disable {d}: unknown pass (passes: fusion, layout, precision, \
+                     bucketing, all)"
+                ),
+            }
+        }
+        for b in &self.buckets {
+            let (symbol, sizes) = gopt::passes::bucket::parse_override(b)?;
+            if o.buckets.iter().any(|(s, _)| *s == symbol) {
+                bail!("--buckets {b}: `{symbol}` is given twice");
+            }
+            o = o.buckets(symbol, sizes);
+        }
+        if let Some(bytes) = self.memory_limit {
+            o = o.memory_limit(bytes);
+        }
         let time = match self.time_limit {
             None => None,
             Some(t) => {
@@ -159,13 +190,12 @@ impl OptArgs {
                 Some(time)
             }
         };
-        o.config.budgets = gopt::passes::Budgets {
+        Ok(o.budgets(gopt::Budgets {
             iterations: self.max_iterations,
             nodes: self.max_enodes,
             time,
             deadline: None,
-        };
-        Ok(o)
+        }))
     }
 }
 
@@ -226,7 +256,7 @@ impl WgslSummary {
             distinct_shaders: distinct.len(),
             f16: p.f16,
             pool_bytes: p.pool_bytes(),
-            unplanned_bytes: p.unplanned_bytes,
+            unplanned_bytes: p.frame.unplanned_bytes,
         }
     }
 }
@@ -243,17 +273,17 @@ struct CudaSummary {
 }
 
 impl CudaSummary {
-    fn of(p: &gopt::codegen::plan::CudaPlan) -> CudaSummary {
+    fn of(p: &gopt::codegen::cuda::plan::CudaPlan) -> CudaSummary {
         CudaSummary {
             kernels: p.kernels.len(),
             gemms: p
                 .steps
                 .iter()
-                .filter(|s| matches!(s, gopt::codegen::plan::Step::Gemm(_)))
+                .filter(|s| matches!(s, gopt::codegen::cuda::plan::Step::Gemm(_)))
                 .count(),
             launches: p.launches(),
             arena_bytes: p.arena_bytes,
-            unplanned_bytes: p.unplanned_bytes,
+            unplanned_bytes: p.frame.unplanned_bytes,
             weights_bytes: p.weights_bytes,
         }
     }
@@ -349,12 +379,11 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         s.enable_steady_tick(Duration::from_millis(120));
         s
     });
-    let mut opts = opts;
-    match args.target {
-        Target::Cuda => opts.backend = gopt::pipeline::Backend::Cuda,
-        Target::Wgsl => opts.backend = gopt::pipeline::Backend::Wgpu,
-        Target::None => {}
-    }
+    let opts = match args.target {
+        Target::Cuda => opts.backend(gopt::Backend::Cuda),
+        Target::Wgsl => opts.backend(gopt::Backend::Wgpu),
+        Target::None => opts,
+    };
     let on_bucket = |b: &gopt::compiled::Bucket| {
         if let Some(bar) = &bar {
             bar.inc(1);
@@ -396,11 +425,16 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         }
     };
     for b in compiled.buckets() {
+        let (cuda, wgsl) = match &b.plan {
+            gopt::BackendPlan::Cpu => (None, None),
+            gopt::BackendPlan::Cuda(p) => (Some(CudaSummary::of(p)), None),
+            gopt::BackendPlan::Wgsl(p) => (None, Some(WgslSummary::of(p))),
+        };
         buckets.push(BucketReport {
             bucket: b.sizes.clone(),
             optimizer: b.variant.as_ref().and_then(|v| v.report.clone()),
-            cuda: b.plan.as_ref().map(CudaSummary::of),
-            wgsl: b.wgsl.as_ref().map(WgslSummary::of),
+            cuda,
+            wgsl,
         });
     }
     if let Some(b) = bar {

@@ -30,7 +30,8 @@ use std::process::ExitCode;
                   if any case failed or a case of --manifest did not pass. Each case is \
                   compiled first (specialized to its inputs' bucket and optimized with \
                   the same options as `gopt compile`; --disable all interprets it as \
-                  imported); with --precision bf16|fp16 float outputs are compared by \
+                  imported); with --precision bf16|fp16 (and tf32 on CUDA, whose GEMMs \
+                  then round their inputs to tf32) float outputs are compared by \
                   relative L2 error <= 2e-2 instead (--rel-l2 sets another bound).",
     after_help = "Examples:\n  \
         gopt test tests/data/conformance\n  \
@@ -54,8 +55,9 @@ pub struct Args {
     /// Absolute tolerance (overrides tolerance.json).
     #[arg(long, value_name = "A")]
     pub atol: Option<f64>,
-    /// With --precision bf16|fp16: the largest relative L2 error of a float output
-    /// against its fp32 reference (default 2e-2, the precision rules' tolerance).
+    /// With --precision bf16|fp16 (and tf32 on CUDA): the largest relative L2 error of
+    /// a float output against its fp32 reference (default 2e-2, the precision rules'
+    /// tolerance).
     #[arg(long, value_name = "MAX", value_parser = parse_rel_l2)]
     pub rel_l2: Option<f64>,
     /// Print per-case results and totals as one JSON object instead of lines.
@@ -114,12 +116,11 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             eprintln!("  {w}");
         }
     }
-    // Low-precision pipelines are checked by relative L2 error against the fp32
-    // references (the precision rules' stated tolerance).
-    let rel_l2 = pipeline
-        .config
-        .low_precision()
-        .map(|_| args.rel_l2.unwrap_or(2e-2));
+    // Low-precision pipelines, and tf32 GEMMs on CUDA, are checked by relative L2
+    // error against the fp32 references (the precision rules' stated tolerance).
+    let tf32 = pipeline.backend == gopt::Backend::Cuda && pipeline.tf32_gemms();
+    let rel_l2 =
+        (pipeline.config.low_precision().is_some() || tf32).then(|| args.rel_l2.unwrap_or(2e-2));
     let opts = Options {
         rtol: args.rtol,
         atol: args.atol,

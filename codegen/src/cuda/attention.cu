@@ -8,6 +8,7 @@ extern "C" __global__ void __launch_bounds__({{threads}}) {{name}}({{params}}) {
     constexpr int SQ = {{sq}}, SKV = {{skv}}, D = {{d}}, E = {{e}}, LD = {{ld}};
     constexpr int BM = {{bm}}, BN = {{bn}}, QT = {{qt}}, HQ = {{hq}}, HK = {{hk}};
     constexpr float SCALE = {{scale}};
+    constexpr int QI = {{qi}}, KI = {{ki}};
     const float NEG = __int_as_float(0xff800000);
     __shared__ float qs[BM * LD];
     __shared__ float ks[BN * LD];
@@ -15,18 +16,15 @@ extern "C" __global__ void __launch_bounds__({{threads}}) {{name}}({{params}}) {
     __shared__ float ps[BM * (BN + 1)];
     const int tile = blockIdx.x % QT, bh = blockIdx.x / QT;
     const int b = bh / HQ, h = bh % HQ;
-    const long long kvh = (long long)b * HK + h / (HQ / HK);
-    const {{t}}* __restrict__ qg = q + (long long)bh * SQ * D;
-    const {{t}}* __restrict__ kg = k + kvh * SKV * D;
-    const {{t}}* __restrict__ vg = v + kvh * SKV * D;
-    {{t}}* __restrict__ og = out + (long long)bh * SQ * D;
-    const int q0 = tile * BM;
+    // This block's head of Q and the output (rows QI elements apart) and of K and V (rows
+    // KI apart), a KV head serving HQ / HK query heads.
+{{bases}}    const int q0 = tile * BM;
     const int r = threadIdx.x >> 2, qd = threadIdx.x & 3;
     const int i = q0 + r;
 {{mask_base}}
     for (int c = threadIdx.x; c < BM * LD; c += {{threads}}) {
         const int rr = c / LD, cc = c % LD;
-        qs[c] = (q0 + rr < SQ && cc < D) ? gopt_ld(qg[(long long)(q0 + rr) * D + cc]) : 0.0f;
+        qs[c] = (q0 + rr < SQ && cc < D) ? gopt_ld(qg[(long long)(q0 + rr) * QI + cc]) : 0.0f;
     }
     float acc[E];
 #pragma unroll
@@ -38,7 +36,7 @@ extern "C" __global__ void __launch_bounds__({{threads}}) {{name}}({{params}}) {
         for (int c = threadIdx.x; c < BN * LD; c += {{threads}}) {
             const int rr = c / LD, cc = c % LD;
             const bool in = n0 + rr < SKV && cc < D;
-            const long long off = (long long)(n0 + rr) * D + cc;
+            const long long off = (long long)(n0 + rr) * KI + cc;
             ks[c] = in ? gopt_ld(kg[off]) : 0.0f;
             vs[c] = in ? gopt_ld(vg[off]) : 0.0f;
         }
@@ -93,7 +91,7 @@ extern "C" __global__ void __launch_bounds__({{threads}}) {{name}}({{params}}) {
 #pragma unroll
         for (int e = 0; e < E; ++e) {
             const int c = qd + 4 * e;
-            if (c < D) og[(long long)i * D + c] = {{store}}(acc[e] * inv);
+            if (c < D) og[(long long)i * QI + c] = {{store}}(acc[e] * inv);
         }
     }
 }

@@ -20,16 +20,17 @@ __device__ __forceinline__ unsigned {{name}}_pack(float lo, float hi) {
     return *reinterpret_cast<unsigned*>(&v);
 }
 
-// Rows r0 .. r0 + ROWS of a [n][{{d}}] matrix into a [ROWS][{{ld}}] tile, {{vw}} elements per
-// access; zeros past row n and past column {{d}} (up to {{dp}}).
-template <int ROWS>
+// Rows r0 .. r0 + ROWS of an n-row matrix (rows LDG elements apart, {{d}} used) into a
+// [ROWS][{{ld}}] tile, {{vw}} elements per access; zeros past row n and past column {{d}} (up to
+// {{dp}}).
+template <int ROWS, int LDG>
 __device__ __forceinline__ void {{name}}_tile({{t}}* s, const {{t}}* __restrict__ g, int r0, int n) {
     constexpr int CPR = {{dp}} / {{vw}};
     for (int c = threadIdx.x; c < ROWS * CPR; c += {{threads}}) {
         const int r = c / CPR, col = (c % CPR) * {{vw}};
         {{vec_t}} x = {};
         if (r0 + r < n && col < {{d}}) {
-            x = *reinterpret_cast<const {{vec_t}}*>(g + (long long)(r0 + r) * {{d}} + col);
+            x = *reinterpret_cast<const {{vec_t}}*>(g + (long long)(r0 + r) * LDG + col);
         }
         *reinterpret_cast<{{vec_t}}*>(s + r * {{ld}} + col) = x;
     }
@@ -39,6 +40,7 @@ extern "C" __global__ void __launch_bounds__({{threads}}) {{name}}({{params}}) {
     constexpr int SQ = {{sq}}, SKV = {{skv}}, D = {{d}}, DP = {{dp}}, LD = {{ld}};
     constexpr int BM = {{bm}}, BN = {{bn}}, QT = {{qt}}, HQ = {{hq}}, HK = {{hk}};
     constexpr float SCALE = {{scale}};
+    constexpr int QI = {{qi}}, KI = {{ki}};
     constexpr float LOG2E = 1.4426950408889634f;
     const float NEG = __int_as_float(0xff800000);
     __shared__ __align__(16) {{t}} qs[BM * LD];
@@ -46,18 +48,15 @@ extern "C" __global__ void __launch_bounds__({{threads}}) {{name}}({{params}}) {
     __shared__ __align__(16) {{t}} vs[BN * LD];
     const int tile = blockIdx.x % QT, bh = blockIdx.x / QT;
     const int b = bh / HQ, h = bh % HQ;
-    const long long kvh = (long long)b * HK + h / (HQ / HK);
-    const {{t}}* __restrict__ qg = q + (long long)bh * SQ * D;
-    const {{t}}* __restrict__ kg = k + kvh * SKV * D;
-    const {{t}}* __restrict__ vg = v + kvh * SKV * D;
-    {{t}}* __restrict__ og = out + (long long)bh * SQ * D;
-    const int q0 = tile * BM;
+    // This block's head of Q and the output (rows QI elements apart) and of K and V (rows
+    // KI apart), a KV head serving HQ / HK query heads.
+{{bases}}    const int q0 = tile * BM;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const int g = lane >> 2, tg = lane & 3;
     // The two query rows this thread holds accumulator values of.
     const int ia = q0 + warp * 16 + g, ib = ia + 8;
 {{mask_base}}
-    {{name}}_tile<BM>(qs, qg, q0, SQ);
+    {{name}}_tile<BM, QI>(qs, qg, q0, SQ);
     __syncthreads();
     unsigned qf[DP / 16][4];
 #pragma unroll
@@ -75,8 +74,8 @@ extern "C" __global__ void __launch_bounds__({{threads}}) {{name}}({{params}}) {
     const int kv_end = {{kv_end}};
     for (int n0 = 0; n0 < kv_end; n0 += BN) {
         __syncthreads();
-        {{name}}_tile<BN>(ks, kg, n0, SKV);
-        {{name}}_tile<BN>(vs, vg, n0, SKV);
+        {{name}}_tile<BN, KI>(ks, kg, n0, SKV);
+        {{name}}_tile<BN, KI>(vs, vg, n0, SKV);
         __syncthreads();
         // S = Q K^T: s[nt] holds rows (g, g + 8) x keys n0 + nt * 8 + tg * 2 + (0, 1).
         float s[BN / 8][4];
@@ -119,9 +118,7 @@ extern "C" __global__ void __launch_bounds__({{threads}}) {{name}}({{params}}) {
         for (int nt = 0; nt < BN / 8; ++nt) {
 #pragma unroll
             for (int e = 0; e < 4; ++e) {
-                const float p = exp2f((s[nt][e] - mu[e >> 1]) * LOG2E);
-                s[nt][e] = p;
-                lrun[e >> 1] += p;
+                s[nt][e] = exp2f((s[nt][e] - mu[e >> 1]) * LOG2E);
             }
         }
 #pragma unroll
@@ -139,6 +136,14 @@ extern "C" __global__ void __launch_bounds__({{threads}}) {{name}}({{params}}) {
             a[1] = {{name}}_pack(s[2 * kc][2], s[2 * kc][3]);
             a[2] = {{name}}_pack(s[2 * kc + 1][0], s[2 * kc + 1][1]);
             a[3] = {{name}}_pack(s[2 * kc + 1][2], s[2 * kc + 1][3]);
+            // The row sums of P as the P V product sees it (rounded to {{dtype}}), added to
+            // lrun by an mma with a column of ones, so the weights O is divided by sum to
+            // one. Every column of the product, so every thread of the quad, holds its rows'
+            // whole sums.
+            float ls[4] = {lrun[0], lrun[0], lrun[1], lrun[1]};
+            {{name}}_mma(ls, a, {{one}}, {{one}});
+            lrun[0] = ls[0];
+            lrun[1] = ls[2];
 #pragma unroll
             for (int dt = 0; dt < DP / 8; ++dt) {
                 const unsigned short* p = vh + (kc * 16 + tg * 2) * LD + dt * 8 + g;
@@ -148,21 +153,16 @@ extern "C" __global__ void __launch_bounds__({{threads}}) {{name}}({{params}}) {
             }
         }
     }
-    // The row sums were kept per thread; add the quad's parts. A fully masked row has sum
-    // 0 and gives zeros, as the reference.
+    // A fully masked row has sum 0 and gives zeros, as the reference.
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        lrun[r] += __shfl_xor_sync(0xffffffffu, lrun[r], 1);
-        lrun[r] += __shfl_xor_sync(0xffffffffu, lrun[r], 2);
-        lrun[r] = lrun[r] > 0.0f ? 1.0f / lrun[r] : 0.0f;
-    }
+    for (int r = 0; r < 2; ++r) lrun[r] = lrun[r] > 0.0f ? 1.0f / lrun[r] : 0.0f;
 #pragma unroll
     for (int dt = 0; dt < DP / 8; ++dt) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
             const int i = e < 2 ? ia : ib;
             const int c = dt * 8 + tg * 2 + (e & 1);
-            if (i < SQ && c < D) og[(long long)i * D + c] = {{store}}(o[dt][e] * lrun[e >> 1]);
+            if (i < SQ && c < D) og[(long long)i * QI + c] = {{store}}(o[dt][e] * lrun[e >> 1]);
         }
     }
 }

@@ -10,16 +10,11 @@
 
 use super::conv_kernels;
 use super::support::output;
-pub use crate::lower::conv::spec;
 use super::Kernel;
+pub use crate::lower::conv::spec;
 use crate::Result;
-use gopt_ir::ops::{FusedOp, NnOp};
-use gopt_ir::{DType, Graph, Node, Op};
+use gopt_ir::{DType, Graph, Node};
 
-/// Whether this emitter handles `op`.
-pub fn handles(op: Op) -> bool {
-    matches!(op, Op::Nn(NnOp::Conv) | Op::Fused(FusedOp::FusedConv))
-}
 /// Emits the kernel for a Conv or FusedConv node.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     let s = spec(g, node)?;

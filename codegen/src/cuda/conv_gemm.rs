@@ -13,8 +13,7 @@ use super::gemm::{finish, Gemm, Problem};
 use super::Kernel;
 use crate::template::fill;
 use crate::{CodegenError, Result};
-use gopt_ir::ops::FusedOp;
-use gopt_ir::{DType, Graph, Node, Op, Tensor, ValueId};
+use gopt_ir::{DType, Graph, Node, Tensor, ValueId};
 
 const IM2COL: &str = include_str!("im2col.cu");
 const IM2COL_COLS: &str = include_str!("im2col_cols.cu");
@@ -33,19 +32,7 @@ pub struct ConvGemm {
     pub scratch_bytes: usize,
 }
 
-/// Whether `node` runs as a GEMM: a channels-last 2-D FusedConv with one group.
-pub fn applies(g: &Graph, node: &Node) -> bool {
-    node.op == Op::Fused(FusedOp::FusedConv)
-        && spec(g, node).is_ok_and(|s| s.nhwc && s.group == 1 && s.spatial == 2)
-        && node
-            .inputs
-            .get(1)
-            .copied()
-            .flatten()
-            .is_some_and(|w| g.constant(w).is_some())
-}
-
-/// Lowers `node` (see [`applies`]); `weight_id` and `scratch_id` are value ids the plan
+/// Lowers `node` (see [`crate::lower::conv::as_gemm`]); `weight_id` and `scratch_id` are value ids the plan
 /// reserved for the reordered weights and the im2col matrix.
 pub fn lower(
     g: &Graph,

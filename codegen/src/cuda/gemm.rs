@@ -1,20 +1,24 @@
-//! GEMMs (MatMul, FusedMatMul, plain Gemm) become cuBLASLt calls: the plan records each
-//! as a [`Gemm`] — the column-major problem cuBLASLt sees, its operands' values and
-//! dtypes, and which parts of the node's epilogue cuBLASLt fuses (bias, ReLU, tanh-GELU,
-//! a residual as `C` with beta = 1). What it cannot fuse (erf GELU, SiLU, tanh, sigmoid,
-//! a residual after an activation, a bias that is not one value per column) becomes a
+//! GEMMs (MatMul, FusedMatMul, Gemm; read by [`crate::lower::gemm`]) become cuBLASLt
+//! calls: the plan records each as a [`Gemm`] — the column-major problem cuBLASLt sees,
+//! its operands' values, dtypes and transposes, and which parts of the node's epilogue
+//! cuBLASLt fuses (bias, ReLU, tanh-GELU, a residual as `C` with beta = 1). What it
+//! cannot fuse (erf GELU, SiLU, tanh, sigmoid, a residual after an activation, a bias
+//! that is not one value per column, Gemm's C scaled by a beta other than 1) becomes a
 //! small in-place kernel after the GEMM, so no node is ever half-computed.
 //!
 //! Row-major `Y[M,N] = A[M,K]·B[K,N]` is column-major `Yᵀ[N,M] = Bᵀ[N,K]·Aᵀ[K,M]`: the
 //! call passes B as cuBLASLt's first operand and A as its second, and a bias over N is
-//! cuBLASLt's per-row bias.
+//! cuBLASLt's per-row bias. A stored transposed (Gemm's `transA`) is cuBLASLt's
+//! transposed second operand.
 
 use super::elementwise::storage;
+use super::support::flit;
 use super::Kernel;
+use crate::lower::gemm;
 use crate::template::fill;
 use crate::{CodegenError, Result};
 use gopt_ir::ops::fused::Activation;
-use gopt_ir::ops::{FusedOp, NnOp};
+use gopt_ir::ops::NnOp;
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
 use serde::{Deserialize, Serialize};
 
@@ -37,7 +41,8 @@ pub enum Epilogue {
 pub struct Gemm {
     /// The node it computes.
     pub node: String,
-    /// Row-major A (`[.., M, K]`), B (`[.., K, N]`, or `[.., N, K]` when `trans_b`).
+    /// Row-major A (`[.., M, K]`, or `[K, M]` when `trans_a`), B (`[.., K, N]`, or
+    /// `[.., N, K]` when `trans_b`).
     pub a: u32,
     /// See `a`.
     pub b: u32,
@@ -66,6 +71,9 @@ pub struct Gemm {
     pub stride_d: i64,
     /// B is `[N, K]`.
     pub trans_b: bool,
+    /// A is `[K, M]` (Gemm's `transA`; never with batches or a folded M).
+    #[serde(default)]
+    pub trans_a: bool,
     /// B's row length when it is wider than N (`[K, ld_b]` with only the first N
     /// columns used: a padded GEMM whose slice back was folded into it).
     #[serde(default)]
@@ -82,14 +90,6 @@ pub struct Gemm {
     pub post: Option<usize>,
 }
 
-/// Whether `op` is a GEMM this module lowers.
-pub fn handles(op: Op) -> bool {
-    matches!(
-        op,
-        Op::Nn(NnOp::MatMul) | Op::Fused(FusedOp::FusedMatMul) | Op::Nn(NnOp::Gemm)
-    )
-}
-
 fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
     CodegenError::Unsupported {
         node: node.name.clone(),
@@ -100,136 +100,35 @@ fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
 }
 
 fn shape(g: &Graph, node: &Node, v: ValueId) -> Result<(DType, Vec<usize>)> {
-    let t = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;
-    let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
-    Ok((t.dtype, s))
-}
-
-/// The node's epilogue, as the IR states it.
-struct Parts {
-    act: Activation,
-    alpha: f32,
-    trans_b: bool,
-    bias: Option<ValueId>,
-    residual: Option<ValueId>,
-}
-
-fn parts(node: &Node) -> Result<Parts> {
-    let a = &node.attrs;
-    let err = |e: gopt_ir::IrError| unsupported(node, e.to_string());
-    let input = |i: usize| node.inputs.get(i).copied().flatten();
-    match node.op {
-        Op::Nn(NnOp::MatMul) => Ok(Parts {
-            act: Activation::None,
-            alpha: 1.0,
-            trans_b: false,
-            bias: None,
-            residual: None,
-        }),
-        Op::Fused(FusedOp::FusedMatMul) => Ok(Parts {
-            act: Activation::from_node(node, gopt_ir::ops::fused::MATMUL_ACTIVATIONS)
-                .map_err(err)?,
-            alpha: a.float_or("alpha", 1.0).map_err(err)?,
-            trans_b: a.int_or("trans_b", 0).map_err(err)? == 1,
-            bias: input(2),
-            residual: input(3),
-        }),
-        Op::Nn(NnOp::Gemm) => {
-            if a.int_or("transA", 0).map_err(err)? != 0 {
-                return Err(unsupported(node, "transA=1"));
-            }
-            let beta = a.float_or("beta", 1.0).map_err(err)?;
-            if input(2).is_some() && beta != 1.0 {
-                return Err(unsupported(node, format!("beta={beta} with a C input")));
-            }
-            Ok(Parts {
-                act: Activation::None,
-                alpha: a.float_or("alpha", 1.0).map_err(err)?,
-                trans_b: a.int_or("transB", 0).map_err(err)? == 1,
-                bias: input(2),
-                residual: None,
-            })
-        }
-        _ => Err(unsupported(node, "not a GEMM")),
-    }
+    crate::lower::support::typed(g, node, v).map_err(|e| e.for_backend("CUDA"))
 }
 
 /// Lowers one GEMM node. `kernels` receives the post kernel when one is needed (its
 /// index is recorded in the returned [`Gemm`]); `name` names it.
 pub fn lower(g: &Graph, node: &Node, name: &str, kernels: &mut Vec<Kernel>) -> Result<Gemm> {
-    let p = parts(node)?;
-    let (Some(Some(a)), Some(Some(b)), [out]) = (
-        node.inputs.first(),
-        node.inputs.get(1),
-        node.outputs.as_slice(),
-    ) else {
-        return Err(unsupported(node, "missing A or B"));
-    };
-    let (adt, mut ash) = shape(g, node, *a)?;
-    let (bdt, mut bsh) = shape(g, node, *b)?;
-    let (ddt, osh) = shape(g, node, *out)?;
-    if adt != bdt || !matches!(adt, DType::F32 | DType::F16 | DType::BF16) {
-        return Err(unsupported(
-            node,
-            format!("A {adt} × B {bdt} (cuBLASLt: f32, f16, bf16)"),
-        ));
-    }
-    if !matches!(ddt, DType::F32 | DType::F16 | DType::BF16) {
-        return Err(unsupported(node, format!("output dtype {ddt}")));
-    }
-    if ash.len() == 1 {
-        ash.insert(0, 1);
-    }
-    if bsh.len() == 1 {
-        if p.trans_b {
-            return Err(unsupported(node, "trans_b with a 1-D B"));
-        }
-        bsh.push(1);
-    }
-    let (m, k) = (ash[ash.len() - 2], ash[ash.len() - 1]);
-    let (kb, n) = if p.trans_b {
-        (bsh[bsh.len() - 1], bsh[bsh.len() - 2])
-    } else {
-        (bsh[bsh.len() - 2], bsh[bsh.len() - 1])
-    };
-    if k != kb {
-        return Err(unsupported(node, format!("K mismatch {k} vs {kb}")));
-    }
-    let abatch: usize = ash[..ash.len() - 2].iter().product();
-    let bbatch: usize = bsh[..bsh.len() - 2].iter().product();
-    let (m_eff, batch, stride_a, stride_b) = if bbatch == 1 {
-        (m * abatch, 1, 0, 0)
-    } else if abatch == 1 {
-        (m, bbatch, 0, (k * n) as i64)
-    } else if ash[..ash.len() - 2] == bsh[..bsh.len() - 2] {
-        (m, abatch, (m * k) as i64, (k * n) as i64)
-    } else {
-        return Err(unsupported(
-            node,
-            format!("batch dims {ash:?} × {bsh:?} that broadcast partially"),
-        ));
-    };
-    let total: usize = osh.iter().product();
-    if total != m_eff * n * batch {
-        return Err(unsupported(
-            node,
-            format!("output {osh:?} is not M×N per batch"),
-        ));
+    let neutral = |e: CodegenError| e.for_backend("CUDA");
+    let p = gemm::parts(node).map_err(neutral)?;
+    let pr = gemm::problem(g, node, &p).map_err(neutral)?;
+    if let Some(c) = p.bias.filter(|_| node.op == Op::Nn(NnOp::Gemm)) {
+        gemm::gemm_c(g, node, c, pr.m, pr.n).map_err(neutral)?;
     }
     let problem = Problem {
-        a: a.0,
-        b: b.0,
-        m: m_eff,
-        n,
-        k,
-        batch,
-        stride_a,
-        stride_b,
-        trans_b: p.trans_b,
+        a: pr.a.0,
+        b: pr.b.0,
+        m: pr.m,
+        n: pr.n,
+        k: pr.k,
+        batch: pr.batch,
+        stride_a: pr.stride_a as i64,
+        stride_b: pr.stride_b as i64,
+        trans_b: pr.trans_b,
         alpha: p.alpha,
-        ab_dtype: adt,
+        ab_dtype: pr.dtype,
     };
-    finish(g, node, name, kernels, problem, p.act, p.bias, p.residual)
+    let bias = p.bias.map(|v| (v, p.beta));
+    let mut gm = finish_scaled(g, node, name, kernels, problem, p.act, bias, p.residual)?;
+    gm.trans_a = pr.trans_a;
+    Ok(gm)
 }
 
 /// A GEMM's operands and sizes, before its epilogue is split between cuBLASLt and a
@@ -272,6 +171,23 @@ pub(crate) fn finish(
     bias: Option<ValueId>,
     residual: Option<ValueId>,
 ) -> Result<Gemm> {
+    let bias = bias.map(|v| (v, 1.0));
+    finish_scaled(g, node, name, kernels, pr, act, bias, residual)
+}
+
+/// [`finish`] with the bias scaled (Gemm's `beta`): cuBLASLt adds a bias unscaled, so a
+/// scale other than 1 leaves it to the post kernel.
+#[allow(clippy::too_many_arguments)]
+fn finish_scaled(
+    g: &Graph,
+    node: &Node,
+    name: &str,
+    kernels: &mut Vec<Kernel>,
+    pr: Problem,
+    act: Activation,
+    bias: Option<(ValueId, f32)>,
+    residual: Option<ValueId>,
+) -> Result<Gemm> {
     let out = node.outputs[0];
     let (ddt, osh) = shape(g, node, out)?;
     if !matches!(ddt, DType::F32 | DType::F16 | DType::BF16) {
@@ -303,11 +219,11 @@ pub(crate) fn finish(
     };
     let mut gemm_bias = None;
     let mut post_bias = None;
-    if let Some(bv) = bias {
-        if bias_fusable(bv)? {
+    if let Some((bv, scale)) = bias {
+        if scale == 1.0 && bias_fusable(bv)? {
             gemm_bias = Some(bv);
         } else {
-            post_bias = Some(bv);
+            post_bias = Some((bv, scale));
         }
     }
     // cuBLASLt adds C before its activation, the node adds the residual after: C only
@@ -355,6 +271,7 @@ pub(crate) fn finish(
         stride_b: pr.stride_b,
         stride_d: (pr.m * n) as i64,
         trans_b: pr.trans_b,
+        trans_a: false,
         ld_b: None,
         alpha: pr.alpha,
         ab_dtype: pr.ab_dtype,
@@ -376,22 +293,9 @@ fn act_code(act: Activation) -> String {
         Activation::Sigmoid => "    v = gopt_sigmoid(v);\n".into(),
         Activation::Clip { lo, hi } => format!(
             "    v = fminf(fmaxf(v, {}), {});\n",
-            f32_literal(lo),
-            f32_literal(hi)
+            flit(lo as f32),
+            flit(hi as f32)
         ),
-    }
-}
-
-fn f32_literal(v: f64) -> String {
-    let v = v as f32;
-    if v.is_infinite() {
-        if v > 0.0 {
-            "__int_as_float(0x7f800000)".into()
-        } else {
-            "__int_as_float(0xff800000)".into()
-        }
-    } else {
-        format!("{v:e}f")
     }
 }
 
@@ -421,7 +325,7 @@ fn post_kernel(
     name: &str,
     osh: &[usize],
     ddt: DType,
-    bias: Option<ValueId>,
+    bias: Option<(ValueId, f32)>,
     act: Option<Activation>,
     residual: Option<ValueId>,
 ) -> Result<Kernel> {
@@ -430,8 +334,8 @@ fn post_kernel(
     let mut inputs = Vec::new();
     let mut body = String::new();
     let mut formula = String::from("y");
-    for (what, v) in [("b", bias), ("r", residual)] {
-        let Some(v) = v else { continue };
+    for (what, v) in [("b", bias), ("r", residual.map(|v| (v, 1.0)))] {
+        let Some((v, scale)) = v else { continue };
         let (dt, s) = shape(g, node, v)?;
         if s.len() > osh.len() {
             return Err(unsupported(
@@ -441,10 +345,17 @@ fn post_kernel(
         }
         params.push(format!("const {}* __restrict__ {what}", storage(dt)));
         inputs.push(v.0);
-        let line = format!("    v += gopt_ld({what}[{}]);\n", broadcast_index(&s, osh));
+        let term = format!("gopt_ld({what}[{}])", broadcast_index(&s, osh));
+        let line = match scale {
+            1.0 => format!("    v += {term};\n"),
+            _ => format!("    v += {} * {term};\n", flit(scale)),
+        };
         if what == "b" {
             body.push_str(&line);
-            formula = format!("({formula} + bias)");
+            formula = match scale {
+                1.0 => format!("({formula} + bias)"),
+                _ => format!("({formula} + beta·C)"),
+            };
             if let Some(a) = act {
                 body.push_str(&act_code(a));
                 formula = format!("{}{formula}", a.name());

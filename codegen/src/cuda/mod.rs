@@ -4,14 +4,21 @@
 //! axis), data movement, attention (flash-style, tensor cores), convolutions, pools,
 //! reductions, split and pad each have an emitter here; GEMMs (and channels-last
 //! convolutions) become cuBLASLt calls in the plan ([`gemm`], [`conv_gemm`]).
-//! [`emit_kernels`] reports the nodes it has no kernel for, by name; the plan
-//! (`crate::plan`) decides what each node becomes.
+//! What a node becomes is decided by [`crate::lower`]; [`kernel`] writes the source
+//! for each kernel family and [`plan`] lays the steps and memory out.
 
+pub mod arg;
 pub mod attention;
+pub mod cumulative;
 pub mod elementwise;
+mod fold;
+pub mod gather_elements;
 pub mod gemm;
+pub mod loss;
 pub mod movement;
+pub mod plan;
 pub mod rows;
+pub mod trilu;
 // Convolutions, pools, reductions, split and pad (CNN kernels).
 pub mod conv;
 pub mod conv_gemm;
@@ -22,9 +29,18 @@ pub mod reduce;
 pub mod split_pad;
 pub mod support;
 
-use crate::Result;
-use gopt_ir::{Graph, Op};
+use crate::lower::{lower, Kind, Lowered, Views};
+use crate::{CodegenError, Result};
+use gopt_ir::{Graph, Node};
 use serde::{Deserialize, Serialize};
+
+/// The backend's name in errors.
+pub const BACKEND: &str = "CUDA";
+
+/// Views alias in the arena, graph outputs included.
+pub const VIEWS: Views = Views {
+    alias_outputs: true,
+};
 
 /// Helpers every module includes (dtype conversions, activations).
 pub const PRELUDE: &str = include_str!("prelude.cuh");
@@ -60,25 +76,49 @@ pub struct Kernel {
     pub index_check: Option<crate::plan::IndexCheck>,
 }
 
-/// The kernels these emitters make for `g` (element-wise, row and data-movement), in
-/// node order, and the nodes left to other emitters or library calls (name and op).
+/// The kernel of family `kind` for node `n` (named `name`): one exhaustive match over
+/// the families [`crate::lower`] assigns, so a new family is a compile error here.
+pub fn kernel(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
+    match kind {
+        Kind::Elementwise => elementwise::emit(g, n, name),
+        Kind::Rows => rows::emit(g, n, name),
+        Kind::Reduce => reduce::emit(g, n, name),
+        Kind::Arg => arg::emit(g, n, name),
+        Kind::Cumulative => cumulative::emit(g, n, name),
+        Kind::Loss => loss::emit(g, n, name),
+        Kind::Trilu => trilu::emit(g, n, name),
+        Kind::GatherElements => gather_elements::emit(g, n, name),
+        Kind::Movement => movement::emit(g, n, name),
+        Kind::SplitPad => split_pad::emit(g, n, name),
+        Kind::Conv => conv::emit(g, n, name),
+        Kind::Pool => pool::emit(g, n, name),
+        Kind::Attention => attention::emit(g, n, name),
+    }
+}
+
+/// The name of node `i`'s kernel: `k12_layernormalization` (reports group kernels by
+/// op).
+pub fn kernel_name(i: usize, n: &Node) -> String {
+    format!("k{i}_{}", ident(n.op.name()))
+}
+
+/// The kernels of `g`'s nodes that [`crate::lower`] makes generated kernels (not views
+/// or GEMMs), in node order, and the nodes with no CUDA kernel (name and why). For
+/// tests and reports; the plan ([`plan`]) is what runs.
 pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
     let mut kernels = Vec::new();
     let mut others = Vec::new();
     for (i, n) in g.nodes.iter().enumerate() {
-        let name = format!("k{i}_{}", ident(n.op.name()));
-        match n.op {
-            Op::Elementwise(_) | Op::Fused(gopt_ir::ops::FusedOp::FusedElementwise) => {
-                kernels.push(elementwise::emit(g, n, &name)?);
-            }
-            op if rows::handles(op) => kernels.push(rows::emit(g, n, &name)?),
-            op if movement::handles(op) => kernels.push(movement::emit(g, n, &name)?),
-            op if attention::handles(op) => kernels.push(attention::emit(g, n, &name)?),
-            op if conv::handles(op) => kernels.push(conv::emit(g, n, &name)?),
-            op if pool::handles(op) => kernels.push(pool::emit(g, n, &name)?),
-            op if reduce::handles(op) => kernels.push(reduce::emit(g, n, &name)?),
-            op if split_pad::handles(op) => kernels.push(split_pad::emit(g, n, &name)?),
-            _ => others.push((n.name.clone(), n.op.name().to_string())),
+        match lower(g, n, VIEWS) {
+            Lowered::Kernel(kind) => match kernel(g, n, kind, &kernel_name(i, n)) {
+                Ok(k) => kernels.push(k),
+                Err(e @ CodegenError::Unsupported { .. }) => {
+                    others.push((n.name.clone(), e.for_backend(BACKEND).to_string()))
+                }
+                Err(e) => return Err(e),
+            },
+            Lowered::Unsupported(why) => others.push((n.name.clone(), why)),
+            Lowered::View | Lowered::Gemm | Lowered::ConvGemm => {}
         }
     }
     Ok((kernels, others))

@@ -8,43 +8,27 @@
 //! windows that run past it count less).
 
 use super::elementwise::storage;
-use super::support::{blocks, check_float, input, output, plan, store, typed, unsupported};
+use super::support::{blocks, input, output, store};
 use super::Kernel;
-use crate::lower::pool::{window, ATTRS};
+use crate::lower::pool::{spec, PoolSpec};
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::ops::NnOp;
-use gopt_ir::{Graph, Node, Op};
+use gopt_ir::{Graph, Node};
 
 const TEMPLATE: &str = include_str!("pool.cu");
 
-/// Whether this emitter handles `op`.
-pub fn handles(op: Op) -> bool {
-    matches!(op, Op::Nn(NnOp::MaxPool | NnOp::AveragePool))
-}
-
 /// Emits the kernel for a MaxPool or AveragePool node.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    if let Some(k) = node.attrs.0.keys().find(|k| !ATTRS.contains(&k.as_str())) {
-        return Err(unsupported(node, &format!("attribute `{k}`")));
-    }
-    let is_max = node.op == Op::Nn(NnOp::MaxPool);
-    if node.outputs.len() != 1 {
-        return Err(unsupported(node, "MaxPool's Indices output"));
-    }
-    if !is_max && node.attrs.has("storage_order") {
-        return Err(unsupported(node, "storage_order on AveragePool"));
-    }
-    let (dt, xs) = typed(g, node, input(node, 0)?)?;
-    let (out_dt, ys) = typed(g, node, output(node, 0)?)?;
-    check_float(node, dt, "pools")?;
-    if xs.len() < 3 || ys.len() != xs.len() || out_dt != dt {
-        return Err(unsupported(node, "inputs other than [N, C, spatial...]"));
-    }
-    let dims = window(node, &xs[2..], &ys[2..])?;
-    let count_pad = node.attrs.int_or("count_include_pad", 0).map_err(plan)? != 0;
-    let total: usize = ys.iter().product();
-    let plane: usize = xs[2..].iter().product();
+    let PoolSpec {
+        is_max,
+        dtype: dt,
+        xs: _,
+        ys: _,
+        dims,
+        count_pad,
+        total,
+        plane,
+    } = spec(g, node)?;
     // Output coordinates o{i} (innermost last), then the plane index.
     let mut decode = String::from("long long r_ = i;\n");
     for (i, d) in dims.iter().enumerate().rev() {

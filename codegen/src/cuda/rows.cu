@@ -4,7 +4,8 @@
 extern "C" __global__ void {{name}}({{params}}) {
     __shared__ float red[32];
     const long long row = blockIdx.x;
-    const {{t}}* __restrict__ xr = x + row * {{d}}LL;
-    {{t}}* __restrict__ yr = out + row * {{d}}LL;
+    const long long base = {{base}};
+    const {{t}}* __restrict__ xr = x + base;
+    {{ot}}* __restrict__ yr = out + base;
 {{body}}
 }

@@ -19,8 +19,8 @@ pub fn unsupported(node: &Node, what: &str) -> CodegenError {
     }
 }
 
-pub use crate::lower::support::{check_float, const_input, input, opt_input, output, plan, typed};
 pub use crate::lower::index::strides;
+pub use crate::lower::support::{check_float, const_input, input, opt_input, output, plan, typed};
 
 /// A float literal of `v` as CUDA `float` (infinities and NaN by bit pattern).
 pub fn flit(v: f32) -> String {

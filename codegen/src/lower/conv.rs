@@ -317,3 +317,16 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvSpec> {
     })
 }
 
+/// Whether a convolution runs as a GEMM over an im2col matrix where the backend has a
+/// GEMM library: a channels-last 2-D `FusedConv` of one group with constant weights
+/// (the layout pass makes these for tensor-core GEMMs).
+pub fn as_gemm(g: &Graph, node: &Node) -> bool {
+    node.op == Op::Fused(FusedOp::FusedConv)
+        && spec(g, node).is_ok_and(|s| s.nhwc && s.group == 1 && s.spatial == 2)
+        && node
+            .inputs
+            .get(1)
+            .copied()
+            .flatten()
+            .is_some_and(|w| g.constant(w).is_some())
+}

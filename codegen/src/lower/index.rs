@@ -3,6 +3,8 @@
 //! terms over the output coordinates `c0..`. The CUDA and WGSL emitters only spell the
 //! terms (integer literals `12LL` or `12u`) and the loads around them.
 
+use super::support::{const_input, input, output, plan, typed, unsupported};
+use crate::Result;
 use gopt_ir::ops::ShapeOp;
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
 
@@ -34,128 +36,93 @@ pub fn sum(terms: &[String], zero: &str) -> String {
     }
 }
 
-/// What one output element of a data-movement node reads.
-pub enum Movement {
+/// A data-movement node, ready to be written: one output element `i` per invocation,
+/// split into output coordinates `c0..` of `shape`, reads one input element.
+pub struct MovementSpec {
+    /// The output.
+    pub out: ValueId,
+    /// Its dtype (elements are copied as stored).
+    pub dtype: DType,
+    /// Its shape.
+    pub shape: Vec<usize>,
+    /// What the kernel binds before the output, as `in0, in1, ..`, with their dtypes.
+    pub inputs: Vec<(ValueId, DType)>,
+    /// What element `i` reads.
+    pub read: Read,
+}
+
+/// What one output element of a data-movement node reads. Indices are sums of
+/// `coordinate × stride` terms, literals written with the backend's [`Lit`].
+pub enum Read {
     /// `out[i] = in0[i]` (the view ops as copies).
     Copy,
-    /// `out[i] = in0[terms]` (Transpose, Expand, Slice).
-    Strided(Vec<String>),
-    /// `k = indices[index_terms]` (negative: plus `axis_len`), then
-    /// `out[i] = in0[data_terms]`, where the data terms use `k`.
+    /// `out[i] = in0[index]` (Transpose, Expand, Slice).
+    Strided(String),
+    /// `k = in1[index]` (the indices; negative ones plus `axis_len`, checked against
+    /// it), then `out[i] = in0[data]`, where `data` uses `k`.
     Gather {
-        /// The indices' value.
-        indices: ValueId,
-        /// Their dtype.
-        index_dtype: DType,
         /// The element of the indices this output element uses.
-        index_terms: Vec<String>,
+        index: String,
         /// The data element, in terms of the output coordinates and `k`.
-        data_terms: Vec<String>,
+        data: String,
         /// The gathered axis's length.
         axis_len: usize,
     },
-    /// Output coordinate `c{axis}` below each part's end reads that input.
+    /// The first part whose end (along output axis `axis`) is above `c{axis}` gives
+    /// `out[i] = in{part}[index]`.
     Concat {
         /// The concatenated axis.
         axis: usize,
-        /// Each input, its end along the axis, and the element it reads.
-        parts: Vec<(ValueId, usize, Vec<String>)>,
+        /// Each input's end along the axis and the element it reads.
+        parts: Vec<(usize, String)>,
     },
 }
 
-type Shape<'a> = &'a dyn Fn(ValueId) -> Result<Vec<usize>, String>;
-
-fn input(node: &Node, k: usize) -> Result<ValueId, String> {
-    node.inputs
-        .get(k)
-        .copied()
-        .flatten()
-        .ok_or_else(|| "a missing input".to_string())
-}
-
-fn const_ints(g: &Graph, node: &Node, k: usize) -> Result<Option<Vec<i64>>, String> {
-    match node.inputs.get(k).copied().flatten() {
-        None => Ok(None),
-        Some(v) => g
-            .constant(v)
-            .map(|t| Some(t.to_i64_vec()))
-            .ok_or_else(|| "bounds that are not constants".to_string()),
-    }
-}
-
-fn int_attr(node: &Node, name: &str, d: i64) -> Result<i64, String> {
-    node.attrs.int_or(name, d).map_err(|e| e.to_string())
-}
-
-/// The movement of `node` (output of rank `r`, first input of shape `xs`); an `Err`
-/// is what the backend has no kernel for.
-pub fn movement(g: &Graph, node: &Node, shape: Shape<'_>, lit: Lit) -> Result<Movement, String> {
-    let out = shape(*node.outputs.first().ok_or("no output")?)?;
-    let r = out.len();
-    let xs = shape(input(node, 0)?)?;
+/// The data movement of `node` (Transpose, Slice, Gather, Expand, Concat, or a view op
+/// as a copy), its literals written with `lit`.
+pub fn movement(g: &Graph, node: &Node, lit: Lit) -> Result<MovementSpec> {
+    let out = output(node, 0)?;
+    let (dtype, shape) = typed(g, node, out)?;
+    let r = shape.len();
+    let x = input(node, 0)?;
+    let (_, xs) = typed(g, node, x)?;
     let xst = strides(&xs);
-    Ok(match node.op {
+    let index = |terms: Vec<String>| sum(&terms, &lit.n(0));
+    let mut inputs = vec![(x, dtype)];
+    let read = match node.op {
         Op::Shape(
             ShapeOp::Reshape
             | ShapeOp::Flatten
             | ShapeOp::Squeeze
             | ShapeOp::Unsqueeze
             | ShapeOp::Identity,
-        ) => Movement::Copy,
+        ) => Read::Copy,
         Op::Shape(ShapeOp::Transpose) => {
-            let perm: Vec<usize> = match node.attrs.ints("perm").map_err(|e| e.to_string())? {
+            let perm: Vec<usize> = match node.attrs.ints("perm").map_err(plan)? {
                 Some(p) => p.iter().map(|&v| v as usize).collect(),
                 None => (0..r).rev().collect(),
             };
-            Movement::Strided(
+            Read::Strided(index(
                 (0..r)
                     .map(|a| format!("c{a} * {}", lit.n(xst[perm[a]])))
                     .collect(),
-            )
+            ))
         }
         Op::Shape(ShapeOp::Expand) => {
             let pad = r - xs.len();
-            Movement::Strided(
+            Read::Strided(index(
                 (0..r)
                     .filter(|&a| a >= pad && xs[a - pad] != 1)
                     .map(|a| format!("c{a} * {}", lit.n(xst[a - pad])))
                     .collect(),
-            )
+            ))
         }
-        Op::Shape(ShapeOp::Slice) => {
-            let starts = const_ints(g, node, 1)?.ok_or("no starts")?;
-            let axes =
-                const_ints(g, node, 3)?.unwrap_or_else(|| (0..starts.len() as i64).collect());
-            let steps = const_ints(g, node, 4)?.unwrap_or_else(|| vec![1; starts.len()]);
-            let mut start = vec![0i64; r];
-            let mut step = vec![1i64; r];
-            for ((&a, &s), &st) in axes.iter().zip(&starts).zip(&steps) {
-                let a = if a < 0 { a + r as i64 } else { a } as usize;
-                if a >= r || st <= 0 {
-                    return Err("negative or zero steps".into());
-                }
-                let d = xs[a] as i64;
-                start[a] = (if s < 0 { s + d } else { s }).clamp(0, d);
-                step[a] = st;
-            }
-            Movement::Strided(
-                (0..r)
-                    .map(|a| {
-                        format!(
-                            "({} + c{a} * {}) * {}",
-                            lit.n(start[a]),
-                            lit.n(step[a]),
-                            lit.n(xst[a])
-                        )
-                    })
-                    .collect(),
-            )
-        }
+        Op::Shape(ShapeOp::Slice) => Read::Strided(index(slice(g, node, &xs, lit)?)),
         Op::Shape(ShapeOp::Gather) => {
             let indices = input(node, 1)?;
-            let is = shape(indices)?;
-            let index_dtype = g.ty(indices).map_err(|e| e.to_string())?.dtype;
-            let axis = int_attr(node, "axis", 0)?;
+            let (index_dtype, is) = typed(g, node, indices)?;
+            inputs.push((indices, index_dtype));
+            let axis = node.attrs.int_or("axis", 0).map_err(plan)?;
             let axis = if axis < 0 {
                 axis + xs.len() as i64
             } else {
@@ -165,84 +132,85 @@ pub fn movement(g: &Graph, node: &Node, shape: Shape<'_>, lit: Lit) -> Result<Mo
             let q = is.len();
             // Output coordinates: data's axes before `axis`, the indices' axes, then
             // data's axes after `axis`.
-            let index_terms = (0..q)
+            let at = (0..q)
                 .map(|j| format!("c{} * {}", axis + j, lit.n(ist[j])))
                 .collect();
-            let mut data_terms: Vec<String> = (0..axis)
+            let mut data: Vec<String> = (0..axis)
                 .map(|a| format!("c{a} * {}", lit.n(xst[a])))
                 .collect();
-            data_terms.push(format!("k * {}", lit.n(xst[axis])));
-            data_terms.extend(
+            data.push(format!("k * {}", lit.n(xst[axis])));
+            data.extend(
                 (axis + 1..xs.len()).map(|a| format!("c{} * {}", a - 1 + q, lit.n(xst[a]))),
             );
-            Movement::Gather {
-                indices,
-                index_dtype,
-                index_terms,
-                data_terms,
+            Read::Gather {
+                index: index(at),
+                data: index(data),
                 axis_len: xs[axis],
             }
         }
         Op::Shape(ShapeOp::Concat) => {
-            let axis = int_attr(node, "axis", 0)?;
+            let axis = node.attrs.int_or("axis", 0).map_err(plan)?;
             let axis = if axis < 0 { axis + r as i64 } else { axis } as usize;
-            let mut begin = 0usize;
+            let mut end = 0usize;
             let mut parts = Vec::new();
-            for v in &node.inputs {
-                let v = v.ok_or("a missing input")?;
-                let s = shape(v)?;
+            inputs.clear();
+            for k in 0..node.inputs.len() {
+                let v = input(node, k)?;
+                let (_, s) = typed(g, node, v)?;
                 let st = strides(&s);
                 let terms = (0..r)
-                    .map(|a| {
-                        if a == axis {
-                            format!("(c{a} - {}) * {}", lit.n(begin), lit.n(st[a]))
-                        } else {
-                            format!("c{a} * {}", lit.n(st[a]))
-                        }
+                    .map(|a| match a == axis {
+                        true => format!("(c{a} - {}) * {}", lit.n(end), lit.n(st[a])),
+                        false => format!("c{a} * {}", lit.n(st[a])),
                     })
                     .collect();
-                begin += s[axis];
-                parts.push((v, begin, terms));
+                end += s[axis];
+                inputs.push((v, dtype));
+                parts.push((end, index(terms)));
             }
-            Movement::Concat { axis, parts }
+            Read::Concat { axis, parts }
         }
-        _ => return Err("this op (not data movement)".into()),
+        _ => return Err(unsupported(node, "this op (not data movement)")),
+    };
+    Ok(MovementSpec {
+        out,
+        dtype,
+        shape,
+        inputs,
+        read,
     })
 }
 
-/// A row node (LayerNorm, RMSNorm, softmax) over the last axis: its data, with its
-/// dtype and shape, and the row length. An `Err` is what the backends have no kernel
-/// for (another axis, the optional statistics outputs, symbolic shapes).
-pub fn row(g: &Graph, node: &Node) -> Result<(ValueId, DType, Vec<usize>, usize), String> {
-    let x = input(node, 0)?;
-    let ty = g.ty(x).map_err(|e| e.to_string())?;
-    let shape = gopt_ir::dim::concrete(&ty.shape).ok_or("symbolic shapes")?;
-    let d = *shape.last().ok_or("a scalar input")?;
-    let axis = int_attr(node, "axis", -1)?;
-    if axis != -1 && axis != shape.len() as i64 - 1 {
-        return Err("a normalization over an axis other than the last".into());
-    }
-    if node.outputs.len() != 1 {
-        return Err("the optional mean/inv-std-dev outputs".into());
-    }
-    Ok((x, ty.dtype, shape, d))
-}
-
-/// Input `k` of a row node, when present: one value per column (`d` of them along the
-/// last axis), with its dtype.
-pub fn per_column(
-    g: &Graph,
-    node: &Node,
-    k: usize,
-    d: usize,
-) -> Result<Option<(ValueId, DType)>, String> {
-    let Some(v) = node.inputs.get(k).copied().flatten() else {
-        return Ok(None);
+/// A Slice's terms: `(start + c × step) × stride` per axis (constant bounds, positive
+/// steps).
+fn slice(g: &Graph, node: &Node, xs: &[usize], lit: Lit) -> Result<Vec<String>> {
+    let ints = |k: usize, what: &str| {
+        const_input(g, node, k, what).map(|t| t.map(gopt_ir::Tensor::to_i64_vec))
     };
-    let t = g.ty(v).map_err(|e| e.to_string())?;
-    let s = gopt_ir::dim::concrete(&t.shape).ok_or("symbolic shapes")?;
-    if s.iter().product::<usize>() != d || s.last() != Some(&d) {
-        return Err("a scale or bias that is not one value per column".into());
+    let r = xs.len();
+    let starts = ints(1, "starts")?.ok_or_else(|| unsupported(node, "no starts"))?;
+    let axes = ints(3, "axes")?.unwrap_or_else(|| (0..starts.len() as i64).collect());
+    let steps = ints(4, "steps")?.unwrap_or_else(|| vec![1; starts.len()]);
+    let mut start = vec![0i64; r];
+    let mut step = vec![1i64; r];
+    for ((&a, &s), &st) in axes.iter().zip(&starts).zip(&steps) {
+        let a = if a < 0 { a + r as i64 } else { a } as usize;
+        if a >= r || st <= 0 {
+            return Err(unsupported(node, "negative or zero steps"));
+        }
+        let d = xs[a] as i64;
+        start[a] = (if s < 0 { s + d } else { s }).clamp(0, d);
+        step[a] = st;
     }
-    Ok(Some((v, t.dtype)))
+    let st = strides(xs);
+    Ok((0..r)
+        .map(|a| {
+            format!(
+                "({} + c{a} * {}) * {}",
+                lit.n(start[a]),
+                lit.n(step[a]),
+                lit.n(st[a])
+            )
+        })
+        .collect())
 }

@@ -1,15 +1,378 @@
 //! Lowering: what each node of a verified, specialized graph becomes on a GPU, decided
-//! once for every backend before any source is written.
+//! once for every backend before any source is written ([`lower`], one exhaustive
+//! `match` over the IR's ops: adding an op to the IR is a compile error here until it
+//! is given a kernel kind or a reason it has none).
 //!
-//! The shared facts live here: a node's typed operands ([`support`]), the body of an
-//! element-wise node ([`body`]), the index maps of data movement ([`index`]), a
-//! convolution's resolved spec ([`conv`]), a pool's window ([`pool`]) and a
-//! reduction's axes and runs ([`reduce`]). The CUDA and WGSL writers spell these in
-//! their own language and never import each other.
+//! A node becomes a view (its output aliases its input: no step), a matrix product (a
+//! library GEMM on CUDA, a tiled shader on WGSL), a convolution run as a GEMM, a kernel
+//! of one [`Kind`], or nothing with a reason. The shared facts each kernel kind needs
+//! live here too, read from the node once: typed operands ([`support`]), element-wise
+//! bodies ([`body`]), data-movement index maps ([`index`]), a convolution's spec
+//! ([`conv`]), a pool's window ([`pool`]), a reduction's axes and runs ([`reduce`]),
+//! and the specs of the other families ([`arg`], [`cumulative`], [`gather_elements`],
+//! [`loss`], [`trilu`]). The CUDA and WGSL writers (`crate::cuda`,
+//! `crate::wgsl`) each match exhaustively over [`Lowered`] and [`Kind`], spell these
+//! facts in their own language, and never import each other.
 
+pub mod arg;
+pub mod attention;
 pub mod body;
 pub mod conv;
+pub mod cumulative;
+pub mod elementwise;
+pub mod gather_elements;
+pub mod gemm;
 pub mod index;
+pub mod loss;
 pub mod pool;
 pub mod reduce;
+pub mod rows;
+pub mod split_pad;
 pub mod support;
+pub mod trilu;
+
+use gopt_ir::ops::{
+    AttentionOp, ControlOp, ElementwiseOp, FusedOp, ImageOp, NnOp, ReduceOp, ShapeOp,
+};
+use gopt_ir::{Graph, Node, Op, ValueId};
+
+/// The kernel families both GPU writers implement.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Kind {
+    /// One output element per thread from a body over broadcast inputs (single
+    /// element-wise ops and `FusedElementwise` groups).
+    Elementwise,
+    /// One row at a time along one axis: LayerNorm, RMSNorm, softmax and friends.
+    Rows,
+    /// Reductions over axes (and the global pools).
+    Reduce,
+    /// ArgMax, ArgMin, Hardmax: the position of an extremum along an axis.
+    Arg,
+    /// CumSum, CumProd: scans along an axis.
+    Cumulative,
+    /// NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss.
+    Loss,
+    /// Trilu: a triangle of the last two dims.
+    Trilu,
+    /// GatherElements: indices computed on the device, checked.
+    GatherElements,
+    /// Copies with an index map: Transpose, Slice, Gather, Expand, Concat, and the
+    /// views that cannot alias (a view of a constant, or of a pinned buffer).
+    Movement,
+    /// Split and Pad.
+    SplitPad,
+    /// Direct and implicit-GEMM convolutions.
+    Conv,
+    /// MaxPool and AveragePool windows.
+    Pool,
+    /// Scaled dot-product attention (flash-style).
+    Attention,
+}
+
+impl Kind {
+    /// The family's name in reports.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::Elementwise => "elementwise",
+            Kind::Rows => "rows",
+            Kind::Reduce => "reduce",
+            Kind::Arg => "arg",
+            Kind::Cumulative => "cumulative",
+            Kind::Loss => "loss",
+            Kind::Trilu => "trilu",
+            Kind::GatherElements => "gather_elements",
+            Kind::Movement => "movement",
+            Kind::SplitPad => "split_pad",
+            Kind::Conv => "conv",
+            Kind::Pool => "pool",
+            Kind::Attention => "attention",
+        }
+    }
+}
+
+/// What one node becomes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Lowered {
+    /// The output aliases input 0's bytes: no step runs.
+    View,
+    /// A matrix product with its epilogue (MatMul, Gemm, FusedMatMul).
+    Gemm,
+    /// A channels-last FusedConv with constant weights, run as a GEMM over an im2col
+    /// matrix where the backend has a GEMM library (CUDA); a convolution kernel
+    /// elsewhere.
+    ConvGemm,
+    /// A generated kernel of this family.
+    Kernel(Kind),
+    /// No GPU kernel, and why (the op, or the mode of it).
+    Unsupported(String),
+}
+
+/// How views are placed by the backend's memory plan.
+#[derive(Clone, Copy, Debug)]
+pub struct Views {
+    /// Whether a graph output may alias another value's bytes (an arena: yes; a pool
+    /// whose outputs are read back from their own buffers: no).
+    pub alias_outputs: bool,
+}
+
+/// Whether `op` is a view op: its output is its input's bytes under another shape.
+pub fn is_view_op(op: Op) -> bool {
+    matches!(
+        op,
+        Op::Shape(
+            ShapeOp::Reshape
+                | ShapeOp::Squeeze
+                | ShapeOp::Unsqueeze
+                | ShapeOp::Flatten
+                | ShapeOp::Identity
+        )
+    )
+}
+
+/// Whether view node `n` of `g` aliases its input under `views`: its source is not a
+/// constant (constants live in the weights), and its output may alias.
+pub fn aliases(g: &Graph, n: &Node, views: Views) -> bool {
+    let (Some(Some(src)), [out]) = (n.inputs.first(), n.outputs.as_slice()) else {
+        return false;
+    };
+    is_view_op(n.op)
+        && !is_const_root(g, *src)
+        && (views.alias_outputs || !g.outputs.contains(out))
+        && !g.inputs.contains(out)
+}
+
+/// Whether `v`, followed back through view nodes, is a constant.
+fn is_const_root(g: &Graph, mut v: ValueId) -> bool {
+    loop {
+        if g.constants.contains_key(&v) {
+            return true;
+        }
+        match g
+            .nodes
+            .iter()
+            .find(|n| is_view_op(n.op) && n.outputs.first() == Some(&v))
+            .and_then(|n| n.inputs.first().copied().flatten())
+        {
+            Some(src) => v = src,
+            None => return false,
+        }
+    }
+}
+
+/// What node `n` of `g` becomes on a GPU.
+pub fn lower(g: &Graph, n: &Node, views: Views) -> Lowered {
+    use Kind::*;
+    let k = Lowered::Kernel;
+    let none = |why: &str| Lowered::Unsupported(why.to_string());
+    match n.op {
+        Op::Elementwise(e) => match e {
+            ElementwiseOp::Bernoulli
+            | ElementwiseOp::RandomUniform
+            | ElementwiseOp::RandomNormal
+            | ElementwiseOp::RandomUniformLike
+            | ElementwiseOp::RandomNormalLike
+            | ElementwiseOp::Multinomial => none("random ops (they run on the CPU only)"),
+            ElementwiseOp::Add
+            | ElementwiseOp::Sub
+            | ElementwiseOp::Mul
+            | ElementwiseOp::Div
+            | ElementwiseOp::Pow
+            | ElementwiseOp::Mod
+            | ElementwiseOp::Neg
+            | ElementwiseOp::Abs
+            | ElementwiseOp::Reciprocal
+            | ElementwiseOp::Sqrt
+            | ElementwiseOp::Exp
+            | ElementwiseOp::Log
+            | ElementwiseOp::Ceil
+            | ElementwiseOp::Floor
+            | ElementwiseOp::Round
+            | ElementwiseOp::Sign
+            | ElementwiseOp::Sin
+            | ElementwiseOp::Cos
+            | ElementwiseOp::Tan
+            | ElementwiseOp::Asin
+            | ElementwiseOp::Acos
+            | ElementwiseOp::Atan
+            | ElementwiseOp::Sinh
+            | ElementwiseOp::Cosh
+            | ElementwiseOp::Asinh
+            | ElementwiseOp::Acosh
+            | ElementwiseOp::Atanh
+            | ElementwiseOp::Tanh
+            | ElementwiseOp::Sigmoid
+            | ElementwiseOp::Erf
+            | ElementwiseOp::Relu
+            | ElementwiseOp::LeakyRelu
+            | ElementwiseOp::Elu
+            | ElementwiseOp::Selu
+            | ElementwiseOp::Celu
+            | ElementwiseOp::HardSigmoid
+            | ElementwiseOp::HardSwish
+            | ElementwiseOp::Softplus
+            | ElementwiseOp::Softsign
+            | ElementwiseOp::ThresholdedRelu
+            | ElementwiseOp::Shrink
+            | ElementwiseOp::Mish
+            | ElementwiseOp::Gelu
+            | ElementwiseOp::Swish
+            | ElementwiseOp::PRelu
+            | ElementwiseOp::Not
+            | ElementwiseOp::And
+            | ElementwiseOp::Or
+            | ElementwiseOp::Xor
+            | ElementwiseOp::BitwiseNot
+            | ElementwiseOp::BitwiseAnd
+            | ElementwiseOp::BitwiseOr
+            | ElementwiseOp::BitwiseXor
+            | ElementwiseOp::BitShift
+            | ElementwiseOp::IsNaN
+            | ElementwiseOp::IsInf
+            | ElementwiseOp::Equal
+            | ElementwiseOp::Less
+            | ElementwiseOp::LessOrEqual
+            | ElementwiseOp::Greater
+            | ElementwiseOp::GreaterOrEqual
+            | ElementwiseOp::Max
+            | ElementwiseOp::Min
+            | ElementwiseOp::Sum
+            | ElementwiseOp::Mean
+            | ElementwiseOp::Where
+            | ElementwiseOp::Clip
+            | ElementwiseOp::Cast
+            | ElementwiseOp::CastLike
+            | ElementwiseOp::BitCast
+            | ElementwiseOp::Dropout => k(Elementwise),
+        },
+        Op::Fused(f) => match f {
+            FusedOp::FusedElementwise => k(Elementwise),
+            FusedOp::FusedMatMul => Lowered::Gemm,
+            FusedOp::FusedConv if conv::as_gemm(g, n) => Lowered::ConvGemm,
+            FusedOp::FusedConv => k(Conv),
+        },
+        Op::Reduce(r) => match r {
+            ReduceOp::ReduceSum
+            | ReduceOp::ReduceMean
+            | ReduceOp::ReduceMax
+            | ReduceOp::ReduceMin
+            | ReduceOp::ReduceProd
+            | ReduceOp::ReduceL1
+            | ReduceOp::ReduceL2
+            | ReduceOp::ReduceLogSum
+            | ReduceOp::ReduceLogSumExp
+            | ReduceOp::ReduceSumSquare => k(Reduce),
+            ReduceOp::ArgMax | ReduceOp::ArgMin | ReduceOp::Hardmax => k(Arg),
+            ReduceOp::Softmax
+            | ReduceOp::LogSoftmax
+            | ReduceOp::LayerNormalization
+            | ReduceOp::RMSNormalization
+            | ReduceOp::LpNormalization => k(Rows),
+            ReduceOp::CumSum | ReduceOp::CumProd => k(Cumulative),
+            ReduceOp::NegativeLogLikelihoodLoss | ReduceOp::SoftmaxCrossEntropyLoss => k(Loss),
+            ReduceOp::TopK
+            | ReduceOp::GroupNormalization
+            | ReduceOp::InstanceNormalization
+            | ReduceOp::BatchNormalization
+            | ReduceOp::MeanVarianceNormalization
+            | ReduceOp::LRN => none("this op"),
+        },
+        Op::Shape(s) => match s {
+            ShapeOp::Reshape
+            | ShapeOp::Flatten
+            | ShapeOp::Squeeze
+            | ShapeOp::Unsqueeze
+            | ShapeOp::Identity => {
+                if aliases(g, n, views) {
+                    Lowered::View
+                } else {
+                    k(Movement)
+                }
+            }
+            ShapeOp::Transpose
+            | ShapeOp::Slice
+            | ShapeOp::Gather
+            | ShapeOp::Expand
+            | ShapeOp::Concat => k(Movement),
+            ShapeOp::Split | ShapeOp::Pad => k(SplitPad),
+            ShapeOp::GatherElements => k(GatherElements),
+            ShapeOp::Trilu => k(Trilu),
+            ShapeOp::Shape
+            | ShapeOp::Size
+            | ShapeOp::Tile
+            | ShapeOp::DepthToSpace
+            | ShapeOp::SpaceToDepth
+            | ShapeOp::CenterCropPad
+            | ShapeOp::ReverseSequence
+            | ShapeOp::GatherND
+            | ShapeOp::Compress
+            | ShapeOp::NonZero
+            | ShapeOp::ScatterElements
+            | ShapeOp::ScatterND
+            | ShapeOp::Scatter
+            | ShapeOp::ConstantOfShape
+            | ShapeOp::Range
+            | ShapeOp::EyeLike
+            | ShapeOp::OneHot
+            | ShapeOp::Unique => none("this op"),
+        },
+        Op::Nn(o) => match o {
+            NnOp::MatMul | NnOp::Gemm => Lowered::Gemm,
+            NnOp::Conv => k(Conv),
+            NnOp::MaxPool | NnOp::AveragePool => k(Pool),
+            NnOp::GlobalAveragePool | NnOp::GlobalMaxPool => k(Reduce),
+            NnOp::MatMulInteger
+            | NnOp::QLinearMatMul
+            | NnOp::ConvTranspose
+            | NnOp::ConvInteger
+            | NnOp::QLinearConv
+            | NnOp::DeformConv
+            | NnOp::QuantizeLinear
+            | NnOp::DequantizeLinear
+            | NnOp::DynamicQuantizeLinear
+            | NnOp::LpPool
+            | NnOp::GlobalLpPool
+            | NnOp::MaxUnpool
+            | NnOp::Einsum
+            | NnOp::Det => none("this op"),
+        },
+        Op::Attention(a) => match a {
+            AttentionOp::Attention => k(Attention),
+            AttentionOp::FlexAttention
+            | AttentionOp::RotaryEmbedding
+            | AttentionOp::TensorScatter
+            | AttentionOp::LinearAttention
+            | AttentionOp::CausalConvWithState
+            | AttentionOp::SwiGLU => none("this op"),
+        },
+        Op::Image(i) => match i {
+            ImageOp::Resize
+            | ImageOp::GridSample
+            | ImageOp::AffineGrid
+            | ImageOp::RoiAlign
+            | ImageOp::Col2Im
+            | ImageOp::NonMaxSuppression
+            | ImageOp::DFT
+            | ImageOp::STFT
+            | ImageOp::HannWindow
+            | ImageOp::HammingWindow
+            | ImageOp::BlackmanWindow
+            | ImageOp::MelWeightMatrix
+            | ImageOp::TfIdfVectorizer
+            | ImageOp::Adagrad
+            | ImageOp::Adam
+            | ImageOp::Momentum
+            | ImageOp::Binarizer
+            | ImageOp::ArrayFeatureExtractor
+            | ImageOp::LabelEncoder
+            | ImageOp::TreeEnsemble => none("this op"),
+        },
+        Op::Control(c) => match c {
+            ControlOp::If
+            | ControlOp::Loop
+            | ControlOp::Scan
+            | ControlOp::RNN
+            | ControlOp::GRU
+            | ControlOp::LSTM => none("this op"),
+        },
+    }
+}

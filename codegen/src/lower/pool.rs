@@ -2,9 +2,10 @@
 //! `auto_pad`, `ceil_mode` — resolved per spatial dim as the interpreter resolves it,
 //! once for every backend.
 
-use super::support::{plan, unsupported};
+use super::support::{check_float, input, output, plan, typed, unsupported};
 use crate::Result;
-use gopt_ir::Node;
+use gopt_ir::ops::NnOp;
+use gopt_ir::{DType, Graph, Node, Op};
 
 /// The attributes the windowed pools may carry.
 pub const ATTRS: &[&str] = &[
@@ -19,6 +20,7 @@ pub const ATTRS: &[&str] = &[
 ];
 
 /// One spatial dim of the window, resolved.
+#[derive(Clone, Debug)]
 pub struct Dim {
     /// Input size.
     pub input: usize,
@@ -117,3 +119,59 @@ pub fn window(node: &Node, sp: &[usize], out: &[usize]) -> Result<Vec<Dim>> {
         .collect()
 }
 
+/// A MaxPool or AveragePool node, read once for every backend: `[N, C, spatial...]`
+/// in and out, the resolved window per spatial dim, and the mode.
+#[derive(Clone, Debug)]
+pub struct PoolSpec {
+    /// MaxPool (else AveragePool).
+    pub is_max: bool,
+    /// X's (and Y's) dtype, a float.
+    pub dtype: DType,
+    /// X's shape.
+    pub xs: Vec<usize>,
+    /// Y's shape.
+    pub ys: Vec<usize>,
+    /// The window per spatial dim.
+    pub dims: Vec<Dim>,
+    /// AveragePool's `count_include_pad`.
+    pub count_pad: bool,
+    /// Output elements.
+    pub total: usize,
+    /// Elements of one input plane (the spatial dims together).
+    pub plane: usize,
+}
+
+/// Reads pool node `node` of `g`, refusing the modes no GPU kernel implements
+/// (MaxPool's Indices output, attributes outside [`ATTRS`], non-float data).
+pub fn spec(g: &Graph, node: &Node) -> Result<PoolSpec> {
+    if let Some(k) = node.attrs.0.keys().find(|k| !ATTRS.contains(&k.as_str())) {
+        return Err(unsupported(node, &format!("attribute `{k}`")));
+    }
+    let is_max = node.op == Op::Nn(NnOp::MaxPool);
+    if node.outputs.len() != 1 {
+        return Err(unsupported(node, "MaxPool's Indices output"));
+    }
+    if !is_max && node.attrs.has("storage_order") {
+        return Err(unsupported(node, "storage_order on AveragePool"));
+    }
+    let (dtype, xs) = typed(g, node, input(node, 0)?)?;
+    let (out_dt, ys) = typed(g, node, output(node, 0)?)?;
+    check_float(node, dtype, "pools")?;
+    if xs.len() < 3 || ys.len() != xs.len() || out_dt != dtype {
+        return Err(unsupported(node, "inputs other than [N, C, spatial...]"));
+    }
+    let dims = window(node, &xs[2..], &ys[2..])?;
+    let count_pad = node.attrs.int_or("count_include_pad", 0).map_err(plan)? != 0;
+    let total: usize = ys.iter().product();
+    let plane: usize = xs[2..].iter().product();
+    Ok(PoolSpec {
+        is_max,
+        dtype,
+        xs,
+        ys,
+        dims,
+        count_pad,
+        total,
+        plane,
+    })
+}

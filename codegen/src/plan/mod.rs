@@ -1,41 +1,19 @@
-//! The CUDA execution plan of one specialized graph: the steps in order (generated
-//! kernels and cuBLASLt GEMMs), where every value lives (an offset in the bucket's
-//! arena, or in the weights blob uploaded once), and the graph's inputs and outputs.
-//! It is plain data (serde), so `gopt compile` writes it into the artifact and the
-//! runtime replays it without the graph.
+//! What both backends' plans share: the graph's inputs and outputs ([`Io`]), the
+//! weights store that holds each distinct constant once across a model's buckets
+//! ([`WeightStore`]), the GPU index check and its error word ([`IndexCheck`]), and the
+//! refusal that lists every node a backend has no kernel for ([`refuse`]). Each backend
+//! lays its steps and memory out from the same lowering (`crate::lower`) and the same
+//! value lifetimes (`crate::memory`): `crate::cuda::plan` in one arena,
+//! `crate::wgsl::plan` in a pool of buffers.
 
-mod fold;
-
-use crate::cuda::conv_gemm;
-use crate::cuda::gemm::{self, Gemm};
-use crate::cuda::{emit_kernels, Kernel};
-use crate::memory::{self, ALIGN};
+use crate::memory::ALIGN;
 use crate::{CodegenError, Result};
-use fold::{fold_slices, slice_candidates};
 use gopt_ir::{DType, Graph, Tensor, ValueId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Plan format version (bumped when a field changes meaning).
-pub const VERSION: u32 = 1;
-
-/// Where a value's bytes are.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub enum Place {
-    /// At this byte offset of the bucket's arena.
-    Arena(usize),
-    /// At this byte offset of the weights blob.
-    Weight(usize),
-}
-
-/// One step of a run.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub enum Step {
-    /// Launch `kernels[i]`.
-    Kernel(usize),
-    /// A cuBLASLt matmul (then its post kernel, if any).
-    Gemm(Gemm),
-}
+/// Artifact plan format version (bumped when a field of a plan changes meaning).
+pub const VERSION: u32 = 2;
 
 /// What a kernel that reads indices computed on the device reports. Each index is
 /// checked against its axis after ONNX's negative wrap; one out of range makes the
@@ -106,31 +84,6 @@ pub struct Io {
     pub shape: Vec<usize>,
 }
 
-/// The plan of one bucket.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct CudaPlan {
-    /// [`VERSION`].
-    pub version: u32,
-    /// Generated kernels (one module).
-    pub kernels: Vec<Kernel>,
-    /// Steps in execution order.
-    pub steps: Vec<Step>,
-    /// Where each value used by a step lives (value id → place).
-    pub places: BTreeMap<u32, Place>,
-    /// Each placed value's size in bytes.
-    pub value_bytes: BTreeMap<u32, usize>,
-    /// Arena size: the peak of the liveness-planned layout.
-    pub arena_bytes: usize,
-    /// What one buffer per intermediate would take.
-    pub unplanned_bytes: usize,
-    /// Size of the weights blob (shared by the buckets built into one store).
-    pub weights_bytes: usize,
-    /// Graph inputs, in order.
-    pub inputs: Vec<Io>,
-    /// Graph outputs, in order.
-    pub outputs: Vec<Io>,
-}
-
 pub(crate) fn concrete(g: &Graph, v: ValueId) -> Result<(DType, Vec<usize>)> {
     let t = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;
     let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| {
@@ -185,204 +138,6 @@ impl WeightStore {
     }
 }
 
-/// Builds the plan of `g` (a specialized, optimized graph) and its weights blob.
-pub fn build(g: &Graph) -> Result<(CudaPlan, Vec<u8>)> {
-    let mut store = WeightStore::default();
-    let p = build_with(g, &mut store)?;
-    Ok((p, store.blob))
-}
-
-/// Builds the plan of `g` with its constants in `store` (shared across buckets).
-pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
-    let (emitted, others) = emit_kernels(g)?;
-    let early = slice_candidates(g);
-    let layout = memory::plan_with(g, &early)?;
-    let mut emitted = emitted.into_iter().peekable();
-    let mut kernels: Vec<Kernel> = Vec::new();
-    let mut steps = Vec::new();
-    let mut missing = Vec::new();
-    // Values the plan adds (reordered weights, im2col scratch, converted biases) get
-    // ids after the graph's.
-    let mut next = g.values.len() as u32;
-    let mut synth_weights: Vec<(u32, Tensor)> = Vec::new();
-    let mut scratch: Vec<(u32, usize)> = Vec::new();
-    for (i, n) in g.nodes.iter().enumerate() {
-        let mine: Vec<Kernel> =
-            std::iter::from_fn(|| emitted.next_if(|k| k.node == n.name)).collect();
-        let aliased = memory::is_view(n.op)
-            && matches!((n.inputs.first(), n.outputs.first()),
-                (Some(Some(i)), Some(o)) if layout.slots.get(i).is_some()
-                    && layout.slots.get(i) == layout.slots.get(o));
-        if aliased {
-            continue;
-        }
-        if conv_gemm::applies(g, n) {
-            let (wid, sid) = (next, next + 1);
-            next += 2;
-            let cg = conv_gemm::lower(g, n, &format!("k{i}"), &mut kernels, wid, sid)?;
-            if let Some(k) = cg.im2col {
-                kernels.push(k);
-                steps.push(Step::Kernel(kernels.len() - 1));
-                scratch.push((sid, cg.scratch_bytes));
-            }
-            steps.push(Step::Gemm(cg.gemm));
-            synth_weights.push((wid, cg.weight));
-            continue;
-        }
-        if gemm::handles(n.op) {
-            let gm = gemm::lower(g, n, &format!("k{i}_epilogue"), &mut kernels)?;
-            steps.push(Step::Gemm(gm));
-            continue;
-        }
-        if mine.is_empty() {
-            if others.iter().any(|(name, _)| *name == n.name) {
-                missing.push((n.name.clone(), n.op.name().to_string()));
-            }
-            continue;
-        }
-        for k in mine {
-            kernels.push(k);
-            steps.push(Step::Kernel(kernels.len() - 1));
-        }
-    }
-    fold_slices(g, &mut steps, &kernels, &early);
-    if let [(node, op)] = missing.as_slice() {
-        return Err(CodegenError::Unsupported {
-            node: node.clone(),
-            op: op.clone(),
-            backend: "CUDA",
-            what: "this op".into(),
-        });
-    }
-    if !missing.is_empty() {
-        let list: Vec<String> = missing
-            .iter()
-            .map(|(n, o)| format!("`{n}` ({o})"))
-            .collect();
-        return Err(CodegenError::Plan(format!(
-            "the CUDA backend has no kernel for {} nodes: {}",
-            missing.len(),
-            list.join(", ")
-        )));
-    }
-    // Places: arena slots for activations, the weights blob for constants.
-    let mut places = BTreeMap::new();
-    for (v, &slot) in &layout.slots {
-        places.insert(v.0, Place::Arena(layout.buffers[slot].offset));
-    }
-    let mut add_weight = |places: &mut BTreeMap<u32, Place>, id: u32, t: &Tensor| {
-        places.insert(id, Place::Weight(store.add(&tensor_bytes(t))));
-    };
-    let mut used: Vec<u32> = Vec::new();
-    for s in &steps {
-        match s {
-            Step::Kernel(k) => used.extend(&kernels[*k].inputs),
-            Step::Gemm(gm) => {
-                used.extend([gm.a, gm.b]);
-                used.extend(gm.bias.iter().chain(&gm.residual));
-                if let Some(p) = gm.post {
-                    used.extend(&kernels[p].inputs);
-                }
-            }
-        }
-    }
-    used.extend(g.outputs.iter().map(|v| v.0));
-    used.sort_unstable();
-    used.dedup();
-    for v in used {
-        if let Some(t) = g.constant(ValueId(v)) {
-            add_weight(&mut places, v, t);
-        }
-    }
-    let mut value_bytes = BTreeMap::new();
-    for (id, t) in &synth_weights {
-        add_weight(&mut places, *id, t);
-        value_bytes.insert(*id, t.len() * t.dtype().size());
-    }
-    // The im2col matrices live above the planned activations, one step each.
-    let scratch_at = layout.peak_bytes.div_ceil(ALIGN) * ALIGN;
-    let scratch_bytes = scratch.iter().map(|s| s.1).max().unwrap_or(0);
-    for (id, bytes) in &scratch {
-        places.insert(*id, Place::Arena(scratch_at));
-        value_bytes.insert(*id, *bytes);
-    }
-    // cuBLASLt wants the bias in the output's dtype: constants are converted here.
-    for s in &mut steps {
-        if let Step::Gemm(gm) = s {
-            if let (Some(b), Some(bd)) = (gm.bias, gm.bias_dtype) {
-                if bd != gm.d_dtype {
-                    let t = g.constant(ValueId(b)).ok_or_else(|| {
-                        CodegenError::Plan(format!(
-                            "GEMM `{}`: a {bd} bias that is not a constant cannot be fused into a {} output",
-                            gm.node, gm.d_dtype
-                        ))
-                    })?;
-                    let t = t.cast(gm.d_dtype);
-                    value_bytes.insert(next, t.len() * t.dtype().size());
-                    add_weight(&mut places, next, &t);
-                    gm.bias = Some(next);
-                    gm.bias_dtype = Some(gm.d_dtype);
-                    next += 1;
-                }
-            }
-        }
-    }
-    for v in g.inputs.iter().chain(&g.outputs) {
-        if !places.contains_key(&v.0) {
-            return Err(CodegenError::Plan(format!(
-                "value `{}` has no place in the plan",
-                g.value(*v).name
-            )));
-        }
-    }
-    let io = |vs: &[ValueId]| -> Result<Vec<Io>> {
-        vs.iter()
-            .map(|&v| {
-                let (dtype, shape) = concrete(g, v)?;
-                Ok(Io {
-                    name: g.value(v).name.clone(),
-                    value: v.0,
-                    dtype,
-                    shape,
-                })
-            })
-            .collect()
-    };
-    for &v in places.keys() {
-        if (v as usize) < g.values.len() {
-            let (dt, s) = concrete(g, ValueId(v))?;
-            let bytes = gopt_ir::budget::bytes(&s, dt.size())
-                .and_then(|b| usize::try_from(b).ok())
-                .ok_or_else(|| {
-                    CodegenError::Plan(format!(
-                        "value `{}` of shape {s:?}: its byte size overflows",
-                        g.value(ValueId(v)).name
-                    ))
-                })?;
-            value_bytes.insert(v, bytes);
-        }
-    }
-    let plan = CudaPlan {
-        version: VERSION,
-        value_bytes,
-        kernels,
-        steps,
-        places,
-        arena_bytes: if scratch_bytes > 0 {
-            scratch_at.checked_add(scratch_bytes).ok_or_else(|| {
-                CodegenError::Plan("the arena's size overflows the address space".into())
-            })?
-        } else {
-            layout.peak_bytes
-        },
-        unplanned_bytes: layout.total_bytes,
-        weights_bytes: store.blob.len(),
-        inputs: io(&g.inputs)?,
-        outputs: io(&g.outputs)?,
-    };
-    Ok(plan)
-}
-
 /// The largest of the values `value_bytes` holds that `pooled` says live in the plan's
 /// own memory (not the weights), described for a memory error: "the largest value
 /// `y` (node `conv_t`) takes 4.00 GiB". Names come from `g` when the graph is at hand
@@ -420,54 +175,81 @@ pub(crate) fn largest_value(
     )
 }
 
-impl CudaPlan {
-    /// Device bytes the plan itself needs: its arena and the weights blob (the GEMM
-    /// library's workspace comes on top at run time).
-    pub fn device_bytes(&self) -> u128 {
-        self.arena_bytes as u128 + self.weights_bytes as u128
+/// The error for the nodes a backend has no kernel for (each an
+/// [`CodegenError::Unsupported`] or a lowering's reason): the first node's, naming
+/// how many more there are and which, so one compile lists them all. `None` when
+/// there are none.
+pub fn refuse(backend: &'static str, missing: Vec<CodegenError>) -> Option<CodegenError> {
+    let mut it = missing.into_iter().map(|e| e.for_backend(backend));
+    let first = it.next()?;
+    let more: Vec<String> = it
+        .map(|e| match e {
+            CodegenError::Unsupported { node, what, .. } => format!("`{node}` ({what})"),
+            e => e.to_string(),
+        })
+        .collect();
+    if more.is_empty() {
+        return Some(first);
     }
+    Some(match first {
+        CodegenError::Unsupported {
+            node,
+            op,
+            backend,
+            what,
+        } => CodegenError::Unsupported {
+            node,
+            op,
+            backend,
+            what: format!("{what}; {} more nodes: {}", more.len(), more.join("; ")),
+        },
+        e => e,
+    })
+}
 
-    /// Checks the plan's device bytes, plus `extra` bytes the caller adds (a
-    /// workspace), against `limit`: an error saying `what` (the bucket) would allocate
-    /// how much, the arena and weights, and the largest value (named from `g` when
-    /// given).
-    pub fn check_memory(
-        &self,
-        what: &str,
-        g: Option<&Graph>,
-        extra: u128,
-        limit: &gopt_ir::limit::MemoryLimit,
-    ) -> Result<()> {
-        let short = |n: u128| gopt_ir::limit::fmt_short(n);
-        limit
-            .check(self.device_bytes() + extra, || {
-                let pooled = |v: u32| matches!(self.places.get(&v), Some(Place::Arena(_)));
-                (
-                    format!("{what}: the CUDA plan"),
-                    format!(
-                        "on the GPU (arena {}, weights {}{}{})",
-                        short(self.arena_bytes as u128),
-                        short(self.weights_bytes as u128),
-                        if extra > 0 {
-                            format!(", workspace {}", short(extra))
-                        } else {
-                            String::new()
-                        },
-                        largest_value(&self.value_bytes, pooled, g)
-                    ),
-                )
-            })
-            .map_err(CodegenError::from)
-    }
+/// What every backend's plan records besides its steps and memory: the format version,
+/// the graph's inputs and outputs, each placed value's bytes (in the backend's storage
+/// layout) and what one buffer per value would take.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Frame {
+    /// [`VERSION`].
+    pub version: u32,
+    /// Graph inputs, in order.
+    pub inputs: Vec<Io>,
+    /// Graph outputs, in order.
+    pub outputs: Vec<Io>,
+    /// Each placed value's size in bytes.
+    pub value_bytes: BTreeMap<u32, usize>,
+    /// What one buffer per value would take.
+    pub unplanned_bytes: usize,
+}
 
-    /// Kernel launches and library calls per run.
-    pub fn launches(&self) -> usize {
-        self.steps
-            .iter()
-            .map(|s| match s {
-                Step::Kernel(_) => 1,
-                Step::Gemm(g) => 1 + usize::from(g.post.is_some()),
-            })
-            .sum()
+impl Frame {
+    /// The frame of a plan of `g`.
+    pub fn of(
+        g: &Graph,
+        value_bytes: BTreeMap<u32, usize>,
+        unplanned_bytes: usize,
+    ) -> Result<Frame> {
+        let io = |vs: &[ValueId]| -> Result<Vec<Io>> {
+            vs.iter()
+                .map(|&v| {
+                    let (dtype, shape) = concrete(g, v)?;
+                    Ok(Io {
+                        name: g.value(v).name.clone(),
+                        value: v.0,
+                        dtype,
+                        shape,
+                    })
+                })
+                .collect()
+        };
+        Ok(Frame {
+            version: VERSION,
+            inputs: io(&g.inputs)?,
+            outputs: io(&g.outputs)?,
+            value_bytes,
+            unplanned_bytes,
+        })
     }
 }

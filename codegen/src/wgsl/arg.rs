@@ -2,61 +2,25 @@
 //! floats (compared in f32, NaN first-wins as the reference), 8/16/32-bit integers and
 //! i64/u64 (compared as their words); the i64 output as `vec2<u32>` words. Hardmax
 //! (floats) is ArgMax writing its lane: 1 at the index, 0 elsewhere.
+//! The node is read once, for both backends, by [`crate::lower::arg`].
 
 use super::types::{self, kind, Kind};
 use super::unsupported;
 use super::WgslKernel;
+use crate::lower::arg::{spec, ArgKind};
 use crate::template::fill;
-use crate::{CodegenError, Result};
-use gopt_ir::ops::ReduceOp;
-use gopt_ir::{DType, Graph, Node, Op};
+use crate::Result;
+use gopt_ir::{DType, Graph, Node};
 
 const TEMPLATE: &str = include_str!("arg.wgsl");
 
-/// Whether this emitter handles `op`.
-pub fn handles(op: Op) -> bool {
-    matches!(
-        op,
-        Op::Reduce(ReduceOp::ArgMax | ReduceOp::ArgMin | ReduceOp::Hardmax)
-    )
-}
-
-/// Emits the shader for ArgMax/ArgMin node `node` of `g`.
+/// Emits the shader for ArgMax/ArgMin/Hardmax node `node` of `g`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let plan = |e: gopt_ir::IrError| CodegenError::Plan(e.to_string());
-    let x = node
-        .inputs
-        .first()
-        .copied()
-        .flatten()
-        .ok_or_else(|| unsupported(node, "a missing input"))?;
-    let out = *node
-        .outputs
-        .first()
-        .ok_or_else(|| unsupported(node, "no output"))?;
-    let ty = g.ty(x).map_err(plan)?;
-    let dt = ty.dtype;
-    let shape =
-        gopt_ir::dim::concrete(&ty.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
+    let sp = spec(g, node)?;
+    let (dt, d, inner) = (sp.dtype, sp.d, sp.inner);
     let (t, _) = super::storage_type(dt).ok_or_else(|| unsupported(node, format!("{dt} data")))?;
-    let hard = node.op == Op::Reduce(ReduceOp::Hardmax);
-    if hard && kind(dt) != Some(Kind::Float) {
-        return Err(unsupported(node, format!("{dt} data")));
-    }
-    let axis = node
-        .attrs
-        .int_or("axis", if hard { -1 } else { 0 })
-        .map_err(plan)?;
-    let axis = gopt_ir::ops::util::norm_axis(axis, shape.len()).map_err(plan)?;
-    let last = node.attrs.int_or("select_last_index", 0).map_err(plan)? != 0;
-    let max = node.op != Op::Reduce(ReduceOp::ArgMin);
-    let d = shape[axis];
-    if d == 0 {
-        return Err(unsupported(node, "an empty axis"));
-    }
-    let inner: usize = shape[axis + 1..].iter().product();
-    let n = u32::try_from(shape.iter().product::<usize>() / d)
-        .map_err(|_| unsupported(node, "more than 2^32 elements"))?;
+    let (hard, last) = (sp.kind == ArgKind::Hardmax, sp.last);
+    let n = u32::try_from(sp.lanes).map_err(|_| unsupported(node, "more than 2^32 elements"))?;
     if n == 0 {
         // Its i64 output buffer would be one word, short of one `vec2<u32>`.
         return Err(unsupported(node, "an empty output"));
@@ -72,7 +36,11 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         Some(Kind::Wide) => ("gopt_lt_u64({a}, {b})", "all(v == best)"),
         _ => return Err(unsupported(node, format!("{dt} data"))),
     };
-    let (a, b) = if max { ("best", "v") } else { ("v", "best") };
+    let (a, b) = if sp.max() {
+        ("best", "v")
+    } else {
+        ("v", "best")
+    };
     let better = less.replace("{a}", a).replace("{b}", b);
     let first = load("base");
     let vload = load(&format!("base + j * {inner}u"));
@@ -97,7 +65,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
             ("what", node.op.name()),
             ("d", &d.to_string()),
             ("inner", &inner.max(1).to_string()),
-            ("span", &(d * inner).to_string()),
+            ("span", &sp.span().to_string()),
             ("tie", if last { "higher" } else { "lower" }),
             ("t", t),
             ("helpers", &helpers),
@@ -118,8 +86,8 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         node: node.name.clone(),
         source,
         workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
-        inputs: vec![x.0],
-        outputs: vec![out.0],
+        inputs: vec![sp.x.0],
+        outputs: vec![sp.out.0],
         index_check: None,
     })
 }

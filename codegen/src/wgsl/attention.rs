@@ -1,187 +1,44 @@
-//! Scaled dot-product attention (ONNX `Attention`) in WGSL, the CUDA emitter's flash
-//! algorithm (codegen/src/cuda/attention.rs) without tensor cores: the `[seq, seq]`
-//! score matrix never reaches memory. One workgroup per (tile of query rows, query head,
-//! batch) keeps its Q tile in workgroup memory and streams K and V through one shared
-//! buffer (K, then V in its place), as fp32 vec4 rows; scores, the online softmax
-//! (running max and sum per row) and the accumulation are fp32, with one rounding at the
-//! store. Tiles are sized to WebGPU's guaranteed 16 KiB of workgroup memory, so the
-//! shader runs on any adapter. Covered: f32 and f16 data, 4-D `[batch, heads, seq,
-//! head]` and 3-D (heads packed in the hidden dim) layouts, any head size, grouped-query
-//! heads, `scale`, `is_causal`, additive (f32/f16) and boolean masks broadcast like the
-//! reference (a short last dim masks the keys past it); keys masked with `-inf` or
-//! `false` never enter the softmax, so fully masked rows give zeros as the reference's.
-//! Refused, by name: a KV cache, the extra outputs, softcap, sliding windows, a value
-//! head size other than the key's, bf16 and other data or mask types.
+//! Scaled dot-product attention (ONNX `Attention`, read by [`crate::lower::attention`])
+//! in WGSL as flash attention on plain invocations: the `[seq, seq]` score matrix never
+//! reaches memory. One workgroup per (tile of query rows, query head, batch) keeps its Q
+//! tile in workgroup memory and streams K and V through one shared buffer (K, then V in
+//! its place), as fp32 vec4 rows; scores, the online softmax (running max and sum per
+//! row) and the accumulation are fp32, with one rounding at the store. Tiles are sized
+//! to WebGPU's guaranteed 16 KiB of workgroup memory, so the shader runs on any adapter.
+//! Covered: f32 and f16 data, 4-D `[batch, heads, seq, head]` and 3-D (heads packed in
+//! the hidden dim) layouts, any head size, grouped-query heads, `scale`, `is_causal`,
+//! additive (f32/f16) and boolean masks broadcast like the reference (a short last dim
+//! masks the keys past it); keys masked with `-inf` or `false` never enter the softmax,
+//! so fully masked rows give zeros as the reference's. Refused here: bf16 data and
+//! masks (WGSL has no bf16); the modes no GPU kernel has are refused by the lowering.
 
+use super::unsupported;
 use super::WgslKernel;
-use super::{typed, unsupported};
+use crate::lower::attention::{lower, Mask};
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::ops::AttentionOp;
-use gopt_ir::{Attr, DType, Graph, Node, Op, ValueId};
+use gopt_ir::{DType, Graph, Node};
 
 const TEMPLATE: &str = include_str!("attention.wgsl");
 /// Workgroup memory a shader may use on every WebGPU adapter.
 pub const SHARED_BUDGET: usize = 16 * 1024;
 
-/// Whether this emitter handles `op`.
-pub fn handles(op: Op) -> bool {
-    matches!(op, Op::Attention(AttentionOp::Attention))
-}
-
-/// Sizes and element strides (batch, head, sequence) of one attention node.
-struct Dims {
-    batch: usize,
-    q_heads: usize,
-    kv_heads: usize,
-    sq: usize,
-    skv: usize,
-    head: usize,
-    q_strides: [usize; 3],
-    kv_strides: [usize; 3],
-}
-
-/// The attributes the shader follows: the scale, whether attention is causal and the
-/// head counts (needed for 3-D inputs).
-struct Attrs(Option<f32>, bool, Option<usize>, Option<usize>);
-
-/// Reads the attributes, rejecting every one that changes the result in a way the shader
-/// does not implement.
-fn attributes(node: &Node) -> Result<Attrs> {
-    let (mut scale, mut causal, mut hq, mut hk) = (None, false, None, None);
-    for (key, value) in &node.attrs.0 {
-        let bad = |what: &str| Err(unsupported(node, what));
-        match (key.as_str(), value) {
-            ("scale", Attr::Float(s)) => scale = Some(*s),
-            ("is_causal", Attr::Int(c)) => causal = *c != 0,
-            ("softcap", Attr::Float(c)) if *c == 0.0 => {}
-            ("softcap", _) => return bad("softcap"),
-            ("left_window_size" | "right_window_size", Attr::Int(-1)) => {}
-            ("left_window_size" | "right_window_size", _) => return bad("sliding windows"),
-            ("q_num_heads", Attr::Int(h)) if *h > 0 => hq = Some(*h as usize),
-            ("kv_num_heads", Attr::Int(h)) if *h > 0 => hk = Some(*h as usize),
-            // Only selects what the fourth output holds; the shader writes the first only.
-            ("qk_matmul_output_mode", Attr::Int(_)) => {}
-            // The shader's softmax is fp32, at least as precise as any of these.
-            (
-                "softmax_precision",
-                Attr::DType(DType::F32 | DType::F16 | DType::BF16) | Attr::Int(1 | 10 | 16),
-            ) => {}
-            ("softmax_precision", _) => return bad("a softmax precision above fp32"),
-            (other, _) => return bad(&format!("the attribute `{other}` = {value:?}")),
-        }
-    }
-    Ok(Attrs(scale, causal, hq, hk))
-}
-
-/// Sizes from Q, K, V and the output, 4-D or 3-D.
-fn dims(node: &Node, qs: &[usize], ks: &[usize], vs: &[usize], os: &[usize]) -> Result<Dims> {
-    let Attrs(_, _, hq_attr, hk_attr) = attributes(node)?;
-    let bad = || unsupported(node, format!("Q {qs:?}, K {ks:?}, V {vs:?}, output {os:?}"));
-    let four = match (qs.len(), ks.len(), vs.len()) {
-        (4, 4, 4) => true,
-        (3, 3, 3) => false,
-        _ => return Err(unsupported(node, "Q, K and V not all 4-D or all 3-D")),
-    };
-    if vs.last() != ks.last() && vs[..vs.len() - 1] == ks[..ks.len() - 1] {
-        return Err(unsupported(node, "a value head size other than the key's"));
-    }
-    let (hq, hk) = match (four, hq_attr, hk_attr) {
-        (true, _, _)
-            if hq_attr.is_some_and(|h| h != qs[1]) || hk_attr.is_some_and(|h| h != ks[1]) =>
-        {
-            return Err(unsupported(node, "head counts that differ from the shapes"))
-        }
-        (true, _, _) => (qs[1], ks[1]),
-        (false, Some(hq), Some(hk)) => (hq, hk),
-        _ => {
-            return Err(unsupported(
-                node,
-                "3-D inputs without q_num_heads/kv_num_heads",
-            ))
-        }
-    };
-    if hq == 0 || hk == 0 || !hq.is_multiple_of(hk) {
-        return Err(bad());
-    }
-    let r = qs.len();
-    let (batch, sq, skv, head) = (
-        qs[0],
-        qs[r - 2],
-        ks[r - 2],
-        qs[r - 1] / if four { 1 } else { hq },
-    );
-    let shape = |h: usize, s: usize| {
-        if four {
-            vec![batch, h, s, head]
-        } else {
-            vec![batch, s, h * head]
-        }
-    };
-    let strides = |h: usize, s: usize| {
-        if four {
-            [h * s * head, s * head, head]
-        } else {
-            [s * h * head, head, h * head]
-        }
-    };
-    if qs != shape(hq, sq) || ks != shape(hk, skv) || vs != ks || os != qs {
-        return Err(bad());
-    }
-    if qs.contains(&0) || skv == 0 {
-        return Err(unsupported(node, "empty tensors"));
-    }
-    Ok(Dims {
-        batch,
-        q_heads: hq,
-        kv_heads: hk,
-        sq,
-        skv,
-        head,
-        q_strides: strides(hq, sq),
-        kv_strides: strides(hk, skv),
-    })
-}
-
-/// The mask's bindings and code: the statement setting `mb` (its batch and head offset)
-/// and, for key `{i}`, the statement that folds it into `ok{i}` and `x{i}`.
-fn mask(g: &Graph, node: &Node, d: &Dims) -> Result<Option<(ValueId, DType, String, String)>> {
-    let Some(v) = node.inputs.get(3).copied().flatten() else {
-        return Ok(None);
-    };
-    let (dtype, ms) = typed(g, node, v)?;
-    if !matches!(dtype, DType::F32 | DType::F16 | DType::Bool) {
-        return Err(unsupported(node, format!("a {dtype} mask")));
-    }
-    if ms.is_empty() || ms.len() > 4 {
-        return Err(unsupported(node, "a mask that is not 1-D to 4-D"));
-    }
-    let mut m4 = vec![1usize; 4 - ms.len()];
-    m4.extend_from_slice(&ms);
-    let full = [d.batch, d.q_heads, d.sq, d.skv];
-    // As the reference: a last dim shorter than the keys is padded with -inf; other dims
-    // broadcast from 1.
-    let cols = m4[3];
-    if cols == 0 || cols > d.skv || (0..3).any(|a| m4[a] != 1 && m4[a] != full[a]) {
-        return Err(unsupported(
-            node,
-            format!("a mask of shape {ms:?} that does not broadcast to {full:?}"),
-        ));
-    }
-    let st = [cols * m4[2] * m4[1], cols * m4[2], cols];
-    let stride = |a: usize| if m4[a] == 1 { 0 } else { st[a] };
-    let base = format!("    let mb = b * {}u + h * {}u;\n", stride(0), stride(1));
-    let at = format!("mask[mb + i * {}u + j{{i}}]", stride(2));
+/// The mask in WGSL: the statement setting `mb` (its batch and head offset) and, for key
+/// `{i}`, the statement that folds it into `ok{i}` and `x{i}`.
+fn mask_code(m: &Mask, skv: usize) -> (String, String) {
+    let [sb, sh, si] = m.strides;
+    let base = format!("    let mb = b * {sb}u + h * {sh}u;\n");
+    let at = format!("mask[mb + i * {si}u + j{{i}}]");
     let mut code = String::new();
-    if cols < d.skv {
-        code += &format!("ok{{i}} = ok{{i}} && j{{i}} < {cols}u; ");
+    if m.cols < skv {
+        code += &format!("ok{{i}} = ok{{i}} && j{{i}} < {}u; ", m.cols);
     }
-    code += &if dtype == DType::Bool {
+    code += &if m.dtype == DType::Bool {
         format!("if (ok{{i}}) {{ ok{{i}} = {at} != 0u; }}")
     } else {
         format!("if (ok{{i}}) {{ let m = f32({at}); ok{{i}} = m >= NEG; x{{i}} = x{{i}} + m; }}")
     };
-    Ok(Some((v, dtype, base, code)))
+    (base, code)
 }
 
 /// Workgroup memory of a layout, bytes.
@@ -211,48 +68,16 @@ fn loader(name: &str, head: usize, vec4: bool) -> String {
 
 /// Emits the attention shader for `node`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    if node.outputs.len() != 1 {
-        return Err(unsupported(
-            node,
-            "the present_key/present_value/qk_matmul outputs",
-        ));
-    }
-    if node.inputs.iter().skip(4).any(Option::is_some) {
-        return Err(unsupported(
-            node,
-            "a KV cache (past_key/past_value/nonpad_kv_seqlen)",
-        ));
-    }
-    let input = |k: usize| {
-        node.inputs
-            .get(k)
-            .copied()
-            .flatten()
-            .ok_or_else(|| unsupported(node, "a missing Q, K or V"))
-    };
-    let (q, k, v, out) = (input(0)?, input(1)?, input(2)?, node.outputs[0]);
-    let (dt, qs) = typed(g, node, q)?;
-    let (kdt, ks) = typed(g, node, k)?;
-    let (vdt, vs) = typed(g, node, v)?;
-    let (odt, os) = typed(g, node, out)?;
-    if kdt != dt || vdt != dt || odt != dt {
-        return Err(unsupported(
-            node,
-            "Q, K, V and the output in different types",
-        ));
-    }
+    let a = lower(g, node).map_err(|e| e.for_backend("WGSL"))?;
+    let (dt, d, scale, causal) = (a.dtype, a.dims, a.scale, a.causal);
     let t = match dt {
         DType::F32 => "f32",
         DType::F16 => "f16",
         other => return Err(unsupported(node, format!("{other} data"))),
     };
-    let d = dims(node, &qs, &ks, &vs, &os)?;
-    let Attrs(scale, causal, _, _) = attributes(node)?;
-    let scale = scale.unwrap_or_else(|| (1.0 / (d.head as f64).sqrt()) as f32);
-    if !scale.is_finite() {
-        return Err(unsupported(node, format!("a scale of {scale}")));
+    if let Some(m) = a.mask.filter(|m| m.dtype == DType::BF16) {
+        return Err(unsupported(node, format!("a {} mask", m.dtype)));
     }
-    let mask = mask(g, node, &d)?;
 
     // Invocations per row: 8 for heads of 32 and more, 4 below; tiles as large as the
     // budget allows, no taller than the sequence needs.
@@ -286,15 +111,15 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         format!("var<storage, read> k: array<{arr}>;"),
         format!("var<storage, read> v: array<{arr}>;"),
     ];
-    let mut inputs = vec![q.0, k.0, v.0];
+    let mut inputs = vec![a.q.0, a.k.0, a.v.0];
     let mut f16 = dt == DType::F16;
-    let (mask_base, mask_code) = match &mask {
-        Some((mv, mdt, base, code)) => {
-            let mt = super::storage_type(*mdt).map_or("f32", |(s, _)| s);
-            f16 |= *mdt == DType::F16;
+    let (mask_base, mask_code) = match &a.mask {
+        Some(m) => {
+            let mt = super::storage_type(m.dtype).map_or("f32", |(s, _)| s);
+            f16 |= m.dtype == DType::F16;
             bindings.push(format!("var<storage, read> mask: array<{mt}>;"));
-            inputs.push(mv.0);
-            (base.clone(), code.clone())
+            inputs.push(m.value.0);
+            mask_code(m, d.skv)
         }
         None => (String::new(), String::new()),
     };
@@ -379,7 +204,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         source: fill(TEMPLATE, &refs)?,
         workgroups: [x, y, z],
         inputs,
-        outputs: vec![out.0],
+        outputs: vec![a.out.0],
         index_check: None,
     })
 }

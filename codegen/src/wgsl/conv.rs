@@ -19,19 +19,13 @@ use crate::lower::index::strides;
 use crate::template::fill;
 use crate::{CodegenError, Result};
 use gopt_ir::ops::fused::Activation;
-use gopt_ir::ops::{FusedOp, NnOp};
-use gopt_ir::{DType, Graph, Node, Op};
+use gopt_ir::{DType, Graph, Node};
 
 const GEMM: &str = include_str!("conv.wgsl");
 const DIRECT: &str = include_str!("conv_direct.wgsl");
 
 /// The activation helpers every convolution shader carries.
 const HELPERS: &str = include_str!("conv_act.wgsl");
-
-/// Whether this emitter handles `op`.
-pub fn handles(op: Op) -> bool {
-    matches!(op, Op::Nn(NnOp::Conv) | Op::Fused(FusedOp::FusedConv))
-}
 
 fn storage(node: &Node, dt: DType, what: &str) -> Result<&'static str> {
     match dt {

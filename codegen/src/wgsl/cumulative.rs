@@ -3,50 +3,25 @@
 //! at the store), 8/16/32-bit integers (wrapped to their width) and i64/u64 (exact, as
 //! `vec2<u32>`). One invocation per element loops over its lane: quadratic in the
 //! axis' length, for the short axes these ops have in models.
+//! The node is read once, for both backends, by [`crate::lower::cumulative`].
 
 use super::types::{self, kind, Kind};
 use super::unsupported;
 use super::WgslKernel;
+use crate::lower::cumulative::{spec, ScanAxis};
 use crate::template::fill;
-use crate::{CodegenError, Result};
-use gopt_ir::ops::ReduceOp;
-use gopt_ir::{DType, Graph, Node, Op};
+use crate::Result;
+use gopt_ir::{DType, Graph, Node};
 
 const TEMPLATE: &str = include_str!("cumulative.wgsl");
 
-/// Whether this emitter handles `op`.
-pub fn handles(op: Op) -> bool {
-    matches!(op, Op::Reduce(ReduceOp::CumSum | ReduceOp::CumProd))
-}
-
 /// Emits the shader for CumSum/CumProd node `node` of `g`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let plan = |e: gopt_ir::IrError| CodegenError::Plan(e.to_string());
-    let input = |k: usize| {
-        node.inputs
-            .get(k)
-            .copied()
-            .flatten()
-            .ok_or_else(|| unsupported(node, "a missing input"))
-    };
-    let (x, av) = (input(0)?, input(1)?);
-    let out = *node
-        .outputs
-        .first()
-        .ok_or_else(|| unsupported(node, "no output"))?;
-    let ty = g.ty(x).map_err(plan)?;
-    let dt = ty.dtype;
-    let shape =
-        gopt_ir::dim::concrete(&ty.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
+    let sp = spec(g, node)?;
+    let (dt, shape, prod) = (sp.dtype, &sp.shape, sp.prod);
+    let (exclusive, reverse) = (sp.exclusive, sp.reverse);
     let (st, _) = super::storage_type(dt).ok_or_else(|| unsupported(node, format!("{dt} data")))?;
-    let n = u32::try_from(shape.iter().product::<usize>())
-        .map_err(|_| unsupported(node, "more than 2^32 elements"))?;
-    if n == 0 || shape.is_empty() {
-        return Err(unsupported(node, "an empty or scalar input"));
-    }
-    let prod = node.op == Op::Reduce(ReduceOp::CumProd);
-    let exclusive = node.attrs.int_or("exclusive", 0).map_err(plan)? != 0;
-    let reverse = node.attrs.int_or("reverse", 0).map_err(plan)? != 0;
+    let n = u32::try_from(sp.n).map_err(|_| unsupported(node, "more than 2^32 elements"))?;
     let (init, combine) = match (kind(dt), prod) {
         (Some(Kind::Float), false) => ("0.0", "acc + v"),
         (Some(Kind::Float), true) => ("1.0", "acc * v"),
@@ -59,34 +34,18 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         _ => return Err(unsupported(node, format!("{dt} data"))),
     };
     let rank = shape.len();
-    let adt = g.ty(av).map_err(plan)?.dtype;
     let mut bindings = vec![format!("var<storage, read> x: array<{st}>;")];
-    let mut inputs = vec![x.0];
-    let axis = match g.constant(av) {
-        Some(c) => {
-            let a = *c
-                .to_i64_vec()
-                .first()
-                .ok_or_else(|| unsupported(node, "an empty axis"))?;
-            let a = gopt_ir::ops::util::norm_axis(a, rank).map_err(plan)?;
-            let inner: usize = shape[a + 1..].iter().product();
-            format!("    let d = {}u;\n    let inner = {inner}u;\n", shape[a])
-        }
-        None => {
-            let read = match adt {
-                DType::I64 => "bitcast<i32>(ax[0].x)",
-                DType::I32 => "ax[0]",
-                other => return Err(unsupported(node, format!("a {other} axis"))),
+    let mut inputs = vec![sp.x.0];
+    let axis = match sp.axis {
+        ScanAxis::Const { d, inner } => format!("    let d = {d}u;\n    let inner = {inner}u;\n"),
+        ScanAxis::Input { value, dtype } => {
+            let (read, elem) = if dtype == DType::I64 {
+                ("bitcast<i32>(ax[0].x)", "vec2<u32>")
+            } else {
+                ("ax[0]", "i32")
             };
-            bindings.push(format!(
-                "var<storage, read> ax: array<{}>;",
-                if adt == DType::I64 {
-                    "vec2<u32>"
-                } else {
-                    "i32"
-                }
-            ));
-            inputs.push(av.0);
+            bindings.push(format!("var<storage, read> ax: array<{elem}>;"));
+            inputs.push(value.0);
             let dims: Vec<String> = shape.iter().map(|d| format!("{d}u")).collect();
             format!(
                 "    let dims = array<u32, {rank}>({});\n    var a = {read};\n    if (a < 0i) {{ a = a + {rank}i; }}\n    let au = u32(clamp(a, 0i, {}i));\n    let d = dims[au];\n    var inner = 1u;\n    for (var k: u32 = au + 1u; k < {rank}u; k = k + 1u) {{ inner = inner * dims[k]; }}\n",
@@ -114,15 +73,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         &[
             ("enable", super::enable_f16(dt == DType::F16)),
             ("what", node.op.name()),
-            (
-                "mode",
-                match (exclusive, reverse) {
-                    (false, false) => "inclusive",
-                    (true, false) => "exclusive",
-                    (false, true) => "inclusive, reversed",
-                    (true, true) => "exclusive, reversed",
-                },
-            ),
+            ("mode", sp.mode()),
             ("bindings", &bindings.join("\n")),
             ("helpers", &helpers),
             ("axis", &axis),
@@ -142,7 +93,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         source,
         workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs,
-        outputs: vec![out.0],
+        outputs: vec![sp.out.0],
         index_check: None,
     })
 }

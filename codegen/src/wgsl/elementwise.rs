@@ -4,12 +4,16 @@
 //! value rounding once at the store), bool, 8/16/32-bit integers (in i32/u32, wrapped
 //! to their width after each op) and i64/u64 (as `vec2<u32>`, with exact 64-bit
 //! add/sub/mul, comparisons and casts; 64-bit division, remainder and powers are
-//! `Unsupported`). Ops without a WGSL form are `Unsupported`, by name.
+//! `Unsupported`). Ops without a WGSL form are `Unsupported`, by name. A single Dropout
+//! writes its all-true mask; one whose training mode or ratio is known only at run time
+//! fails the run where it would train ([`crate::lower::elementwise::dropout`]).
 
 use super::elementwise_expr::expr;
 use super::types::{self, kind};
 use super::unsupported;
 use super::{WgslKernel, WORKGROUP};
+use crate::lower::elementwise::{dropout, dropout_mask, Dropout, DROPOUT_TRAINING};
+use crate::plan::{index_code, IndexCheck};
 use crate::template::fill;
 use crate::{CodegenError, Result};
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
@@ -73,6 +77,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         names.insert(v, (lit, t.dtype()));
     }
     let mut code = String::new();
+    let mut check = None;
     for (i, bn) in body.nodes.iter().enumerate() {
         let Op::Elementwise(op) = bn.op else {
             return Err(unsupported(
@@ -81,7 +86,35 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
             ));
         };
         if op == gopt_ir::ops::ElementwiseOp::Dropout {
-            dropout_inference(g, node, &body, &params, bn)?;
+            let mode = dropout(g, &body, &params, bn).map_err(|what| unsupported(node, what))?;
+            if let Dropout::Checked { training, ratio } = mode {
+                // Training mode or the ratio known only at run time: the first
+                // invocation raises the node's code where it would train.
+                let c = IndexCheck {
+                    code: index_code(g, node)?,
+                    op: bn.op.name().into(),
+                    what: DROPOUT_TRAINING.into(),
+                };
+                let name = |v: ValueId| {
+                    names
+                        .get(&v)
+                        .map(|n| n.0.clone())
+                        .ok_or_else(|| unsupported(node, "an unbound body value"))
+                };
+                let mut cond = Vec::new();
+                if let Some(t) = training {
+                    cond.push(name(t)?);
+                }
+                if let Some(r) = ratio {
+                    cond.push(format!("{} != 0.0", name(r)?));
+                }
+                code += &format!(
+                    "        if (i == 0u && {}) {{ atomicMax(&gopt_err, {}u); }}\n",
+                    cond.join(" && "),
+                    c.code
+                );
+                check = Some(c);
+            }
         }
         let args: Vec<Option<(String, DType)>> = bn
             .inputs
@@ -111,11 +144,9 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
             node.name
         )));
     }
-    // A single Dropout's mask (inference mode, checked above): all true.
+    // A single Dropout's mask: all true (the data passes unchanged).
     let mut outputs = vec![out.0];
-    if let (Op::Elementwise(gopt_ir::ops::ElementwiseOp::Dropout), Some(&mask)) =
-        (node.op, node.outputs.get(1))
-    {
+    if let Some(mask) = dropout_mask(node) {
         let (mdt, ms) = static_shape(g, node, mask)?;
         let (mst, _) = super::storage_type(mdt)
             .filter(|_| mdt == DType::Bool && ms == shape)
@@ -129,6 +160,10 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     }
     if node.outputs.len() > outputs.len() {
         return Err(unsupported(node, "more than one output"));
+    }
+    if check.is_some() {
+        bindings += &super::bounds::error_binding(params.len() + outputs.len());
+        bindings.push('\n');
     }
     let store = types::store(odt, &result);
     let text = format!("{bindings}{index}{loads}{code}{store}");
@@ -161,43 +196,8 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         workgroups: [n32.div_ceil(WORKGROUP).clamp(1, 65535), 1, 1],
         inputs: params.iter().map(|v| v.0).collect(),
         outputs,
-        index_check: None,
+        index_check: check,
     })
-}
-
-/// Refuses a Dropout body node `bn` that may run in training mode: its `training_mode`
-/// input must be absent or a constant false, or its ratio a constant 0 (either way the
-/// data passes unchanged).
-fn dropout_inference(
-    g: &Graph,
-    node: &Node,
-    body: &Graph,
-    params: &[ValueId],
-    bn: &Node,
-) -> Result<()> {
-    // A body value's constant: moved into the body, or a parameter that is one.
-    let constant = |v: ValueId| {
-        body.constants.get(&v).or_else(|| {
-            let k = body.inputs.iter().position(|&b| b == v)?;
-            g.constant(*params.get(k)?)
-        })
-    };
-    let input = |k: usize| bn.inputs.get(k).copied().flatten();
-    let off = match input(2) {
-        None => true,
-        Some(v) => constant(v).is_some_and(|t| t.to_i64_vec().iter().all(|&b| b == 0)),
-    };
-    let zero_ratio = input(1)
-        .and_then(constant)
-        .is_some_and(|t| t.to_f64_vec().iter().all(|&r| r == 0.0));
-    if off || zero_ratio {
-        Ok(())
-    } else {
-        Err(unsupported(
-            node,
-            "Dropout in training mode (training_mode not a constant false, ratio not a constant 0)",
-        ))
-    }
 }
 
 /// `o{k}`: the element of broadcast input `k` (shape `s`) for output index `i`.

@@ -4,18 +4,29 @@
 //! `Err` naming it.
 
 use super::types::{self, kind, Kind};
+use crate::lower::elementwise::{check, params};
 use gopt_ir::ops::ElementwiseOp as E;
 use gopt_ir::{Attrs, DType};
 
 type R = std::result::Result<String, String>;
 
-fn fattr(a: &Attrs, name: &str, d: f32) -> R {
-    let v = a.float_or(name, d).map_err(|e| e.to_string())?;
+/// The literal of attribute `name`'s value `v` (WGSL has no infinite literals).
+fn lit(v: f32, name: &str) -> R {
     if v.is_finite() {
         Ok(types::f32_literal(v))
     } else {
         Err(format!("a non-finite {name}"))
     }
+}
+
+/// A comparison.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Cmp {
+    Eq,
+    Lt,
+    Le,
+    Gt,
+    Ge,
 }
 
 /// The zero of a kind.
@@ -40,23 +51,23 @@ fn less(dt: DType, a: &str, b: &str) -> String {
 }
 
 /// A comparison of two values of `dt` (IEEE for floats: NaN compares false).
-fn compare(op: E, dt: DType, a: &str, b: &str) -> String {
+fn compare(op: Cmp, dt: DType, a: &str, b: &str) -> String {
     let o = match op {
-        E::Equal => "==",
-        E::Less => "<",
-        E::LessOrEqual => "<=",
-        E::Greater => ">",
-        _ => ">=",
+        Cmp::Eq => "==",
+        Cmp::Lt => "<",
+        Cmp::Le => "<=",
+        Cmp::Gt => ">",
+        Cmp::Ge => ">=",
     };
     match kind(dt) {
         Some(Kind::Wide) => match op {
-            E::Equal => format!("all({a} == {b})"),
-            E::Less => less(dt, a, b),
-            E::Greater => less(dt, b, a),
-            E::LessOrEqual => format!("(!{})", less(dt, b, a)),
-            _ => format!("(!{})", less(dt, a, b)),
+            Cmp::Eq => format!("all({a} == {b})"),
+            Cmp::Lt => less(dt, a, b),
+            Cmp::Gt => less(dt, b, a),
+            Cmp::Le => format!("(!{})", less(dt, b, a)),
+            Cmp::Ge => format!("(!{})", less(dt, a, b)),
         },
-        Some(Kind::Bool) if op != E::Equal => {
+        Some(Kind::Bool) if op != Cmp::Eq => {
             format!("(select(0u, 1u, {a}) {o} select(0u, 1u, {b}))")
         }
         _ => format!("({a} {o} {b})"),
@@ -91,8 +102,10 @@ pub fn expr(op: E, a: &Attrs, args: &[Option<(String, DType)>], out: DType) -> R
     };
     let x = |i: usize| arg(i).map(|a| a.0);
     let (_, dt0) = arg(0).or_else(|_| arg(1))?;
+    check(op, dt0)?;
+    let p = params(op, a)?;
     let k0 = kind(dt0).ok_or_else(|| format!("{dt0} inputs"))?;
-    let ko = kind(out).ok_or_else(|| format!("{out} outputs"))?;
+    kind(out).ok_or_else(|| format!("{out} outputs"))?;
     let name = op.name();
     let on = |what: &str| format!("{name} on {dt0} ({what})");
     let wide_no = || {
@@ -113,42 +126,47 @@ pub fn expr(op: E, a: &Attrs, args: &[Option<(String, DType)>], out: DType) -> R
         .flatten()
         .map(|(s, d)| (s.as_str(), *d))
         .collect();
-    Ok(match op {
-        E::Add | E::Sub | E::Mul => {
-            let (p, q) = (x(0)?, x(1)?);
-            match k0 {
-                Kind::Bool => return Err(on("takes a numeric type")),
-                Kind::Wide => {
-                    let f = match op {
-                        E::Add => "gopt_add64",
-                        E::Sub => "gopt_sub64",
-                        _ => "gopt_mul64",
-                    };
-                    format!("{f}({p}, {q})")
-                }
-                _ => {
-                    let o = match op {
-                        E::Add => "+",
-                        E::Sub => "-",
-                        _ => "*",
-                    };
-                    format!("({p} {o} {q})")
-                }
-            }
+    // Add, Sub, Mul: `wide` is the exact 64-bit helper.
+    let add_like = |wide: &str, o: &str| -> R {
+        let (v, q) = (x(0)?, x(1)?);
+        match k0 {
+            Kind::Bool => Err(on("takes a numeric type")),
+            Kind::Wide => Ok(format!("{wide}({v}, {q})")),
+            Kind::Float | Kind::Int | Kind::Uint => Ok(format!("({v} {o} {q})")),
         }
+    };
+    // Max, Min, Sum: `f` folded over the present inputs.
+    let fold = |f: &dyn Fn(&str, &str) -> String| -> R {
+        if k0 == Kind::Bool {
+            return Err(on("takes a numeric type"));
+        }
+        let (first, rest) = present.split_first().ok_or("no inputs")?;
+        Ok(rest
+            .iter()
+            .fold(first.0.to_string(), |acc, (v, _)| f(&acc, v)))
+    };
+    let logic = |o: &str| -> R {
+        if k0 != Kind::Bool {
+            return Err(on("takes bool"));
+        }
+        Ok(format!("({} {o} {})", x(0)?, x(1)?))
+    };
+    Ok(match op {
+        E::Add => add_like("gopt_add64", "+")?,
+        E::Sub => add_like("gopt_sub64", "-")?,
+        E::Mul => add_like("gopt_mul64", "*")?,
         E::Div => match k0 {
             Kind::Bool => return Err(on("takes a numeric type")),
             Kind::Wide => return wide_no(),
             _ => format!("({} / {})", x(0)?, x(1)?),
         },
         E::Mod => {
-            let fmod = a.int_or("fmod", 0).map_err(|e| e.to_string())? != 0;
-            let (p, q) = (x(0)?, x(1)?);
-            match (k0, fmod) {
-                (Kind::Float, true) => format!("gopt_fmod({p}, {q})"),
-                (Kind::Float, false) => format!("gopt_mod_floor({p}, {q})"),
-                (Kind::Int, false) => format!("gopt_imod_floor({p}, {q})"),
-                (Kind::Int | Kind::Uint, _) => format!("({p} % {q})"),
+            let (v, q) = (x(0)?, x(1)?);
+            match (k0, p.fmod) {
+                (Kind::Float, true) => format!("gopt_fmod({v}, {q})"),
+                (Kind::Float, false) => format!("gopt_mod_floor({v}, {q})"),
+                (Kind::Int, false) => format!("gopt_imod_floor({v}, {q})"),
+                (Kind::Int | Kind::Uint, _) => format!("({v} % {q})"),
                 (Kind::Bool, _) => return Err(on("takes a numeric type")),
                 (Kind::Wide, _) => return wide_no(),
             }
@@ -222,19 +240,10 @@ pub fn expr(op: E, a: &Attrs, args: &[Option<(String, DType)>], out: DType) -> R
                 k => format!("select({v}, {v} * {s}, {v} < {})", zero(k)),
             }
         }
-        E::Max | E::Min | E::Sum => {
-            if k0 == Kind::Bool {
-                return Err(on("takes a numeric type"));
-            }
-            let (first, rest) = present.split_first().ok_or("no inputs")?;
-            rest.iter()
-                .fold(first.0.to_string(), |acc, (v, _)| match op {
-                    E::Max => extreme(dt0, true, &acc, v),
-                    E::Min => extreme(dt0, false, &acc, v),
-                    _ if k0 == Kind::Wide => format!("gopt_add64({acc}, {v})"),
-                    _ => format!("({acc} + {v})"),
-                })
-        }
+        E::Max => fold(&|acc, v| extreme(dt0, true, acc, v))?,
+        E::Min => fold(&|acc, v| extreme(dt0, false, acc, v))?,
+        E::Sum if k0 == Kind::Wide => fold(&|acc, v| format!("gopt_add64({acc}, {v})"))?,
+        E::Sum => fold(&|acc, v| format!("({acc} + {v})"))?,
         E::Mean => {
             let sum = present
                 .iter()
@@ -256,45 +265,29 @@ pub fn expr(op: E, a: &Attrs, args: &[Option<(String, DType)>], out: DType) -> R
             }
             e
         }
-        E::Equal | E::Less | E::LessOrEqual | E::Greater | E::GreaterOrEqual => {
-            let (p, q) = (x(0)?, x(1)?);
-            compare(op, dt0, p, q)
-        }
+        E::Equal => compare(Cmp::Eq, dt0, x(0)?, x(1)?),
+        E::Less => compare(Cmp::Lt, dt0, x(0)?, x(1)?),
+        E::LessOrEqual => compare(Cmp::Le, dt0, x(0)?, x(1)?),
+        E::Greater => compare(Cmp::Gt, dt0, x(0)?, x(1)?),
+        E::GreaterOrEqual => compare(Cmp::Ge, dt0, x(0)?, x(1)?),
         E::Not => match k0 {
             Kind::Bool => format!("(!{})", x(0)?),
             _ => return Err(on("takes bool")),
         },
-        E::And | E::Or | E::Xor => {
-            if k0 != Kind::Bool {
-                return Err(on("takes bool"));
-            }
-            let o = match op {
-                E::And => "&&",
-                E::Or => "||",
-                _ => "!=",
-            };
-            format!("({} {o} {})", x(0)?, x(1)?)
-        }
-        E::BitwiseNot | E::BitwiseAnd | E::BitwiseOr | E::BitwiseXor => {
-            if !matches!(k0, Kind::Int | Kind::Uint | Kind::Wide) {
-                return Err(on("takes an integer type"));
-            }
-            match op {
-                E::BitwiseNot => format!("(~{})", x(0)?),
-                E::BitwiseAnd => format!("({} & {})", x(0)?, x(1)?),
-                E::BitwiseOr => format!("({} | {})", x(0)?, x(1)?),
-                _ => format!("({} ^ {})", x(0)?, x(1)?),
-            }
-        }
+        E::And => logic("&&")?,
+        E::Or => logic("||")?,
+        E::Xor => logic("!=")?,
+        E::BitwiseNot => format!("(~{})", x(0)?),
+        E::BitwiseAnd => format!("({} & {})", x(0)?, x(1)?),
+        E::BitwiseOr => format!("({} | {})", x(0)?, x(1)?),
+        E::BitwiseXor => format!("({} ^ {})", x(0)?, x(1)?),
         E::IsNaN => float_only(format!(
             "((bitcast<u32>({}) & 0x7fffffffu) > 0x7f800000u)",
             x(0)?
         ))?,
         E::IsInf => {
-            let pos = a.int_or("detect_positive", 1).map_err(|e| e.to_string())? != 0;
-            let neg = a.int_or("detect_negative", 1).map_err(|e| e.to_string())? != 0;
             let b = format!("bitcast<u32>({})", x(0)?);
-            float_only(match (pos, neg) {
+            float_only(match (p.detect_positive, p.detect_negative) {
                 (true, true) => format!("(({b} & 0x7fffffffu) == 0x7f800000u)"),
                 (true, false) => format!("({b} == 0x7f800000u)"),
                 (false, true) => format!("({b} == 0xff800000u)"),
@@ -316,11 +309,7 @@ pub fn expr(op: E, a: &Attrs, args: &[Option<(String, DType)>], out: DType) -> R
             // Shifts by a negative amount or by the width or more give 0 (-1 for a
             // negative value shifted right), as the reference; the amount is masked
             // so that a constant one is a valid WGSL shift either way.
-            let left = match a.str_or("direction", "").map_err(|e| e.to_string())? {
-                "LEFT" => true,
-                "RIGHT" => false,
-                d => return Err(format!("BitShift direction {d:?}")),
-            };
+            let left = p.shift_left;
             let (v, y) = (x(0)?, x(1)?);
             let w = dt0.size() * 8;
             match k0 {
@@ -356,12 +345,7 @@ pub fn expr(op: E, a: &Attrs, args: &[Option<(String, DType)>], out: DType) -> R
                 _ => return Err(on("takes an integer type")),
             }
         }
-        // Float math.
-        _ if ko != Kind::Float || k0 != Kind::Float => {
-            return Err(format!(
-                "{name} on {dt0} (no WGSL form for non-float types)"
-            ))
-        }
+        // Float math: `check` has refused other input types.
         E::Reciprocal => format!("(1.0 / {})", x(0)?),
         E::Sqrt => format!("sqrt({})", x(0)?),
         E::Exp => format!("exp({})", x(0)?),
@@ -395,46 +379,43 @@ pub fn expr(op: E, a: &Attrs, args: &[Option<(String, DType)>], out: DType) -> R
         E::Erf => format!("gopt_erf({})", x(0)?),
         E::LeakyRelu => {
             let v = x(0)?;
-            format!(
-                "select({v} * {}, {v}, {v} >= 0.0)",
-                fattr(a, "alpha", 0.01)?
-            )
+            format!("select({v} * {}, {v}, {v} >= 0.0)", lit(p.alpha, "alpha")?)
         }
         E::Elu => {
             let v = x(0)?;
             format!(
                 "select({} * (exp({v}) - 1.0), {v}, {v} >= 0.0)",
-                fattr(a, "alpha", 1.0)?
+                lit(p.alpha, "alpha")?
             )
         }
         E::Selu => {
             let v = x(0)?;
-            let alpha = fattr(a, "alpha", 1.673_263_2)?;
-            let gamma = fattr(a, "gamma", 1.050_701)?;
+            let alpha = lit(p.alpha, "alpha")?;
+            let gamma = lit(p.gamma, "gamma")?;
             format!("select({gamma} * {alpha} * (exp({v}) - 1.0), {gamma} * {v}, {v} > 0.0)")
         }
         E::Celu => {
             let v = x(0)?;
-            let alpha = fattr(a, "alpha", 1.0)?;
+            let alpha = lit(p.alpha, "alpha")?;
             format!("(max({v}, 0.0) + min(0.0, {alpha} * (exp({v} / {alpha}) - 1.0)))")
         }
         E::ThresholdedRelu => {
             let v = x(0)?;
-            format!("select(0.0, {v}, {v} > {})", fattr(a, "alpha", 1.0)?)
+            format!("select(0.0, {v}, {v} > {})", lit(p.alpha, "alpha")?)
         }
         E::Shrink => {
             let v = x(0)?;
-            let bias = fattr(a, "bias", 0.0)?;
-            let lambd = fattr(a, "lambd", 0.5)?;
+            let bias = lit(p.bias, "bias")?;
+            let lambd = lit(p.lambd, "lambd")?;
             format!(
                 "select(select(0.0, {v} - {bias}, {v} > {lambd}), {v} + {bias}, {v} < -{lambd})"
             )
         }
         E::HardSigmoid => format!(
             "clamp({} * {} + {}, 0.0, 1.0)",
-            fattr(a, "alpha", 0.2)?,
+            lit(p.alpha, "alpha")?,
             x(0)?,
-            fattr(a, "beta", 0.5)?
+            lit(p.beta, "beta")?
         ),
         E::HardSwish => {
             let v = x(0)?;
@@ -451,16 +432,17 @@ pub fn expr(op: E, a: &Attrs, args: &[Option<(String, DType)>], out: DType) -> R
         }
         E::Gelu => {
             let v = x(0)?;
-            match a.str_or("approximate", "none").map_err(|e| e.to_string())? {
-                "tanh" => format!(
+            if p.gelu_tanh {
+                format!(
                     "(0.5 * {v} * (1.0 + gopt_tanh(0.7978845608 * ({v} + 0.044715 * {v} * {v} * {v}))))"
-                ),
-                _ => format!("(0.5 * {v} * (1.0 + gopt_erf({v} * 0.7071067812)))"),
+                )
+            } else {
+                format!("(0.5 * {v} * (1.0 + gopt_erf({v} * 0.7071067812)))")
             }
         }
         E::Swish => {
             let v = x(0)?;
-            format!("({v} * gopt_sigmoid({} * {v}))", fattr(a, "alpha", 1.0)?)
+            format!("({v} * gopt_sigmoid({} * {v}))", lit(p.alpha, "alpha")?)
         }
         E::BitCast
         | E::Bernoulli

@@ -1,89 +1,51 @@
 //! Gemm in WGSL, for the forms the optimizer leaves as Gemm (transposes, alpha, beta, a
-//! bias C broadcast to the output): `alpha * op(A) op(B) + beta * C` over f32/f16, one
-//! invocation per output element (a plain loop: these are the small Gemms that did not
-//! become MatMuls).
+//! bias C broadcast to the output; read by [`crate::lower::gemm`]):
+//! `alpha * op(A) op(B) + beta * C` over f32/f16, one invocation per output element (a
+//! plain loop: these are the small Gemms that did not become MatMuls).
 
 use super::unsupported;
 use super::WgslKernel;
+use crate::lower::gemm;
 use crate::template::fill;
 use crate::{CodegenError, Result};
-use gopt_ir::ops::NnOp;
-use gopt_ir::{DType, Graph, Node, Op, ValueId};
+use gopt_ir::{DType, Graph, Node};
 
 const TEMPLATE: &str = include_str!("gemm.wgsl");
 
-/// Whether this emitter handles `op`.
-pub fn handles(op: Op) -> bool {
-    matches!(op, Op::Nn(NnOp::Gemm))
-}
-
 /// Emits the shader for Gemm node `node` of `g`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let plan = |e: gopt_ir::IrError| CodegenError::Plan(e.to_string());
-    let input = |k: usize| node.inputs.get(k).copied().flatten();
-    let typed = |v: ValueId| -> Result<(DType, Vec<usize>, &'static str)> {
-        let t = g.ty(v).map_err(plan)?;
-        let s =
-            gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
-        let st = match t.dtype {
-            DType::F32 => "f32",
-            DType::F16 => "f16",
-            other => return Err(unsupported(node, format!("{other} data"))),
-        };
-        Ok((t.dtype, s, st))
+    let neutral = |e: CodegenError| e.for_backend("WGSL");
+    let p = gemm::parts(node).map_err(neutral)?;
+    let pr = gemm::problem(g, node, &p).map_err(neutral)?;
+    let elem = |dt: DType| match dt {
+        DType::F32 => Ok("f32"),
+        DType::F16 => Ok("f16"),
+        other => Err(unsupported(node, format!("{other} data"))),
     };
-    let a = input(0).ok_or_else(|| unsupported(node, "a missing input"))?;
-    let b = input(1).ok_or_else(|| unsupported(node, "a missing input"))?;
-    let out = *node
-        .outputs
-        .first()
-        .ok_or_else(|| unsupported(node, "no output"))?;
-    let (_, as_, at) = typed(a)?;
-    let (_, bs, bt) = typed(b)?;
-    let (_, _, yt) = typed(out)?;
-    let ta = node.attrs.int_or("transA", 0).map_err(plan)? != 0;
-    let tb = node.attrs.int_or("transB", 0).map_err(plan)? != 0;
-    let alpha = node.attrs.float_or("alpha", 1.0).map_err(plan)?;
-    let beta = node.attrs.float_or("beta", 1.0).map_err(plan)?;
+    let (at, yt) = (elem(pr.dtype)?, elem(pr.out_dtype)?);
+    let (alpha, beta) = (p.alpha, p.beta);
     if !alpha.is_finite() || !beta.is_finite() {
         return Err(unsupported(node, "a non-finite alpha or beta"));
     }
-    let ([a0, a1], [b0, b1]) = (
-        <[usize; 2]>::try_from(as_.as_slice())
-            .map_err(|_| unsupported(node, "an A that is not a matrix"))?,
-        <[usize; 2]>::try_from(bs.as_slice())
-            .map_err(|_| unsupported(node, "a B that is not a matrix"))?,
-    );
-    let (m, k) = if ta { (a1, a0) } else { (a0, a1) };
-    let (kb, n) = if tb { (b1, b0) } else { (b0, b1) };
-    if k != kb {
-        return Err(unsupported(node, "A and B of different inner sizes"));
-    }
+    let (m, k, n, ta, tb) = (pr.m, pr.k, pr.n, pr.trans_a, pr.trans_b);
     let mn = u32::try_from(m * n).map_err(|_| unsupported(node, "more than 2^32 outputs"))?;
     if mn == 0 {
         return Err(unsupported(node, "an empty output"));
     }
     let mut bindings = vec![
         format!("var<storage, read> a: array<{at}>;"),
-        format!("var<storage, read> b: array<{bt}>;"),
+        format!("var<storage, read> b: array<{at}>;"),
     ];
-    let mut inputs = vec![a.0, b.0];
+    let mut inputs = vec![pr.a.0, pr.b.0];
     let mut result = format!("{} * acc", super::types::f32_literal(alpha));
     let mut how = String::new();
-    if let Some(cv) = input(2).filter(|_| beta != 0.0) {
-        let (_, cs, ct) = typed(cv)?;
-        let (cm, cn) = match cs[..] {
-            [] => (1, 1),
-            [x] => (1, x),
-            [x, y] => (x, y),
-            _ => return Err(unsupported(node, "a C of rank above 2")),
-        };
-        if (cm != 1 && cm != m) || (cn != 1 && cn != n) {
-            return Err(unsupported(
-                node,
-                "a C that does not broadcast to the output",
-            ));
-        }
+    if let Some(cv) = p.bias {
+        let [cm, cn] = gemm::gemm_c(g, node, cv, m, n).map_err(neutral)?;
+        let ct = elem(
+            g.ty(cv)
+                .map_err(|e| CodegenError::Plan(e.to_string()))?
+                .dtype,
+        )?;
         let row = if cm == 1 {
             "0u".into()
         } else {
@@ -137,7 +99,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         source,
         workgroups: [mn.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs,
-        outputs: vec![out.0],
+        outputs: vec![pr.out.0],
         index_check: None,
     })
 }

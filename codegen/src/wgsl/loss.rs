@@ -5,24 +5,17 @@
 //! `ignore_index` nor a class fails the run: [`super::bounds`]). `none` runs one
 //! invocation per target; `sum` and `mean` run one workgroup that sums the losses (and
 //! the weights, for `mean`) through workgroup memory.
+//! The node is read once, for both backends, by [`crate::lower::loss`].
 
 use super::types;
 use super::unsupported;
 use super::WgslKernel;
+use crate::lower::loss::{spec, Reduction};
 use crate::template::fill;
-use crate::{CodegenError, Result};
-use gopt_ir::ops::ReduceOp;
-use gopt_ir::{DType, Graph, Node, Op, ValueId};
+use crate::Result;
+use gopt_ir::{DType, Graph, Node};
 
 const TEMPLATE: &str = include_str!("loss.wgsl");
-
-/// Whether this emitter handles `op`.
-pub fn handles(op: Op) -> bool {
-    matches!(
-        op,
-        Op::Reduce(ReduceOp::NegativeLogLikelihoodLoss | ReduceOp::SoftmaxCrossEntropyLoss)
-    )
-}
 
 fn float(node: &Node, dt: DType) -> Result<&'static str> {
     match dt {
@@ -34,37 +27,17 @@ fn float(node: &Node, dt: DType) -> Result<&'static str> {
 
 /// Emits the shader for loss node `node` of `g`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let plan = |e: gopt_ir::IrError| CodegenError::Plan(e.to_string());
-    let input = |k: usize| node.inputs.get(k).copied().flatten();
-    let typed = |v: ValueId| -> Result<(DType, Vec<usize>)> {
-        let t = g.ty(v).map_err(plan)?;
-        let s =
-            gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
-        Ok((t.dtype, s))
-    };
-    let sce = node.op == Op::Reduce(ReduceOp::SoftmaxCrossEntropyLoss);
-    let x = input(0).ok_or_else(|| unsupported(node, "a missing input"))?;
-    let tv = input(1).ok_or_else(|| unsupported(node, "a missing input"))?;
-    let (dt, xs) = typed(x)?;
-    let (tdt, ts) = typed(tv)?;
+    let sp = spec(g, node)?;
+    let (c, d, m) = (sp.c, sp.d, sp.m);
+    let (x, dt) = sp.scores;
+    let (tv, tdt) = sp.targets;
     let xt = float(node, dt)?;
-    let [n, c, ref rest @ ..] = xs[..] else {
-        return Err(unsupported(node, "scores of rank below 2"));
-    };
-    let d: usize = rest.iter().product();
-    let m = n * d;
-    if ts.iter().product::<usize>() != m || xs.iter().product::<usize>() >= 1 << 31 {
-        return Err(unsupported(node, "targets that do not match the scores"));
+    if sp.scores_len >= 1 << 31 {
+        return Err(unsupported(node, "scores of 2^31 elements or more"));
     }
-    if m == 0 || c == 0 {
-        return Err(unsupported(node, "empty inputs"));
-    }
-    let reduction = node.attrs.str_or("reduction", "mean").map_err(plan)?;
-    if !["none", "sum", "mean"].contains(&reduction) {
-        return Err(unsupported(node, format!("reduction `{reduction}`")));
-    }
-    let none = reduction == "none";
-    let ignore = node.attrs.int("ignore_index").map_err(plan)?;
+    let reduction = sp.reduction.name();
+    let none = sp.reduction == Reduction::None;
+    let ignore = sp.ignore_index;
     let mut bindings = vec![format!("var<storage, read> x: array<{xt}>;")];
     let mut inputs = vec![x.0];
     let read = match tdt {
@@ -82,7 +55,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
                 "        let ignored = {ign};\n        let hi = bitcast<i32>(tw.y);\n        let t = bitcast<i32>(tw.x);\n        let valid = ((hi == 0i && t >= 0i) || (hi == -1i && t < 0i)) && t >= 0i && t < {c}i;\n"
             )
         }
-        DType::I32 => {
+        _ => {
             bindings.push("var<storage, read> tgt: array<i32>;".into());
             let ign = match ignore {
                 Some(v) if i32::try_from(v).is_ok() => format!("(tw == {v}i)"),
@@ -92,22 +65,17 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
                 "        let ignored = {ign};\n        let t = tw;\n        let valid = t >= 0i && t < {c}i;\n"
             )
         }
-        other => return Err(unsupported(node, format!("{other} targets"))),
     };
     // A target that is neither ignored nor a class is an error (as on the CPU), not a
     // zero weight.
-    let check = super::bounds::check(g, node, c, format!("a target outside the {c} classes"))?;
+    let check = super::bounds::check(g, node, c, sp.out_of_range())?;
     let read = format!(
         "{read}        if (!ignored && !valid) {{ atomicMax(&gopt_err, {}u); }}\n",
         check.code
     );
     inputs.push(tv.0);
-    let weight = match input(2) {
-        Some(wv) => {
-            let (wdt, wsh) = typed(wv)?;
-            if wsh.iter().product::<usize>() != c {
-                return Err(unsupported(node, "weights that are not one per class"));
-            }
+    let weight = match sp.weight {
+        Some((wv, wdt)) => {
             bindings.push(format!(
                 "var<storage, read> weight: array<{}>;",
                 float(node, wdt)?
@@ -117,19 +85,13 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         }
         None => "1.0".to_string(),
     };
-    let out = *node
-        .outputs
-        .first()
-        .ok_or_else(|| unsupported(node, "no output"))?;
-    let (odt, _) = typed(out)?;
-    let ot = float(node, odt)?;
+    let ot = float(node, sp.loss.1)?;
     bindings.push(format!("var<storage, read_write> y: array<{ot}>;"));
-    let mut outputs = vec![out.0];
+    let mut outputs = vec![sp.loss.0 .0];
     let mut prep = String::new();
-    let xk = if sce {
-        let write = match node.outputs.get(1) {
-            Some(&lv) => {
-                let (ldt, _) = typed(lv)?;
+    let xk = if sp.softmax {
+        let write = match sp.log_prob {
+            Some((lv, ldt)) => {
                 let lt = float(node, ldt)?;
                 bindings.push(format!("var<storage, read_write> logp: array<{lt}>;"));
                 outputs.push(lv.0);
@@ -144,9 +106,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         );
         format!("f32(x[base + k * {d}u]) - shift")
     } else {
-        if node.outputs.len() > 1 {
-            return Err(unsupported(node, "more than one output"));
-        }
         format!("f32(x[base + k * {d}u])")
     };
     let (start, step, each, finish, groups) = if none {
@@ -160,7 +119,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
                 .clamp(1, 65535),
         )
     } else {
-        let result = if reduction == "mean" {
+        let result = if sp.reduction == Reduction::Mean {
             "red[0] / redw[0]"
         } else {
             "red[0]"

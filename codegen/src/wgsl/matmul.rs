@@ -18,22 +18,17 @@
 
 use super::WgslKernel;
 use super::{typed, unsupported};
+use crate::lower::gemm;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::ops::fused::{Activation, MATMUL_ACTIVATIONS};
-use gopt_ir::ops::{FusedOp, NnOp};
-use gopt_ir::{DType, Graph, Node, Op};
+use gopt_ir::ops::fused::Activation;
+use gopt_ir::{DType, Graph, Node};
 
 use super::gemm_split::split;
 use super::gemm_tile::{tile, Operand};
 
 const TEMPLATE: &str = include_str!("matmul.wgsl");
 const SPLIT_TEMPLATE: &str = include_str!("matmul_split.wgsl");
-
-/// Whether this emitter handles `op`.
-pub fn handles(op: Op) -> bool {
-    matches!(op, Op::Nn(NnOp::MatMul) | Op::Fused(FusedOp::FusedMatMul))
-}
 
 fn storage(node: &Node, dt: DType) -> Result<&'static str> {
     match dt {
@@ -65,50 +60,15 @@ fn act_code(act: Activation) -> String {
 
 /// Emits the GEMM shader for `node`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let fused = node.op == Op::Fused(FusedOp::FusedMatMul);
-    let err = |e: gopt_ir::IrError| unsupported(node, e.to_string());
-    let (act, alpha, trans_b) = if fused {
-        (
-            Activation::from_node(node, MATMUL_ACTIVATIONS).map_err(err)?,
-            node.attrs.float_or("alpha", 1.0).map_err(err)?,
-            node.attrs.int_or("trans_b", 0).map_err(err)? == 1,
-        )
-    } else {
-        (Activation::None, 1.0, false)
-    };
-    let input = |k: usize| node.inputs.get(k).copied().flatten();
-    let (Some(a), Some(b)) = (input(0), input(1)) else {
-        return Err(unsupported(node, "a missing A or B"));
-    };
-    let out = *node
-        .outputs
-        .first()
-        .ok_or_else(|| unsupported(node, "no output"))?;
-    let (adt, ash) = typed(g, node, a)?;
-    let (bdt, bsh) = typed(g, node, b)?;
-    let (odt, osh) = typed(g, node, out)?;
-    if ash.len() < 2 || bsh.len() < 2 {
-        return Err(unsupported(node, "1-D operands"));
-    }
-    let (m, k) = (ash[ash.len() - 2], ash[ash.len() - 1]);
-    let n = if trans_b {
-        bsh[bsh.len() - 2]
-    } else {
-        bsh[bsh.len() - 1]
-    };
-    let abatch: usize = ash[..ash.len() - 2].iter().product();
-    let bbatch: usize = bsh[..bsh.len() - 2].iter().product();
-    let (m, batch, stride_a, stride_b) = if bbatch == 1 {
-        (m * abatch, 1, 0, 0)
-    } else if ash[..ash.len() - 2] == bsh[..bsh.len() - 2] {
-        (m, abatch, m * k, k * n)
-    } else {
-        return Err(unsupported(node, "batch dims that broadcast"));
-    };
-    let total: usize = osh.iter().product();
-    if total != m * n * batch {
-        return Err(unsupported(node, "an output that is not M×N per batch"));
-    }
+    let neutral = |e: crate::CodegenError| e.for_backend("WGSL");
+    let p = gemm::parts(node).map_err(neutral)?;
+    let pr = gemm::problem(g, node, &p).map_err(neutral)?;
+    let (act, alpha, trans_b) = (p.act, p.alpha, p.trans_b);
+    let (a, b, out) = (pr.a, pr.b, pr.out);
+    let (dt, odt) = (pr.dtype, pr.out_dtype);
+    let (m, n, k, batch) = (pr.m, pr.n, pr.k, pr.batch);
+    let (stride_a, stride_b) = (pr.stride_a, pr.stride_b);
+    let total = m * n * batch;
     // vec4 loads where every row of the operand starts on a multiple of 4 elements
     // (bindings start at offset 0, batch strides are multiples of the row length).
     let a_vec = k % 4 == 0;
@@ -122,12 +82,12 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         };
         Ok(format!("var<storage, read> {name}: array<{t}>;"))
     };
-    let mut bindings = vec![operand("a", adt, a_vec)?, operand("b", bdt, b_vec)?];
+    let mut bindings = vec![operand("a", dt, a_vec)?, operand("b", dt, b_vec)?];
     let mut inputs = vec![a.0, b.0];
-    let mut f16 = [adt, bdt, odt].contains(&DType::F16);
+    let mut f16 = [dt, odt].contains(&DType::F16);
     let mut epilogue = String::new();
     let mut formula = format!("{}(alpha·A·B", act.name());
-    if let Some(bias) = input(2).filter(|_| fused) {
+    if let Some(bias) = p.bias {
         let (dt, s) = typed(g, node, bias)?;
         if s.iter().product::<usize>() != n || s.last() != Some(&n) {
             return Err(unsupported(node, "a bias that is not one value per column"));
@@ -143,7 +103,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     }
     formula += ")";
     epilogue += &act_code(act);
-    if let Some(res) = input(3).filter(|_| fused) {
+    if let Some(res) = p.residual {
         let (dt, s) = typed(g, node, res)?;
         if s.iter().product::<usize>() != total {
             return Err(unsupported(node, "a residual that broadcasts"));

@@ -1,11 +1,10 @@
-//! The WGSL emitter (issue 5, being built): compute shaders for the nodes of a
-//! specialized graph, one shader module per kernel, each parsed and validated by naga
-//! before it is handed out. An invalid shader is a compiler bug: its error carries the
-//! node it came from and the shader text ([`crate::CodegenError::Shader`]). So far this
-//! covers element-wise nodes (single ops and `FusedElementwise` bodies, over every
-//! dtype [`storage_type`] holds: see [`types`]), LayerNorm, RMSNorm and Softmax rows,
-//! data movement, Split and Pad (any storable dtype) and GEMMs with their epilogues;
-//! the emitter lists the nodes it has no kernel for, by name.
+//! The WGSL writer: compute shaders for the nodes of a specialized graph as
+//! [`crate::lower`] lowers them, one shader module per kernel, each parsed and
+//! validated by naga before it is handed out. An invalid shader is a compiler bug: its
+//! error carries the node it came from and the shader text
+//! ([`crate::CodegenError::Shader`]). [`kernel`] matches every kernel family; element-
+//! wise shaders cover every dtype [`storage_type`] holds (see [`types`]); [`plan`]
+//! lays the shaders out over a pool of buffers.
 
 pub mod arg;
 pub mod attention;
@@ -29,8 +28,9 @@ pub mod split_pad;
 pub mod trilu;
 pub mod types;
 
+use crate::lower::{lower, Kind, Lowered, Views};
 use crate::{CodegenError, Result};
-use gopt_ir::{DType, Graph, Op};
+use gopt_ir::{DType, Graph, Node, Op};
 use serde::{Deserialize, Serialize};
 
 /// Invocations per workgroup of every generated shader.
@@ -107,47 +107,73 @@ pub struct WgslKernel {
     pub index_check: Option<crate::plan::IndexCheck>,
 }
 
-/// The kernels for `g`'s nodes that have one, in node order, and the nodes left (name
-/// and why: the op, or the mode or dtype it has no kernel for). Every kernel has been
-/// validated by naga; a shader that does not validate is an error.
+/// The backend's name in errors.
+pub const BACKEND: &str = "WGSL";
+
+/// Views alias within the pool; graph outputs own their buffers (they are read back
+/// from them), so a view that is a graph output is a copy.
+pub const VIEWS: Views = Views {
+    alias_outputs: false,
+};
+
+/// The shader of family `kind` for node `n` (named `name`): one exhaustive match over
+/// the families [`crate::lower`] assigns, so a new family is a compile error here.
+pub fn kernel(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
+    type Emit = fn(&Graph, &Node, &str) -> Result<WgslKernel>;
+    let emit: Emit = match kind {
+        Kind::Elementwise => elementwise::emit,
+        Kind::Rows => rows::emit,
+        Kind::Reduce => reduce::emit,
+        Kind::Arg => arg::emit,
+        Kind::Cumulative => cumulative::emit,
+        Kind::Loss => loss::emit,
+        Kind::Trilu => trilu::emit,
+        Kind::GatherElements => gather_elements::emit,
+        Kind::Movement => movement::emit,
+        Kind::SplitPad => split_pad::emit,
+        Kind::Conv => conv::emit,
+        Kind::Pool => pool::emit,
+        Kind::Attention => attention::emit,
+    };
+    emit(g, n, name)
+}
+
+/// The shader of node `i` (`n`) of `g` as lowered (`None` for a view), validated by
+/// naga: matrix products run the tiled GEMM shaders, convolutions lowered to a GEMM
+/// run the convolution shader (WGSL has no im2col GEMM path).
+pub fn write(g: &Graph, i: usize, n: &Node, lowered: &Lowered) -> Result<Option<WgslKernel>> {
+    let name = format!("k{i}");
+    let k = match lowered {
+        Lowered::View => return Ok(None),
+        Lowered::Gemm => match n.op {
+            Op::Nn(gopt_ir::ops::NnOp::Gemm) => gemm::emit(g, n, &name),
+            _ => matmul::emit(g, n, &name),
+        },
+        Lowered::ConvGemm => conv::emit(g, n, &name),
+        Lowered::Kernel(kind) => kernel(g, n, *kind, &name),
+        Lowered::Unsupported(why) => Err(crate::lower::support::unsupported(n, why)),
+    };
+    let mut k = k.map_err(|e| e.for_backend(BACKEND))?;
+    // `k12_layernormalization`: reports group kernels by op.
+    k.name = format!("{}_{}", k.name, n.op.name().to_ascii_lowercase());
+    validate(&k)?;
+    Ok(Some(k))
+}
+
+/// The shaders of `g`'s nodes, in node order, and the nodes without one (name and
+/// why). Every shader has been validated by naga; one that does not validate is an
+/// error.
 pub fn emit_kernels(g: &Graph) -> Result<(Vec<WgslKernel>, Vec<(String, String)>)> {
     let mut kernels = Vec::new();
     let mut others = Vec::new();
     for (i, n) in g.nodes.iter().enumerate() {
-        let emitted = match n.op {
-            Op::Elementwise(_) | Op::Fused(gopt_ir::ops::FusedOp::FusedElementwise) => {
-                Some(elementwise::emit(g, n, &format!("k{i}")))
-            }
-            op if rows::handles(op) => Some(rows::emit(g, n, &format!("k{i}"))),
-            op if attention::handles(op) => Some(attention::emit(g, n, &format!("k{i}"))),
-            op if movement::handles(op) => Some(movement::emit(g, n, &format!("k{i}"))),
-            op if matmul::handles(op) => Some(matmul::emit(g, n, &format!("k{i}"))),
-            op if split_pad::handles(op) => Some(split_pad::emit(g, n, &format!("k{i}"))),
-            op if conv::handles(op) => Some(conv::emit(g, n, &format!("k{i}"))),
-            op if pool::handles(op) => Some(pool::emit(g, n, &format!("k{i}"))),
-            op if reduce::handles(op) => Some(reduce::emit(g, n, &format!("k{i}"))),
-            op if arg::handles(op) => Some(arg::emit(g, n, &format!("k{i}"))),
-            op if trilu::handles(op) => Some(trilu::emit(g, n, &format!("k{i}"))),
-            op if cumulative::handles(op) => Some(cumulative::emit(g, n, &format!("k{i}"))),
-            op if gather_elements::handles(op) => {
-                Some(gather_elements::emit(g, n, &format!("k{i}")))
-            }
-            op if loss::handles(op) => Some(loss::emit(g, n, &format!("k{i}"))),
-            op if gemm::handles(op) => Some(gemm::emit(g, n, &format!("k{i}"))),
-            _ => None,
-        };
-        match emitted {
-            Some(Ok(mut k)) => {
-                // `k12_layernormalization`: reports group kernels by op.
-                k.name = format!("{}_{}", k.name, n.op.name().to_ascii_lowercase());
-                validate(&k)?;
-                kernels.push(k);
-            }
-            Some(Err(e @ CodegenError::Unsupported { .. })) => {
+        match write(g, i, n, &lower(g, n, VIEWS)) {
+            Ok(Some(k)) => kernels.push(k),
+            Ok(None) => {}
+            Err(e @ CodegenError::Unsupported { .. }) => {
                 others.push((n.name.clone(), e.to_string()));
             }
-            Some(Err(e)) => return Err(e),
-            None => others.push((n.name.clone(), n.op.name().to_string())),
+            Err(e) => return Err(e),
         }
     }
     Ok((kernels, others))

@@ -1,45 +1,17 @@
-//! Data movement in WGSL: Transpose, Slice (constant bounds, positive steps), Expand,
-//! Concat, Gather (i64 or i32 indices, each checked: [`super::bounds`]) and the view ops
-//! as copies. Data of any dtype WGSL storage holds (elements copied in their storage
-//! type).
+//! Data movement in WGSL, from the index maps of [`crate::lower::index`]: Transpose,
+//! Slice (constant bounds, positive steps), Expand, Concat, Gather (i64 or i32 indices,
+//! each checked: [`super::bounds`]) and the view ops as copies. Data of any dtype WGSL
+//! storage holds (elements copied in their storage type).
 
 use super::bounds;
+use super::unsupported;
 use super::WgslKernel;
-use super::{typed, unsupported};
-use crate::lower::index::{movement, sum, Lit, Movement};
+use crate::lower::index::{movement, Lit, Read};
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::ops::ShapeOp;
-use gopt_ir::{DType, Graph, Node, Op, ValueId};
+use gopt_ir::{DType, Graph, Node};
 
 const TEMPLATE: &str = include_str!("movement.wgsl");
-
-/// Whether this emitter handles `op`.
-pub fn handles(op: Op) -> bool {
-    matches!(
-        op,
-        Op::Shape(
-            ShapeOp::Transpose
-                | ShapeOp::Slice
-                | ShapeOp::Gather
-                | ShapeOp::Expand
-                | ShapeOp::Concat
-                | ShapeOp::Reshape
-                | ShapeOp::Flatten
-                | ShapeOp::Squeeze
-                | ShapeOp::Unsqueeze
-                | ShapeOp::Identity
-        )
-    )
-}
-
-fn input(node: &Node, k: usize) -> Result<ValueId> {
-    node.inputs
-        .get(k)
-        .copied()
-        .flatten()
-        .ok_or_else(|| unsupported(node, "a missing input"))
-}
 
 /// Code splitting `i` into output coordinates `c0..` (an empty output's zero extents
 /// divide by 1 instead: its loop never runs, and naga refuses a constant `% 0u`).
@@ -64,77 +36,52 @@ fn data_type(node: &Node, dt: DType) -> Result<&'static str> {
 
 /// Emits the shader for `node`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let out_v = *node
-        .outputs
-        .first()
-        .ok_or_else(|| unsupported(node, "no output"))?;
-    let (dt, out) = typed(g, node, out_v)?;
-    let t = data_type(node, dt)?;
-    let n = u32::try_from(out.iter().product::<usize>())
+    let mv = movement(g, node, Lit("u")).map_err(|e| e.for_backend("WGSL"))?;
+    let t = data_type(node, mv.dtype)?;
+    let n = u32::try_from(mv.shape.iter().product::<usize>())
         .map_err(|_| unsupported(node, "more than 2^32 elements"))?;
-    let x = input(node, 0)?;
-    let mut bindings = vec![format!("var<storage, read> in0: array<{t}>;")];
-    let mut inputs = vec![x.0];
-    let shape = |v: ValueId| typed(g, node, v).map(|t| t.1).map_err(|e| e.to_string());
-    let mv = movement(g, node, &shape, Lit("u")).map_err(|what| unsupported(node, what))?;
     let mut check = None;
-    let body = match mv {
-        Movement::Copy => "        out[i] = in0[i];\n".to_string(),
-        Movement::Strided(terms) => format!(
-            "{}        out[i] = in0[{}];\n",
-            coords(&out),
-            sum(&terms, "0u")
+    let (body, index_dtype) = match &mv.read {
+        Read::Copy => ("        out[i] = in0[i];\n".to_string(), None),
+        Read::Strided(at) => (
+            format!("{}        out[i] = in0[{at}];\n", coords(&mv.shape)),
+            None,
         ),
-        Movement::Gather {
-            indices,
-            index_dtype,
-            index_terms,
-            data_terms,
+        Read::Gather {
+            index,
+            data,
             axis_len,
         } => {
-            let it = bounds::index_type(index_dtype)
-                .ok_or_else(|| unsupported(node, format!("{index_dtype} indices")))?;
-            bindings.push(format!("var<storage, read> in1: array<{it}>;"));
-            inputs.push(indices.0);
-            let c = bounds::check(
-                g,
-                node,
-                axis_len,
-                format!("an index out of range for an axis of length {axis_len}"),
-            )?;
-            let read = bounds::read_index(
-                index_dtype,
-                &format!("in1[{}]", sum(&index_terms, "0u")),
-                axis_len,
-                c.code,
-                "k",
-            );
+            let what = format!("an index out of range for an axis of length {axis_len}");
+            let c = bounds::check(g, node, *axis_len, what)?;
+            let dt = mv.inputs.get(1).map_or(DType::I64, |(_, dt)| *dt);
+            let at = format!("in1[{index}]");
+            let read = bounds::read_index(dt, &at, *axis_len, c.code, "k");
             check = Some(c);
-            format!(
-                "{}{read}        out[i] = in0[{}];\n",
-                coords(&out),
-                sum(&data_terms, "0u")
+            let it =
+                bounds::index_type(dt).ok_or_else(|| unsupported(node, format!("{dt} indices")))?;
+            (
+                format!("{}{read}        out[i] = in0[{data}];\n", coords(&mv.shape)),
+                Some(it),
             )
         }
-        Movement::Concat { axis, parts } => {
-            let mut code = coords(&out);
-            bindings.clear();
-            inputs.clear();
-            for (k, (v, end, terms)) in parts.iter().enumerate() {
-                bindings.push(format!("var<storage, read> in{k}: array<{t}>;"));
-                inputs.push(v.0);
-                code += &format!(
-                    "        {}if (c{axis} < {end}u) {{ out[i] = in{k}[{}]; }}\n",
-                    if k == 0 { "" } else { "else " },
-                    sum(terms, "0u")
-                );
+        Read::Concat { axis, parts } => {
+            let mut code = coords(&mv.shape);
+            for (k, (end, at)) in parts.iter().enumerate() {
+                let other = if k == 0 { "" } else { "else " };
+                code +=
+                    &format!("        {other}if (c{axis} < {end}u) {{ out[i] = in{k}[{at}]; }}\n");
             }
-            code
+            (code, None)
         }
     };
-    bindings.push(format!("var<storage, read_write> out: array<{t}>;"));
-    let mut bindings: Vec<String> = bindings
-        .iter()
+    // in0.. hold the data, except that Gather's in1 holds its indices.
+    let mut bindings: Vec<String> = (0..mv.inputs.len())
+        .map(|k| match (k, index_dtype) {
+            (1, Some(it)) => format!("var<storage, read> in1: array<{it}>;"),
+            _ => format!("var<storage, read> in{k}: array<{t}>;"),
+        })
+        .chain([format!("var<storage, read_write> out: array<{t}>;")])
         .enumerate()
         .map(|(k, b)| format!("@group(0) @binding({k}) {b}"))
         .collect();
@@ -144,7 +91,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let source = fill(
         TEMPLATE,
         &[
-            ("enable", super::enable_f16(dt == DType::F16)),
+            ("enable", super::enable_f16(mv.dtype == DType::F16)),
             ("what", node.op.name()),
             ("bindings", &bindings.join("\n")),
             ("n", &n.to_string()),
@@ -156,8 +103,8 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         node: node.name.clone(),
         source,
         workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
-        inputs,
-        outputs: vec![out_v.0],
+        inputs: mv.inputs.iter().map(|(v, _)| v.0).collect(),
+        outputs: vec![mv.out.0],
         index_check: check,
     })
 }

@@ -11,98 +11,30 @@
 
 use super::unsupported;
 use super::WgslKernel;
+use crate::lower::pool::PoolSpec;
 use crate::template::fill;
-use crate::{CodegenError, Result};
-use gopt_ir::ops::NnOp;
-use gopt_ir::{DType, Graph, Node, Op, ValueId};
+use crate::Result;
+use gopt_ir::{DType, Graph, Node};
 
 const TEMPLATE: &str = include_str!("pool.wgsl");
 
-/// The attributes the windowed pools may carry (anything else is refused).
-const ATTRS: &[&str] = &[
-    "auto_pad",
-    "ceil_mode",
-    "count_include_pad",
-    "dilations",
-    "kernel_shape",
-    "pads",
-    "storage_order",
-    "strides",
-];
-
-/// Whether this emitter handles `op`.
-pub fn handles(op: Op) -> bool {
-    matches!(op, Op::Nn(NnOp::MaxPool | NnOp::AveragePool))
-}
-
-fn plan(e: impl std::fmt::Display) -> CodegenError {
-    CodegenError::Plan(e.to_string())
-}
-
-fn typed(g: &Graph, node: &Node, v: ValueId) -> Result<(DType, Vec<usize>)> {
-    let t = g.ty(v).map_err(plan)?;
-    let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
-    Ok((t.dtype, s))
-}
-
-/// One spatial dim of the window, resolved: (input, kernel, stride, dilation, pad
-/// begin, pad end).
-type Dim = (usize, usize, usize, usize, usize, usize);
-
-/// The window, resolved by [`crate::lower::pool::window`] (one set of
-/// ONNX rules for both backends), its refusals relabelled as WGSL's.
-fn window(node: &Node, sp: &[usize], out: &[usize]) -> Result<Vec<Dim>> {
-    let dims = crate::lower::pool::window(node, sp, out).map_err(|e| match e {
-        CodegenError::Unsupported { what, .. } => unsupported(node, what),
-        e => e,
-    })?;
-    Ok(dims
-        .into_iter()
-        .map(|d| {
-            (
-                d.input,
-                d.kernel,
-                d.stride,
-                d.dilation,
-                d.pad_begin,
-                d.pad_end,
-            )
-        })
-        .collect())
-}
-
 /// Emits the shader for a MaxPool or AveragePool node.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    if let Some(k) = node.attrs.0.keys().find(|k| !ATTRS.contains(&k.as_str())) {
-        return Err(unsupported(node, format!("attribute `{k}`")));
-    }
-    let is_max = node.op == Op::Nn(NnOp::MaxPool);
-    if node.outputs.len() != 1 {
-        return Err(unsupported(node, "MaxPool's Indices output"));
-    }
-    if !is_max && node.attrs.has("storage_order") {
-        return Err(unsupported(node, "storage_order on AveragePool"));
-    }
-    let x = node
-        .inputs
-        .first()
-        .copied()
-        .flatten()
-        .ok_or_else(|| unsupported(node, "a missing input"))?;
-    let (dt, xs) = typed(g, node, x)?;
-    let (out_dt, ys) = typed(g, node, node.outputs[0])?;
+    let PoolSpec {
+        is_max,
+        dtype: dt,
+        xs,
+        ys,
+        dims,
+        count_pad,
+        total,
+        plane,
+    } = crate::lower::pool::spec(g, node).map_err(|e| e.for_backend(super::BACKEND))?;
     let t = match dt {
         DType::F32 => "f32",
         DType::F16 => "f16",
         other => return Err(unsupported(node, format!("{other} pools"))),
     };
-    if xs.len() < 3 || ys.len() != xs.len() || out_dt != dt {
-        return Err(unsupported(node, "inputs other than [N, C, spatial...]"));
-    }
-    let dims = window(node, &xs[2..], &ys[2..])?;
-    let count_pad = node.attrs.int_or("count_include_pad", 0).map_err(plan)? != 0;
-    let total: usize = ys.iter().product();
-    let plane: usize = xs[2..].iter().product();
     if total >= 1 << 31 || xs.iter().product::<usize>() >= 1 << 31 {
         return Err(unsupported(node, "tensors of 2^31 elements or more"));
     }
@@ -120,7 +52,15 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let mut close = String::new();
     let mut padded = String::new();
     let mut offset = String::from("0");
-    for (i, &(input, k, s, dl, pb, pe)) in dims.iter().enumerate() {
+    for (i, d) in dims.iter().enumerate() {
+        let (input, k, s, dl, pb, pe) = (
+            d.input,
+            d.kernel,
+            d.stride,
+            d.dilation,
+            d.pad_begin,
+            d.pad_end,
+        );
         let ind = " ".repeat(8 + 4 * i);
         open += &format!(
             "{ind}for (var t{i}: i32 = 0; t{i} < {k}; t{i} = t{i} + 1) {{\n{ind}    let c{i} = o{i} * {s} - {pb} + t{i} * {dl};\n{ind}    if (c{i} < 0 || c{i} >= {input}) {{ continue; }}\n"
@@ -170,7 +110,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         node: node.name.clone(),
         source,
         workgroups: [total.div_ceil(256).clamp(1, 65535) as u32, 1, 1],
-        inputs: vec![x.0],
+        inputs: vec![crate::lower::support::input(node, 0)?.0],
         outputs: vec![node.outputs[0].0],
         index_check: None,
     })

@@ -1,125 +1,79 @@
 //! Reductions in WGSL: ReduceSum, ReduceMean, ReduceMax, ReduceMin, ReduceSumSquare,
-//! ReduceL1, ReduceL2, ReduceProd, ReduceLogSum over any set of constant axes (the
-//! `axes` input or the older attribute, `keepdims`, `noop_with_empty_axes`), and
-//! GlobalAveragePool / GlobalMaxPool (the same reductions over every spatial axis),
-//! f32 or f16 data with f32 accumulation and one rounding at the store. As in the
-//! CUDA emitter, adjacent
-//! axes of the same kind are merged first; when each output's elements are one
-//! contiguous run (trailing axes, a CNN head's mean over H x W), segments of 32 (short
-//! runs) or 256 (long runs) invocations reduce each through workgroup memory, so loads
-//! are coalesced; otherwise one invocation per output loops over its elements. Max and
-//! min propagate NaN like the reference interpreter.
+//! ReduceL1, ReduceL2, ReduceProd, ReduceLogSum, ReduceLogSumExp over any set of
+//! constant axes (the `axes` input or the older attribute, `keepdims`,
+//! `noop_with_empty_axes`), and GlobalAveragePool / GlobalMaxPool (the same reductions
+//! over every spatial axis); each one's fold comes from
+//! [`crate::lower::reduce::fold`]. f32 or f16 data with f32 accumulation and one
+//! rounding at the store. As in the CUDA emitter, adjacent axes of the same kind are
+//! merged first; when each output's elements are one contiguous run (trailing axes, a
+//! CNN head's mean over H x W), segments of 32 (short runs) or 256 (long runs)
+//! invocations reduce each through workgroup memory, so loads are coalesced; otherwise
+//! one invocation per output loops over its elements. Max and min propagate NaN like
+//! the reference interpreter.
 
 use super::unsupported;
 use super::WgslKernel;
+use crate::lower::reduce::{fold, Combine, Finish, Fold, Identity, Map};
 use crate::template::fill;
-use crate::{CodegenError, Result};
-use gopt_ir::ops::{NnOp, ReduceOp};
-use gopt_ir::{DType, Graph, Node, Op, ValueId};
+use crate::Result;
+use gopt_ir::{DType, Graph, Node};
 
 const TEMPLATE: &str = include_str!("reduce.wgsl");
 
-/// Whether this emitter handles `op`.
-pub fn handles(op: Op) -> bool {
-    matches!(
-        op,
-        Op::Reduce(
-            ReduceOp::ReduceSum
-                | ReduceOp::ReduceMean
-                | ReduceOp::ReduceMax
-                | ReduceOp::ReduceMin
-                | ReduceOp::ReduceSumSquare
-                | ReduceOp::ReduceL1
-                | ReduceOp::ReduceL2
-                | ReduceOp::ReduceProd
-                | ReduceOp::ReduceLogSum
-        ) | Op::Nn(NnOp::GlobalAveragePool | NnOp::GlobalMaxPool)
-    )
-}
-
-fn plan(e: impl std::fmt::Display) -> CodegenError {
-    CodegenError::Plan(e.to_string())
-}
-
-fn typed(g: &Graph, node: &Node, v: ValueId) -> Result<(DType, Vec<usize>)> {
-    let t = g.ty(v).map_err(plan)?;
-    let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
-    Ok((t.dtype, s))
-}
-
-/// (identity, combine of `a` and `b`, map of element `v`, finish of `acc` over `n`).
-fn parts(op: Op, n: usize) -> Option<(&'static str, &'static str, &'static str, String)> {
-    const SUM: &str = "a + b";
-    const MAX: &str = "select(a, b, b != b || b > a)";
-    const MIN: &str = "select(a, b, b != b || b < a)";
+/// The WGSL spelling of `f` over `n` elements: (identity, combine of `a` and `b`, map
+/// of element `v`, finish of `acc`).
+fn parts(f: Fold, n: usize) -> (&'static str, &'static str, &'static str, String) {
     const NEG_INF: &str = "bitcast<f32>(0xff800000u)";
     const POS_INF: &str = "bitcast<f32>(0x7f800000u)";
-    let mean = format!("acc / {n}.0");
-    Some(match op {
-        Op::Reduce(ReduceOp::ReduceSum) => ("0.0", SUM, "v", "acc".into()),
-        Op::Reduce(ReduceOp::ReduceMean) | Op::Nn(NnOp::GlobalAveragePool) => {
-            ("0.0", SUM, "v", mean)
+    let identity = match f.identity {
+        Identity::Zero => "0.0",
+        Identity::One => "1.0",
+        Identity::NegInf => NEG_INF,
+        Identity::PosInf => POS_INF,
+    };
+    let combine = match f.combine {
+        Combine::Add => "a + b",
+        Combine::Mul => "a * b",
+        Combine::Max => "select(a, b, b != b || b > a)",
+        Combine::Min => "select(a, b, b != b || b < a)",
+        // max + log(1 + exp(min - max)); the larger itself where the smaller is -inf
+        // or the larger +inf (no inf - inf).
+        Combine::LogAddExp => {
+            "select(max(a, b) + log(1.0 + exp(min(a, b) - max(a, b))), max(a, b), \
+             min(a, b) == bitcast<f32>(0xff800000u) || max(a, b) == bitcast<f32>(0x7f800000u))"
         }
-        Op::Reduce(ReduceOp::ReduceMax) | Op::Nn(NnOp::GlobalMaxPool) => {
-            (NEG_INF, MAX, "v", "acc".into())
-        }
-        Op::Reduce(ReduceOp::ReduceMin) => (POS_INF, MIN, "v", "acc".into()),
-        Op::Reduce(ReduceOp::ReduceSumSquare) => ("0.0", SUM, "v * v", "acc".into()),
-        Op::Reduce(ReduceOp::ReduceL1) => ("0.0", SUM, "abs(v)", "acc".into()),
-        Op::Reduce(ReduceOp::ReduceL2) => ("0.0", SUM, "v * v", "sqrt(acc)".into()),
-        Op::Reduce(ReduceOp::ReduceProd) => ("1.0", "a * b", "v", "acc".into()),
-        Op::Reduce(ReduceOp::ReduceLogSum) => ("0.0", SUM, "v", "gopt_log(acc)".into()),
-        _ => return None,
-    })
-}
-
-/// The reduced axes, read by [`crate::lower::reduce::axes`] (one
-/// reading of `axes` for both backends), its refusals relabelled as WGSL's.
-fn axes(g: &Graph, node: &Node, rank: usize) -> Result<Vec<usize>> {
-    crate::lower::reduce::axes(g, node, rank).map_err(|e| match e {
-        CodegenError::Unsupported { what, .. } => unsupported(node, what),
-        e => e,
-    })
+    };
+    let map = match f.map {
+        Map::Id => "v",
+        Map::Square => "v * v",
+        Map::Abs => "abs(v)",
+    };
+    let finish = match f.finish {
+        Finish::Id => "acc".to_string(),
+        Finish::Mean => format!("acc / {n}.0"),
+        Finish::Sqrt => "sqrt(acc)".to_string(),
+        Finish::Log => "gopt_log(acc)".to_string(),
+    };
+    (identity, combine, map, finish)
 }
 
 /// Emits the shader for a reduction node.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let x = node
-        .inputs
-        .first()
-        .copied()
-        .flatten()
-        .ok_or_else(|| unsupported(node, "a missing input"))?;
-    let (dt, xs) = typed(g, node, x)?;
-    let (out_dt, ys) = typed(g, node, node.outputs[0])?;
-    let t = match dt {
+    let geo = crate::lower::reduce::geometry(g, node).map_err(|e| e.for_backend(super::BACKEND))?;
+    let t = match geo.dtype {
         DType::F32 => "f32",
         DType::F16 => "f16",
         other => return Err(unsupported(node, format!("{other} reductions"))),
     };
-    if out_dt != dt || node.outputs.len() != 1 {
-        return Err(unsupported(node, "an output of another dtype"));
-    }
+    let (dt, xs, runs, inner, outer) = (geo.dtype, &geo.xs, &geo.runs, geo.inner, geo.outer);
     if xs.iter().product::<usize>() >= 1 << 31 {
         return Err(unsupported(node, "inputs of 2^31 elements or more"));
-    }
-    let axes = axes(g, node, xs.len())?;
-    let runs = crate::lower::reduce::runs(&xs, &axes);
-    let inner: usize = runs.iter().filter(|r| r.1).map(|r| r.0).product();
-    let outer: usize = runs.iter().filter(|r| !r.1).map(|r| r.0).product();
-    if outer != ys.iter().product::<usize>() {
-        return Err(plan(format!(
-            "{}: output {ys:?} does not match axes {axes:?}",
-            node.name
-        )));
     }
     if xs.contains(&0) {
         return Err(unsupported(node, "empty inputs"));
     }
-    let (identity, combine, map, finish) =
-        parts(node.op, inner).ok_or_else(|| unsupported(node, "this reduction"))?;
-    let n_red = runs.iter().filter(|r| r.1).count();
-    let contiguous = n_red == 1 && runs.last().is_some_and(|r| r.1);
+    let (identity, combine, map, finish) = parts(fold(node)?, inner);
+    let contiguous = geo.contiguous();
     let (body, groups) = if contiguous {
         // Segments of `tpr` invocations per output row, `256 / tpr` rows per workgroup.
         let tpr = if inner >= 1024 { 256 } else { 32 };
@@ -213,7 +167,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         node: node.name.clone(),
         source,
         workgroups: [groups.clamp(1, 65535) as u32, 1, 1],
-        inputs: vec![x.0],
+        inputs: vec![crate::lower::support::input(node, 0)?.0],
         outputs: vec![node.outputs[0].0],
         index_check: None,
     })

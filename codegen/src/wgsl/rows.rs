@@ -1,33 +1,19 @@
 //! Row kernels in WGSL: Softmax, LogSoftmax and LpNormalization along one axis (rows
-//! strided when it is not the last), LayerNorm and RMSNorm over the
-//! trailing axes from `axis` (scale and bias broadcast within them; LayerNorm's
-//! optional Mean and InvStdDev outputs too), one workgroup of 256 invocations
-//! (`super::WORKGROUP`) per row, fp32 statistics reduced through workgroup memory,
-//! one rounding at the store (the CUDA row kernels' algorithm, without their register
-//! caching).
+//! strided when it is not the last), LayerNorm and RMSNorm over the trailing axes from
+//! `axis` (scale and bias broadcast within them; LayerNorm's optional Mean and
+//! InvStdDev outputs too), from the geometry [`crate::lower::rows`] resolves. One
+//! workgroup of 256 invocations (`super::WORKGROUP`) per row, fp32 statistics reduced
+//! through workgroup memory, one rounding at the store (the CUDA row kernels'
+//! algorithm, without their register caching).
 
 use super::unsupported;
 use super::WgslKernel;
+use crate::lower::rows::{column_index, Lp, Param, RowOp};
 use crate::template::fill;
-use crate::{CodegenError, Result};
-use gopt_ir::ops::ReduceOp;
-use gopt_ir::{DType, Graph, Node, Op, ValueId};
+use crate::Result;
+use gopt_ir::{DType, Graph, Node};
 
 const TEMPLATE: &str = include_str!("rows.wgsl");
-
-/// Whether this emitter handles `op`.
-pub fn handles(op: Op) -> bool {
-    matches!(
-        op,
-        Op::Reduce(
-            ReduceOp::LayerNormalization
-                | ReduceOp::RMSNormalization
-                | ReduceOp::Softmax
-                | ReduceOp::LogSoftmax
-                | ReduceOp::LpNormalization
-        )
-    )
-}
 
 fn storage(node: &Node, dt: DType) -> Result<&'static str> {
     match dt {
@@ -39,50 +25,28 @@ fn storage(node: &Node, dt: DType) -> Result<&'static str> {
 
 /// Emits the row kernel for `node` of `g`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let shape_of = |v| -> Result<(DType, Vec<usize>)> {
-        let t = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;
-        let s =
-            gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
-        Ok((t.dtype, s))
-    };
-    let norm = matches!(
-        node.op,
-        Op::Reduce(ReduceOp::LayerNormalization | ReduceOp::RMSNormalization)
-    );
-    let (x, dt, shape, d, axis) = norm_row(g, node)?;
-    // Softmax's rows run along its one axis: `inner` elements apart.
-    let (d, inner) = if norm {
-        (d, 1)
-    } else {
-        (shape[axis], shape[axis + 1..].iter().product::<usize>())
-    };
-    if node.outputs.len() > 1 && !matches!(node.op, Op::Reduce(ReduceOp::LayerNormalization)) {
-        return Err(unsupported(node, "more than one output"));
-    }
-    let out = node.outputs[0];
-    let (odt, _) = shape_of(out)?;
+    let r = crate::lower::rows::rows(g, node)?;
+    let (d, inner) = (r.d, r.inner);
+    let (dt, odt) = (r.dtype, r.y.dtype);
     let (xs, os) = (storage(node, dt)?, storage(node, odt)?);
-    let rows = shape.iter().product::<usize>() / d.max(1);
-    let rows32 = u32::try_from(rows).map_err(|_| unsupported(node, "more than 2^32 rows"))?;
+    let rows32 = u32::try_from(r.rows()).map_err(|_| unsupported(node, "more than 2^32 rows"))?;
     let mut f16 = dt == DType::F16 || odt == DType::F16;
     let mut bindings = format!("@group(0) @binding(0) var<storage, read> x: array<{xs}>;\n");
-    let mut inputs = vec![x.0];
-    let mut outputs = vec![out.0];
+    let mut inputs = vec![r.x.0];
+    let mut outputs = vec![r.y.value.0];
     let mut extra_out: Vec<String> = Vec::new();
-    let mut per_row = |k: usize, var: &str| -> Result<Option<String>> {
-        let Some(v) = node.inputs.get(k).copied().flatten() else {
+    let mut per_row = |p: &Option<Param>, var: &str| -> Result<Option<String>> {
+        let Some(p) = p else {
             return Ok(None);
         };
-        let (pdt, ps) = shape_of(v)?;
-        let at = column_index(&shape[axis..], &ps)
-            .ok_or_else(|| unsupported(node, "a scale or bias that varies across rows"))?;
-        f16 |= pdt == DType::F16;
+        f16 |= p.dtype == DType::F16;
         bindings += &format!(
             "@group(0) @binding({}) var<storage, read> {var}: array<{}>;\n",
             inputs.len(),
-            storage(node, pdt)?
+            storage(node, p.dtype)?
         );
-        inputs.push(v.0);
+        inputs.push(p.value.0);
+        let at = column_index(&p.column, "c", "u");
         Ok(Some(format!("f32({var}[{at}])")))
     };
     let lp = |body: &str| {
@@ -94,18 +58,17 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         format!("base + c * {inner}u")
     };
     let xv = &format!("f32(x[{at}])");
-    let body = match node.op {
-        Op::Reduce(ReduceOp::Softmax) => format!(
+    let body = match r.op {
+        RowOp::Softmax => format!(
             "        var m: f32 = -3.4028235e38;\n{}        m = reduce_max(m, lid);\n        var s: f32 = 0.0;\n{}        let inv = 1.0 / reduce_sum(s, lid);\n{}",
             lp(&format!("m = max(m, {xv});")),
             lp(&format!("s = s + exp({xv} - m);")),
             lp(&format!("y[{at}] = {os}(exp({xv} - m) * inv);"))
         ),
-        Op::Reduce(ReduceOp::LpNormalization) => {
-            let (map, root) = match node.attrs.int_or("p", 2).map_err(|e| CodegenError::Plan(e.to_string()))? {
-                1 => ("abs(v)", "s"),
-                2 => ("v * v", "sqrt(s)"),
-                p => return Err(unsupported(node, format!("p = {p}"))),
+        RowOp::LpNorm(p) => {
+            let (map, root) = match p {
+                Lp::L1 => ("abs(v)", "s"),
+                Lp::L2 => ("v * v", "sqrt(s)"),
             };
             format!(
                 "        var q: f32 = 0.0;\n{}        let s = reduce_sum(q, lid);\n        let norm = {root};\n{}",
@@ -113,22 +76,17 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
                 lp(&format!("y[{at}] = {os}(select({xv} / norm, 0.0, norm == 0.0));"))
             )
         }
-        Op::Reduce(ReduceOp::LogSoftmax) => format!(
+        RowOp::LogSoftmax => format!(
             "        var m: f32 = -3.4028235e38;\n{}        m = reduce_max(m, lid);\n        var s: f32 = 0.0;\n{}        let shift = m + gopt_log(reduce_sum(s, lid));\n{}",
             lp(&format!("m = max(m, {xv});")),
             lp(&format!("s = s + exp({xv} - m);")),
             lp(&format!("y[{at}] = {os}({xv} - shift);"))
         ),
-        Op::Reduce(op @ (ReduceOp::LayerNormalization | ReduceOp::RMSNormalization)) => {
-            let eps = node
-                .attrs
-                .float_or("epsilon", 1e-5)
-                .map_err(|e| CodegenError::Plan(e.to_string()))?;
-            let rms = op == ReduceOp::RMSNormalization;
-            let scale = per_row(1, "scale")?.unwrap_or_else(|| "1.0".into());
-            let bias = if rms { None } else { per_row(2, "bias")? };
+        RowOp::LayerNorm | RowOp::RmsNorm => {
+            let scale = per_row(&r.scale, "scale")?.unwrap_or_else(|| "1.0".into());
+            let bias = per_row(&r.bias, "bias")?;
             let bias = bias.map(|b| format!(" + {b}")).unwrap_or_default();
-            let mean = if rms {
+            let mean = if r.op == RowOp::RmsNorm {
                 "        let mean: f32 = 0.0;\n".to_string()
             } else {
                 format!(
@@ -137,29 +95,29 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
                 )
             };
             let mut stats = String::new();
-            for (&v, (var, e)) in node.outputs[1..]
+            for (o, (var, e)) in [r.mean, r.inv_std_dev]
                 .iter()
                 .zip([("mean_out", "mean"), ("rstd_out", "rstd")])
             {
-                let (sdt, _) = shape_of(v)?;
-                let st = storage(node, sdt)?;
-                f16 |= sdt == DType::F16;
+                let Some(o) = o else { continue };
+                let st = storage(node, o.dtype)?;
+                f16 |= o.dtype == DType::F16;
                 extra_out.push(format!(
                     "var<storage, read_write> {var}: array<{st}>;"
                 ));
-                outputs.push(v.0);
+                outputs.push(o.value.0);
                 stats += &format!("            {var}[row] = {st}({e});\n");
             }
             if !stats.is_empty() {
                 stats = format!("        if (lid == 0u) {{\n{stats}        }}\n");
             }
             format!(
-                "{mean}        var q: f32 = 0.0;\n{}        let rstd = 1.0 / sqrt(reduce_sum(q, lid) / {d}.0 + {eps:e});\n{}{stats}",
+                "{mean}        var q: f32 = 0.0;\n{}        let rstd = 1.0 / sqrt(reduce_sum(q, lid) / {d}.0 + {:e});\n{}{stats}",
                 lp(&format!("let v = {xv} - mean; q = q + v * v;")),
+                r.epsilon,
                 lp(&format!("y[{at}] = {os}(({xv} - mean) * rstd * {scale}{bias});"))
             )
         }
-        _ => return Err(unsupported(node, "this op (not a row kernel)")),
     };
     bindings += &format!(
         "@group(0) @binding({}) var<storage, read_write> y: array<{os}>;\n",
@@ -197,58 +155,4 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         outputs,
         index_check: None,
     })
-}
-
-/// A row node's input, its dtype and shape, the size of a normalization's row (the
-/// trailing axes from `axis`) and `axis`.
-fn norm_row(g: &Graph, node: &Node) -> Result<(ValueId, DType, Vec<usize>, usize, usize)> {
-    let x = node
-        .inputs
-        .first()
-        .copied()
-        .flatten()
-        .ok_or_else(|| unsupported(node, "a missing input"))?;
-    let t = g.ty(x).map_err(|e| CodegenError::Plan(e.to_string()))?;
-    let shape =
-        gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
-    let a = node
-        .attrs
-        .int_or("axis", -1)
-        .map_err(|e| CodegenError::Plan(e.to_string()))?;
-    let axis = gopt_ir::ops::util::norm_axis(a, shape.len())
-        .map_err(|e| CodegenError::Plan(e.to_string()))?;
-    let d = shape[axis..].iter().product();
-    Ok((x, t.dtype, shape, d, axis))
-}
-
-/// The element of a parameter of shape `p` for column `c` of a row of shape `row`
-/// (numpy broadcasting against the whole input: `None` where the parameter varies
-/// along an axis before the row's).
-fn column_index(row: &[usize], p: &[usize]) -> Option<String> {
-    if p.iter().product::<usize>() == 1 {
-        return Some("0u".into());
-    }
-    let r = row.len();
-    // Leading axes of the parameter beyond the row's must be ones.
-    if p.len() > r && p[..p.len() - r].iter().any(|&e| e != 1) {
-        return None;
-    }
-    let p = &p[p.len().saturating_sub(r)..];
-    let pad = r - p.len();
-    if p == &row[pad..] && p.iter().product::<usize>() == row.iter().product::<usize>() {
-        return Some("c".into());
-    }
-    let (mut terms, mut inner, mut stride) = (Vec::new(), 1usize, 1usize);
-    for a in (0..r).rev() {
-        let pd = if a >= pad { p[a - pad] } else { 1 };
-        if pd != 1 && pd != row[a] {
-            return None;
-        }
-        if pd != 1 {
-            terms.push(format!("((c / {inner}u) % {}u) * {stride}u", row[a]));
-            stride *= pd;
-        }
-        inner *= row[a].max(1);
-    }
-    Some(format!("({})", terms.join(" + ")))
 }

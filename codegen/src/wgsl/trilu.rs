@@ -2,80 +2,44 @@
 //! data of any dtype WGSL storage holds (copied as storage elements, the rest zero).
 //! `k` is a constant or read at run time from its i64 words (clamped to +-2^30, which
 //! keeps or drops the same elements of any matrix WGSL can index).
+//! The node is read once, for both backends, by [`crate::lower::trilu`].
 
 use super::unsupported;
 use super::WgslKernel;
+use crate::lower::trilu::{spec, Diagonal};
 use crate::template::fill;
-use crate::{CodegenError, Result};
-use gopt_ir::ops::ShapeOp;
-use gopt_ir::{DType, Graph, Node, Op};
+use crate::Result;
+use gopt_ir::{Graph, Node};
 
 const TEMPLATE: &str = include_str!("trilu.wgsl");
 
-/// Whether this emitter handles `op`.
-pub fn handles(op: Op) -> bool {
-    matches!(op, Op::Shape(ShapeOp::Trilu))
-}
-
 /// Emits the shader for Trilu node `node` of `g`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let plan = |e: gopt_ir::IrError| CodegenError::Plan(e.to_string());
-    let x = node
-        .inputs
-        .first()
-        .copied()
-        .flatten()
-        .ok_or_else(|| unsupported(node, "a missing input"))?;
-    let out = *node
-        .outputs
-        .first()
-        .ok_or_else(|| unsupported(node, "no output"))?;
-    let ty = g.ty(x).map_err(plan)?;
-    let shape =
-        gopt_ir::dim::concrete(&ty.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
-    let (t, _) = super::storage_type(ty.dtype)
-        .ok_or_else(|| unsupported(node, format!("{} data", ty.dtype)))?;
-    let [.., h, w] = shape[..] else {
-        return Err(unsupported(node, "an input of rank below 2"));
-    };
-    let n = u32::try_from(shape.iter().product::<usize>())
-        .map_err(|_| unsupported(node, "more than 2^32 elements"))?;
+    let sp = spec(g, node)?;
+    let (h, w, upper) = (sp.h, sp.w, sp.upper);
+    let (t, _) = super::storage_type(sp.dtype)
+        .ok_or_else(|| unsupported(node, format!("{} data", sp.dtype)))?;
+    let n = u32::try_from(sp.n).map_err(|_| unsupported(node, "more than 2^32 elements"))?;
     // An empty tensor's buffer is one word: bound as u32 (nothing is read or written).
     let t = if n == 0 { "u32" } else { t };
     if h >= 1 << 30 || w >= 1 << 30 {
         return Err(unsupported(node, "matrices of 2^30 rows or columns"));
     }
-    let upper = node.attrs.int_or("upper", 1).map_err(plan)? != 0;
     const LIM: i64 = 1 << 30;
-    let mut inputs = vec![x.0];
-    let (kbinding, k) = match node.inputs.get(1).copied().flatten() {
-        None => (String::new(), "    let k = 0i;\n".to_string()),
-        Some(kv) => {
-            let kdt = g.ty(kv).map_err(plan)?.dtype;
-            if kdt != DType::I64 {
-                return Err(unsupported(node, format!("a {kdt} k")));
-            }
-            match g.constant(kv) {
-                Some(c) => {
-                    let k = *c
-                        .to_i64_vec()
-                        .first()
-                        .ok_or_else(|| unsupported(node, "an empty k"))?;
-                    (
-                        String::new(),
-                        format!("    let k = {}i;\n", k.clamp(-LIM, LIM)),
-                    )
-                }
-                None => {
-                    inputs.push(kv.0);
-                    (
-                        "@group(0) @binding(1) var<storage, read> kin: array<vec2<u32>>;\n".into(),
-                        format!(
-                            "    let kw = kin[0];\n    let hi = bitcast<i32>(kw.y);\n    var k = clamp(bitcast<i32>(kw.x), -{LIM}i, {LIM}i);\n    if (hi < -1i || (hi == -1i && kw.x < 0x80000000u)) {{ k = -{LIM}i; }}\n    if (hi > 0i || (hi == 0i && kw.x >= 0x80000000u)) {{ k = {LIM}i; }}\n"
-                        ),
-                    )
-                }
-            }
+    let mut inputs = vec![sp.x.0];
+    let (kbinding, k) = match sp.k {
+        Diagonal::Const(k) => (
+            String::new(),
+            format!("    let k = {}i;\n", k.clamp(-LIM, LIM)),
+        ),
+        Diagonal::Input(kv) => {
+            inputs.push(kv.0);
+            (
+                "@group(0) @binding(1) var<storage, read> kin: array<vec2<u32>>;\n".into(),
+                format!(
+                    "    let kw = kin[0];\n    let hi = bitcast<i32>(kw.y);\n    var k = clamp(bitcast<i32>(kw.x), -{LIM}i, {LIM}i);\n    if (hi < -1i || (hi == -1i && kw.x < 0x80000000u)) {{ k = -{LIM}i; }}\n    if (hi > 0i || (hi == 0i && kw.x >= 0x80000000u)) {{ k = {LIM}i; }}\n"
+                ),
+            )
         }
     };
     let source = fill(
@@ -99,7 +63,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         source,
         workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs,
-        outputs: vec![out.0],
+        outputs: vec![sp.out.0],
         index_check: None,
     })
 }

@@ -5,8 +5,8 @@
 //! is a clear error naming its kernel rather than a validation panic inside wgpu, and
 //! shader or pipeline errors are caught in an error scope and returned with the node.
 
-use crate::wgsl::WgpuDevice;
-use crate::wgsl::{from_storage, to_storage};
+use super::device::{from_storage, to_storage, AdapterInfo, WgpuDevice};
+use super::err;
 use crate::{Result, RuntimeError};
 use gopt_codegen::plan::index_error;
 use gopt_codegen::wgsl::plan::{Slot, WgslPlan};
@@ -15,10 +15,6 @@ use gopt_ir::Tensor;
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
-
-fn err(what: impl std::fmt::Display) -> RuntimeError {
-    RuntimeError::Usage(format!("wgpu: {what}"))
-}
 
 /// The weights on the device: one buffer per distinct constant (by blob offset), shared
 /// by the buckets of a model.
@@ -100,7 +96,7 @@ pub fn check_memory(
         .iter()
         .filter_map(|(v, slot)| match slot {
             Slot::Weight(at) if !weights.buffers.contains_key(at) && seen.insert(*at) => {
-                Some(plan.value_bytes.get(v).copied().unwrap_or(0) as u128)
+                Some(plan.frame.value_bytes.get(v).copied().unwrap_or(0) as u128)
             }
             Slot::Weight(_) | Slot::Buffer(_) => None,
         })
@@ -158,7 +154,7 @@ impl WgpuExecutable {
                 )));
             }
             for &v in k.inputs.iter().chain(&k.outputs) {
-                let bytes = plan.value_bytes.get(&v).copied().unwrap_or(0);
+                let bytes = plan.frame.value_bytes.get(&v).copied().unwrap_or(0);
                 if bytes as u64 > max_bind {
                     return Err(err(format!(
                         "kernel {} (node `{}`) binds a {bytes}-byte tensor, above {}'s \
@@ -211,7 +207,7 @@ impl WgpuExecutable {
             .collect();
         let mut places = HashMap::new();
         for (&v, slot) in &plan.slots {
-            let n = plan.value_bytes.get(&v).copied().unwrap_or(0);
+            let n = plan.frame.value_bytes.get(&v).copied().unwrap_or(0);
             let b = match *slot {
                 Slot::Buffer(i) => pooled.get(i).cloned().ok_or_else(|| {
                     err(format!("value {v} is in buffer {i}, which the plan lacks"))
@@ -249,6 +245,7 @@ impl WgpuExecutable {
                         ))
                     })?;
                     let n = plan
+                        .frame
                         .value_bytes
                         .get(v)
                         .copied()
@@ -284,10 +281,11 @@ impl WgpuExecutable {
             return Err(err(format!("building the plan's pipelines: {e}")));
         }
         let readback = plan
+            .frame
             .outputs
             .iter()
             .map(|o| {
-                let n = plan.value_bytes.get(&o.value).copied().unwrap_or(4);
+                let n = plan.frame.value_bytes.get(&o.value).copied().unwrap_or(4);
                 d.create_buffer(&wgpu::BufferDescriptor {
                     label: Some(&o.name),
                     size: n.max(4).div_ceil(4) as u64 * 4,
@@ -344,20 +342,20 @@ impl WgpuExecutable {
     }
 
     /// The adapter it runs on.
-    pub fn adapter(&self) -> &crate::wgsl::AdapterInfo {
+    pub fn adapter(&self) -> &AdapterInfo {
         &self.dev.adapter
     }
 
     /// Writes the inputs (graph order; dtypes and shapes of the plan's bucket).
     pub fn set_inputs(&mut self, inputs: &[Tensor]) -> Result<()> {
-        if inputs.len() != self.plan.inputs.len() {
+        if inputs.len() != self.plan.frame.inputs.len() {
             return Err(RuntimeError::Usage(format!(
                 "the plan takes {} inputs, got {}",
-                self.plan.inputs.len(),
+                self.plan.frame.inputs.len(),
                 inputs.len()
             )));
         }
-        for (io, t) in self.plan.inputs.iter().zip(inputs) {
+        for (io, t) in self.plan.frame.inputs.iter().zip(inputs) {
             if t.dtype() != io.dtype || t.shape() != io.shape.as_slice() {
                 return Err(RuntimeError::Usage(format!(
                     "input `{}`: the plan wants {} {:?}, got {} {:?}",
@@ -431,7 +429,7 @@ impl WgpuExecutable {
     /// Records the copies of the outputs (and the error word) to their read-back
     /// buffers.
     fn copy_back(&self, enc: &mut wgpu::CommandEncoder) {
-        for (o, r) in self.plan.outputs.iter().zip(&self.readback) {
+        for (o, r) in self.plan.frame.outputs.iter().zip(&self.readback) {
             enc.copy_buffer_to_buffer(&self.places[&o.value], 0, r, 0, r.size());
         }
         if let Some((word, read)) = &self.errors {
@@ -452,11 +450,18 @@ impl WgpuExecutable {
         // Every buffer is unmapped before any error returns: the next run maps them again.
         let outs: Vec<Result<Tensor>> = self
             .plan
+            .frame
             .outputs
             .iter()
             .zip(&self.readback)
             .map(|(o, r)| {
-                let n = self.plan.value_bytes.get(&o.value).copied().unwrap_or(0);
+                let n = self
+                    .plan
+                    .frame
+                    .value_bytes
+                    .get(&o.value)
+                    .copied()
+                    .unwrap_or(0);
                 let t = {
                     let view = r.slice(..).get_mapped_range().map_err(err)?;
                     from_storage(o.dtype, &o.shape, &view[..n])
@@ -476,7 +481,9 @@ impl WgpuExecutable {
                 let checks = self.plan.kernels.iter().filter_map(|k| {
                     Some((k.name.as_str(), k.node.as_str(), k.index_check.as_ref()?))
                 });
-                return Err(RuntimeError::Usage(index_error(code, "wgpu", checks)));
+                return Err(RuntimeError::IndexOutOfRange(index_error(
+                    code, "wgpu", checks,
+                )));
             }
         }
         outs.into_iter().collect()

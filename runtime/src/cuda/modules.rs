@@ -3,18 +3,10 @@
 //! compiles in parallel (through the PTX cache): a 12-layer BERT's 224 kernels took
 //! 16.7 s as one module, 0.3 s this way.
 
-use crate::cuda::Device;
+use super::{drv, Device};
 use crate::{Result, RuntimeError};
 use cudarc::driver::{CudaFunction, CudaModule};
 use std::sync::Arc;
-
-fn drv(what: impl Into<String>) -> impl FnOnce(cudarc::driver::DriverError) -> RuntimeError {
-    let what = what.into();
-    move |e| RuntimeError::Driver {
-        what,
-        msg: format!("{e:?}"),
-    }
-}
 
 /// A plan's kernels as modules: kernels that differ only in their names (the same
 /// layer repeated) appear once, and the distinct ones are split into modules NVRTC
@@ -56,7 +48,7 @@ fn modules_of(kernels: &[gopt_codegen::cuda::Kernel]) -> (Vec<String>, Vec<(usiz
 }
 
 /// Runs NVRTC on the plan's modules in parallel (through the PTX cache), without
-/// touching the GPU: [`Executable::new`] then only loads them.
+/// touching the GPU: [`super::Executable::new`] then only loads them.
 pub fn precompile(dev: &Device, kernels: &[gopt_codegen::cuda::Kernel]) -> Result<()> {
     let (sources, _) = modules_of(kernels);
     ptx_all(dev, &sources).map(|_| ())
@@ -75,7 +67,7 @@ fn ptx_all(dev: &Device, sources: &[String]) -> Result<Vec<cudarc::nvrtc::Ptx>> 
             .into_iter()
             .map(|h| {
                 h.join().unwrap_or_else(|_| {
-                    Err(RuntimeError::Usage(
+                    Err(RuntimeError::Cuda(
                         "an NVRTC compile thread panicked".into(),
                     ))
                 })

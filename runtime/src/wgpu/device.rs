@@ -1,13 +1,12 @@
 //! wgpu devices: adapter selection (a discrete GPU first, then integrated, then a CPU
 //! implementation such as Mesa's lavapipe, which CI uses), the WGSL storage layout of
 //! host tensors, and running one generated shader on host tensors, which the kernel
-//! tests use. Whole plans run in [`crate::wgpu_exec`].
+//! tests use. Whole plans run in [`super::exec`].
 
+use super::err;
 use crate::{Result, RuntimeError};
 use gopt_codegen::wgsl::WgslKernel;
 use gopt_ir::{DType, Tensor};
-/// wgpu's device limits (for [`WgpuDevice::open_with_limits`]).
-pub use wgpu::Limits;
 
 /// Bytes per element of `dt` in a wgpu buffer (`gopt_codegen::wgsl::storage_type`), or
 /// an error for the dtypes WGSL storage cannot hold (bf16, f64).
@@ -54,7 +53,7 @@ pub fn from_storage(dt: DType, shape: &[usize], bytes: &[u8]) -> Result<Tensor> 
                 .collect();
             Tensor::from_f64s(dt, shape, &words).map_err(err)
         }
-        _ => crate::cuda::from_bytes(dt, shape, bytes),
+        _ => crate::host::from_bytes(dt, shape, bytes),
     }
 }
 
@@ -127,10 +126,6 @@ pub struct WgpuDevice {
     pub adapter: AdapterInfo,
 }
 
-fn err(what: impl std::fmt::Display) -> RuntimeError {
-    RuntimeError::Usage(format!("wgpu: {what}"))
-}
-
 impl WgpuDevice {
     /// Opens the most preferred adapter, or the first whose name contains `name`.
     pub fn open(name: Option<&str>) -> Result<WgpuDevice> {
@@ -152,17 +147,9 @@ impl WgpuDevice {
             Some(n) => all.into_iter().find(|a| a.get_info().name.contains(n)),
             None => all.into_iter().next(),
         }
-        .ok_or_else(|| {
-            RuntimeError::Usage(format!(
-                "no wgpu adapter{} (adapters seen: {}); on Linux without a GPU, install \
-                 Mesa's lavapipe (`apt-get install mesa-vulkan-drivers libvulkan1`)",
-                name.map(|n| format!(" matching `{n}`")).unwrap_or_default(),
-                if seen.is_empty() {
-                    "none".into()
-                } else {
-                    seen.join(", ")
-                }
-            ))
+        .ok_or_else(|| RuntimeError::NoAdapter {
+            name: name.map(str::to_string),
+            seen,
         })?;
         let features =
             adapter.features() & (wgpu::Features::SHADER_F16 | wgpu::Features::TIMESTAMP_QUERY);
@@ -283,9 +270,9 @@ impl WgpuDevice {
             let code = u32::from_le_bytes([view[0], view[1], view[2], view[3]]);
             if code != 0 {
                 let checks = [(k.name.as_str(), k.node.as_str(), c)];
-                return Err(RuntimeError::Usage(gopt_codegen::plan::index_error(
-                    code, "wgpu", checks,
-                )));
+                return Err(RuntimeError::IndexOutOfRange(
+                    gopt_codegen::plan::index_error(code, "wgpu", checks),
+                ));
             }
         }
         outs.iter()

@@ -3,9 +3,10 @@
 //! first columns straight into the slice's output. The memory plan must know, since the
 //! slice's output is then written at the GEMM's step.
 
-use super::{concrete, Step};
-use crate::cuda::gemm;
-use crate::cuda::Kernel;
+use super::plan::Step;
+use super::Kernel;
+use crate::lower::Lowered;
+use crate::plan::concrete;
 use gopt_ir::ops::ShapeOp;
 use gopt_ir::{Graph, Op, ValueId};
 
@@ -75,7 +76,10 @@ pub(super) fn fold_slices(
 
 /// Slices that may fold into the GEMM producing their input: their output is then
 /// written at the GEMM's step, which the memory plan must know.
-pub(super) fn slice_candidates(g: &Graph) -> std::collections::HashMap<ValueId, usize> {
+pub(super) fn slice_candidates(
+    g: &Graph,
+    lowered: &[Lowered],
+) -> std::collections::HashMap<ValueId, usize> {
     let mut producer = std::collections::HashMap::new();
     for (i, n) in g.nodes.iter().enumerate() {
         for &o in &n.outputs {
@@ -91,7 +95,7 @@ pub(super) fn slice_candidates(g: &Graph) -> std::collections::HashMap<ValueId, 
             continue;
         };
         if let Some(&i) = producer.get(src) {
-            if gemm::handles(g.nodes[i].op) {
+            if lowered.get(i) == Some(&Lowered::Gemm) {
                 early.insert(*out, i);
             }
         }

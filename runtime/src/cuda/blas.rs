@@ -1,7 +1,9 @@
 //! cuBLASLt for the plan's GEMMs. Each [`Gemm`] step is prepared once — descriptors,
 //! layouts, the heuristic's algorithm, device pointers in the epilogue — so a run (or a
-//! CUDA-graph capture) only issues `cublasLtMatmul`. fp32 uses `CUBLAS_COMPUTE_32F`
-//! (TF32 stays off: fp32 results must match the reference), f16/bf16 accumulate in fp32.
+//! CUDA-graph capture) only issues `cublasLtMatmul`. fp32 GEMMs compute in
+//! `CUBLAS_COMPUTE_32F` (fp32 results match the reference), or in
+//! `CUBLAS_COMPUTE_32F_FAST_TF32` on tensor cores when the plan was compiled with
+//! `--precision tf32`; f16/bf16 GEMMs accumulate in fp32.
 
 use crate::{Result, RuntimeError};
 use cudarc::cublaslt::result as lt;
@@ -162,28 +164,46 @@ pub struct Prepared {
     ptrs: Ptrs,
 }
 
-/// Prepares `g` with its operands at `ptrs`.
-pub fn prepare(lib: &Lt, g: &Gemm, ptrs: Ptrs) -> Result<Prepared> {
+/// The compute type of `g`: fp32, or tf32 tensor-core math for an fp32 GEMM of a plan
+/// compiled with `--precision tf32` (`tf32`).
+pub fn compute_type(g: &Gemm, tf32: bool) -> sys::cublasComputeType_t {
+    if tf32 && g.ab_dtype == DType::F32 {
+        sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32
+    } else {
+        sys::cublasComputeType_t::CUBLAS_COMPUTE_32F
+    }
+}
+
+/// Prepares `g` with its operands at `ptrs`; `tf32` lets fp32 GEMMs compute in tf32
+/// (see [`compute_type`]).
+pub fn prepare(lib: &Lt, g: &Gemm, ptrs: Ptrs, tf32: bool) -> Result<Prepared> {
     let what = |s: &str| format!("GEMM `{}`: {s}", g.node);
-    let ab = cuda_type(g.ab_dtype).ok_or_else(|| RuntimeError::Usage(what("operand dtype")))?;
-    let dt = cuda_type(g.d_dtype).ok_or_else(|| RuntimeError::Usage(what("output dtype")))?;
+    let unsupported = |which: &str, dt: DType| {
+        RuntimeError::Cuda(what(&format!("cuBLASLt has no {which} dtype {dt}")))
+    };
+    let ab = cuda_type(g.ab_dtype).ok_or_else(|| unsupported("operand", g.ab_dtype))?;
+    let dt = cuda_type(g.d_dtype).ok_or_else(|| unsupported("output", g.d_dtype))?;
+    let compute = compute_type(g, tf32);
     let desc = Desc(
-        lt::create_matmul_desc(
-            sys::cublasComputeType_t::CUBLAS_COMPUTE_32F,
-            sys::cudaDataType_t::CUDA_R_32F,
-        )
-        .map_err(blas(what("creating the descriptor")))?,
+        lt::create_matmul_desc(compute, sys::cudaDataType_t::CUDA_R_32F)
+            .map_err(blas(what("creating the descriptor")))?,
     );
     let set = |attr: sys::cublasLtMatmulDescAttributes_t, ptr: *const c_void, size: usize| {
         // SAFETY: each call passes a value of the attribute's documented type and size.
         unsafe { lt::set_matmul_desc_attribute(desc.0, attr, ptr, size) }
             .map_err(blas(what("setting an attribute")))
     };
-    // Row-major Y = A·B is column-major Yᵀ = Bᵀ·Aᵀ: cuBLASLt's A is our B.
+    // Row-major Y = A·B is column-major Yᵀ = Bᵀ·Aᵀ: cuBLASLt's A is our B, its B our A.
     let trans_a: i32 = i32::from(g.trans_b);
     set(
         sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSA,
         (&trans_a) as *const i32 as *const c_void,
+        4,
+    )?;
+    let trans_b: i32 = i32::from(g.trans_a);
+    set(
+        sys::cublasLtMatmulDescAttributes_t::CUBLASLT_MATMUL_DESC_TRANSB,
+        (&trans_b) as *const i32 as *const c_void,
         4,
     )?;
     let epilogue = match (g.epilogue, g.bias.is_some()) {
@@ -212,7 +232,12 @@ pub fn prepare(lib: &Lt, g: &Gemm, ptrs: Ptrs) -> Result<Prepared> {
     } else {
         Layout::new(ab, n, k, g.ld_b.unwrap_or(n), g.batch, g.stride_b)?
     };
-    let b = Layout::new(ab, k, m, k, g.batch, g.stride_a)?;
+    // Our A stored `[K, M]` (transA) is column-major M×K, transposed by cuBLASLt.
+    let b = if g.trans_a {
+        Layout::new(ab, m, k, m, g.batch, g.stride_a)?
+    } else {
+        Layout::new(ab, k, m, k, g.batch, g.stride_a)?
+    };
     let d = Layout::new(dt, n, m, n, g.batch, g.stride_d)?;
     let pref = lt::create_matmul_pref().map_err(blas(what("creating preferences")))?;
     let ws = lib.workspace_bytes();
@@ -241,11 +266,16 @@ pub fn prepare(lib: &Lt, g: &Gemm, ptrs: Ptrs) -> Result<Prepared> {
     Ok(Prepared {
         node: g.node.clone(),
         shape: format!(
-            "M={m} N={n} K={k} batch={} {}×{} → {}, epilogue {:?}{}{}",
+            "M={m} N={n} K={k} batch={} {}×{} → {}{}, epilogue {:?}{}{}",
             g.batch,
             g.ab_dtype,
             g.ab_dtype,
             g.d_dtype,
+            if compute == sys::cublasComputeType_t::CUBLAS_COMPUTE_32F_FAST_TF32 {
+                " (tf32 math)"
+            } else {
+                ""
+            },
             g.epilogue,
             if g.bias.is_some() { " +bias" } else { "" },
             if g.residual.is_some() {

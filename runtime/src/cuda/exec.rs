@@ -1,5 +1,5 @@
 //! Running a [`CudaPlan`]: the weights uploaded once, one arena for the bucket, every
-//! GEMM prepared once, and the whole step list captured into a CUDA graph on the first
+//! GEMM prepared once (in tf32 when the plan was compiled for it), and the whole step list captured into a CUDA graph on the first
 //! run and replayed after (or enqueued step by step with `use_graph = false`, to
 //! measure what the graph saves). A run copies the inputs into their arena slots,
 //! replays, and copies the outputs back: one synchronization, at the end. Plans whose
@@ -7,26 +7,21 @@
 //! of the steps (so inside the captured graph), raised by a kernel that finds an index
 //! out of range, read back with the outputs; nonzero fails the run naming the node.
 
-use crate::blas::{self, Lt, Prepared, Ptrs};
-use crate::cuda::{from_bytes, launch_config, Device};
-use crate::modules::compile_kernels;
-pub use crate::modules::precompile;
+use super::blas::{self, Lt, Prepared, Ptrs};
+use super::device::{launch_config, Device};
+use super::drv;
+use super::modules::compile_kernels;
+pub use super::modules::precompile;
+use crate::host::from_bytes;
 use crate::{Result, RuntimeError};
 use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use cudarc::driver::{
     CudaFunction, CudaGraph, CudaModule, CudaSlice, CudaStream, DevicePtr, PushKernelArg,
 };
-use gopt_codegen::plan::{index_error, tensor_bytes, CudaPlan, Place, Step};
+use gopt_codegen::cuda::plan::{CudaPlan, Place, Step};
+use gopt_codegen::plan::{index_error, tensor_bytes};
 use gopt_ir::Tensor;
 use std::sync::Arc;
-
-fn drv(what: impl Into<String>) -> impl FnOnce(cudarc::driver::DriverError) -> RuntimeError {
-    let what = what.into();
-    move |e| RuntimeError::Driver {
-        what,
-        msg: format!("{e:?}"),
-    }
-}
 
 /// Weights on the device, shared by every bucket of a model.
 pub struct Weights {
@@ -53,7 +48,7 @@ pub fn check_memory(
     plan.check_memory(what, None, blas::WORKSPACE as u128, &limit)
         .map_err(|e| match e {
             gopt_codegen::CodegenError::Memory(m) => RuntimeError::Memory(m),
-            e => RuntimeError::Usage(e.to_string()),
+            e => RuntimeError::Cuda(e.to_string()),
         })
 }
 
@@ -145,7 +140,7 @@ impl Executable {
             match plan.places.get(&v) {
                 Some(Place::Arena(o)) => Ok(arena_base + *o as u64),
                 Some(Place::Weight(o)) => Ok(weights.base + *o as u64),
-                None => Err(RuntimeError::Usage(format!(
+                None => Err(RuntimeError::Cuda(format!(
                     "plan: value {v} has no place (a corrupt or mismatched plan)"
                 ))),
             }
@@ -185,7 +180,7 @@ impl Executable {
                         d: ptr(g.out)?,
                         bias: g.bias.map(ptr).transpose()?,
                     };
-                    Ready::Gemm(Box::new(blas::prepare(&lt, g, ptrs)?), g.post)
+                    Ready::Gemm(Box::new(blas::prepare(&lt, g, ptrs, plan.tf32)?), g.post)
                 }
             });
         }
@@ -304,14 +299,14 @@ impl Executable {
 
     /// Copies `inputs` (the bucket's shapes, in order) into their slots.
     pub fn set_inputs(&mut self, inputs: &[Tensor]) -> Result<()> {
-        if inputs.len() != self.plan.inputs.len() {
+        if inputs.len() != self.plan.frame.inputs.len() {
             return Err(RuntimeError::Usage(format!(
                 "the plan takes {} inputs, got {}",
-                self.plan.inputs.len(),
+                self.plan.frame.inputs.len(),
                 inputs.len()
             )));
         }
-        for (t, io) in inputs.iter().zip(self.plan.inputs.clone()) {
+        for (t, io) in inputs.iter().zip(self.plan.frame.inputs.clone()) {
             if t.dtype() != io.dtype || t.shape() != io.shape.as_slice() {
                 return Err(RuntimeError::Usage(format!(
                     "input `{}`: expected {} {:?}, got {} {:?}",
@@ -323,8 +318,8 @@ impl Executable {
                 )));
             }
             let Some(Place::Arena(off)) = self.plan.places.get(&io.value).copied() else {
-                return Err(RuntimeError::Usage(format!(
-                    "input `{}` has no arena slot",
+                return Err(RuntimeError::Cuda(format!(
+                    "plan: input `{}` has no arena slot",
                     io.name
                 )));
             };
@@ -339,8 +334,8 @@ impl Executable {
 
     /// Copies the outputs back (synchronizing the stream).
     pub fn outputs(&self) -> Result<Vec<Tensor>> {
-        let mut outs = Vec::with_capacity(self.plan.outputs.len());
-        for io in &self.plan.outputs {
+        let mut outs = Vec::with_capacity(self.plan.frame.outputs.len());
+        for io in &self.plan.frame.outputs {
             let n = io.shape.iter().product::<usize>() * elem_size(io.dtype);
             let mut host = vec![0u8; n];
             match self.plan.places.get(&io.value) {
@@ -353,8 +348,8 @@ impl Executable {
                     .memcpy_dtoh(&self.weights.buf.slice(*off..*off + n), &mut host)
                     .map_err(drv(format!("copying output `{}`", io.name)))?,
                 None => {
-                    return Err(RuntimeError::Usage(format!(
-                        "output `{}` has no place",
+                    return Err(RuntimeError::Cuda(format!(
+                        "plan: output `{}` has no place",
                         io.name
                     )))
                 }
@@ -375,7 +370,9 @@ impl Executable {
                 self.plan.kernels.iter().filter_map(|k| {
                     Some((k.name.as_str(), k.node.as_str(), k.index_check.as_ref()?))
                 });
-            return Err(RuntimeError::Usage(index_error(code[0], "CUDA", checks)));
+            return Err(RuntimeError::IndexOutOfRange(index_error(
+                code[0], "CUDA", checks,
+            )));
         }
         Ok(outs)
     }

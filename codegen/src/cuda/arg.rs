@@ -1,0 +1,98 @@
+//! ArgMax, ArgMin and Hardmax in CUDA ([`crate::lower::arg`]): one thread per lane along
+//! the axis compares its elements in order, floats in f32 (f64 in double) with NaN
+//! first-wins, integers in their own type, exactly. ArgMax/ArgMin write the index as
+//! i64; Hardmax writes its lane, 1 at the index and 0 elsewhere, in the data's dtype.
+
+use super::elementwise::storage;
+use super::support::{blocks, output, store, typed, unsupported};
+use super::Kernel;
+use crate::lower::arg::{spec, ArgKind};
+use crate::template::fill;
+use crate::Result;
+use gopt_ir::{DType, Graph, Node};
+
+const TEMPLATE: &str = include_str!("arg.cu");
+
+/// Emits the kernel for ArgMax/ArgMin/Hardmax node `node` of `g`.
+pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
+    let sp = spec(g, node)?;
+    let dt = sp.dtype;
+    let t = storage(dt);
+    // The type elements are compared in, how one is read, and whether it is NaN.
+    let (ct, float) = match dt {
+        DType::F32 | DType::F16 | DType::BF16 => ("float", true),
+        DType::F64 => ("double", true),
+        _ => (t, false),
+    };
+    let read = |at: &str| {
+        if float {
+            format!("gopt_ld(x[{at}])")
+        } else {
+            format!("x[{at}]")
+        }
+    };
+    let isnan = |v: &str| {
+        if float {
+            format!("isnan({v})")
+        } else {
+            "false".to_string()
+        }
+    };
+    let inner = sp.inner.max(1);
+    let (out_dt, _) = typed(g, node, output(node, 0)?)?;
+    let (ot, write) = if sp.kind == ArgKind::Hardmax {
+        if out_dt != dt {
+            return Err(unsupported(node, &format!("a {out_dt} output")));
+        }
+        let one = store(dt, "(j == bi ? 1.0f : 0.0f)");
+        (
+            t,
+            format!(
+                "        for (long long j = 0; j < {d}LL; ++j) out[base + j * {inner}LL] = {one};\n",
+                d = sp.d
+            ),
+        )
+    } else {
+        if out_dt != DType::I64 {
+            return Err(unsupported(node, &format!("a {out_dt} output")));
+        }
+        ("long long", "        out[o] = bi;\n".to_string())
+    };
+    let better = if sp.max() { "v > best" } else { "v < best" };
+    let last = if sp.last { "true" } else { "false" };
+    let source = fill(
+        TEMPLATE,
+        &[
+            ("what", node.op.name()),
+            ("name", name),
+            ("t", t),
+            ("ot", ot),
+            ("ct", ct),
+            ("d", &sp.d.to_string()),
+            ("inner", &inner.to_string()),
+            ("span", &sp.span().to_string()),
+            ("lanes", &sp.lanes.to_string()),
+            ("tie", if sp.last { "higher" } else { "lower" }),
+            ("first", &read("base")),
+            ("bnan", &isnan("best")),
+            ("load", &read(&format!("base + j * {inner}LL"))),
+            ("vnan", &isnan("v")),
+            ("last", last),
+            ("better", &format!("({better})")),
+            ("write", &write),
+        ],
+    )?;
+    Ok(Kernel {
+        name: name.to_string(),
+        node: node.name.clone(),
+        source,
+        threads: sp.lanes,
+        vectorized: false,
+        inputs: vec![sp.x.0],
+        outputs: vec![sp.out.0],
+        shared_mem: 0,
+        grid: blocks(sp.lanes, 256),
+        block: 256,
+        index_check: None,
+    })
+}

@@ -1,0 +1,60 @@
+//! GatherElements in CUDA ([`crate::lower::gather_elements`]): one thread per output
+//! element, data of any dtype copied as stored, i32 or i64 indices each checked on the
+//! device (they may be computed there): one out of range raises the node's code in the
+//! run's error word ([`crate::plan::IndexCheck`]) and reads element 0 of the axis.
+
+use super::elementwise::storage;
+use super::support::blocks;
+use super::Kernel;
+use crate::lower::gather_elements::spec;
+use crate::plan::{index_code, IndexCheck};
+use crate::template::fill;
+use crate::Result;
+use gopt_ir::{Graph, Node};
+
+const TEMPLATE: &str = include_str!("gather_elements.cu");
+
+/// Emits the kernel for GatherElements node `node` of `g`.
+pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
+    let sp = spec(g, node)?;
+    let code = index_code(g, node)?;
+    let mut coords = String::new();
+    for (d, stride) in sp.axes_rev() {
+        let term = match stride {
+            0 => String::new(),
+            s => format!("at += (r % {d}LL) * {s}LL; "),
+        };
+        coords += &format!("        {term}r /= {d}LL;\n");
+    }
+    let source = fill(
+        TEMPLATE,
+        &[
+            ("axis", &sp.axis.to_string()),
+            ("name", name),
+            ("t", storage(sp.dtype)),
+            ("it", storage(sp.index_dtype)),
+            ("n", &sp.n.to_string()),
+            ("len", &sp.axis_len.to_string()),
+            ("code", &code.to_string()),
+            ("kstride", &sp.axis_stride.to_string()),
+            ("coords", &coords),
+        ],
+    )?;
+    Ok(Kernel {
+        name: name.to_string(),
+        node: node.name.clone(),
+        source,
+        threads: sp.n,
+        vectorized: false,
+        inputs: vec![sp.data.0, sp.indices.0],
+        outputs: vec![sp.out.0],
+        shared_mem: 0,
+        grid: blocks(sp.n, 256),
+        block: 256,
+        index_check: Some(IndexCheck {
+            code,
+            op: node.op.name().into(),
+            what: sp.out_of_range(),
+        }),
+    })
+}

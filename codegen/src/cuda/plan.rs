@@ -1,0 +1,265 @@
+//! The CUDA execution plan of one specialized graph: the steps in order (generated
+//! kernels and cuBLASLt GEMMs), where every value lives (an offset in the bucket's
+//! arena, or in the weights blob uploaded once), and the graph's inputs and outputs.
+//! It is plain data (serde), so `gopt compile` writes it into the artifact and the
+//! runtime replays it without the graph. What each node becomes comes from
+//! [`crate::lower`]; the arena from [`crate::memory::arena`].
+
+use super::conv_gemm;
+use super::fold::{fold_slices, slice_candidates};
+use super::gemm::{self, Gemm};
+use super::{kernel, kernel_name, Kernel, BACKEND, VIEWS};
+use crate::lower::{lower, Lowered};
+use crate::memory::{self, ALIGN};
+use crate::plan::{concrete, largest_value, refuse, tensor_bytes, Frame, WeightStore};
+use crate::{CodegenError, Result};
+use gopt_ir::{Graph, Tensor, ValueId};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Where a value's bytes are.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub enum Place {
+    /// At this byte offset of the bucket's arena.
+    Arena(usize),
+    /// At this byte offset of the weights blob.
+    Weight(usize),
+}
+
+/// One step of a run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub enum Step {
+    /// Launch `kernels[i]`.
+    Kernel(usize),
+    /// A cuBLASLt matmul (then its post kernel, if any).
+    Gemm(Gemm),
+}
+
+/// The plan of one bucket.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct CudaPlan {
+    /// The version, inputs, outputs and value sizes every plan records.
+    pub frame: Frame,
+    /// Generated kernels (one module).
+    pub kernels: Vec<Kernel>,
+    /// Steps in execution order.
+    pub steps: Vec<Step>,
+    /// Where each value used by a step lives (value id → place).
+    pub places: BTreeMap<u32, Place>,
+    /// Arena size: the peak of the liveness-planned layout.
+    pub arena_bytes: usize,
+    /// Size of the weights blob (shared by the buckets built into one store).
+    pub weights_bytes: usize,
+    /// fp32 GEMMs compute in tf32 on tensor cores (`--precision tf32`).
+    #[serde(default)]
+    pub tf32: bool,
+}
+
+/// Builds the plan of `g` (a specialized, optimized graph) and its weights blob.
+pub fn build(g: &Graph) -> Result<(CudaPlan, Vec<u8>)> {
+    let mut store = WeightStore::default();
+    let p = build_with(g, &mut store)?;
+    Ok((p, store.blob))
+}
+
+/// Builds the plan of `g` with its constants in `store` (shared across buckets).
+pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
+    let lowered: Vec<Lowered> = g.nodes.iter().map(|n| lower(g, n, VIEWS)).collect();
+    let early = slice_candidates(g, &lowered);
+    let views: Vec<bool> = lowered.iter().map(|l| *l == Lowered::View).collect();
+    let layout = memory::arena(g, &views, &early)?;
+    let mut kernels: Vec<Kernel> = Vec::new();
+    let mut steps = Vec::new();
+    let mut missing = Vec::new();
+    // Values the plan adds (reordered weights, im2col scratch, converted biases) get
+    // ids after the graph's.
+    let mut next = g.values.len() as u32;
+    let mut synth_weights: Vec<(u32, Tensor)> = Vec::new();
+    let mut scratch: Vec<(u32, usize)> = Vec::new();
+    for (i, (n, low)) in g.nodes.iter().zip(&lowered).enumerate() {
+        let done: Result<()> = match low {
+            Lowered::View => Ok(()),
+            Lowered::ConvGemm => {
+                let (wid, sid) = (next, next + 1);
+                next += 2;
+                conv_gemm::lower(g, n, &format!("k{i}"), &mut kernels, wid, sid).map(|cg| {
+                    if let Some(k) = cg.im2col {
+                        kernels.push(k);
+                        steps.push(Step::Kernel(kernels.len() - 1));
+                        scratch.push((sid, cg.scratch_bytes));
+                    }
+                    steps.push(Step::Gemm(cg.gemm));
+                    synth_weights.push((wid, cg.weight));
+                })
+            }
+            Lowered::Gemm => gemm::lower(g, n, &format!("k{i}_epilogue"), &mut kernels)
+                .map(|gm| steps.push(Step::Gemm(gm))),
+            Lowered::Kernel(kind) => kernel(g, n, *kind, &kernel_name(i, n)).map(|k| {
+                kernels.push(k);
+                steps.push(Step::Kernel(kernels.len() - 1));
+            }),
+            Lowered::Unsupported(why) => Err(crate::lower::support::unsupported(n, why)),
+        };
+        match done {
+            Ok(()) => {}
+            Err(e @ CodegenError::Unsupported { .. }) => missing.push(e),
+            Err(e) => return Err(e),
+        }
+    }
+    if let Some(e) = refuse(BACKEND, missing) {
+        return Err(e);
+    }
+    fold_slices(g, &mut steps, &kernels, &early);
+    // Places: arena slots for activations, the weights blob for constants.
+    let mut places = BTreeMap::new();
+    for (v, &slot) in &layout.slots {
+        places.insert(v.0, Place::Arena(layout.buffers[slot].offset));
+    }
+    let mut add_weight = |places: &mut BTreeMap<u32, Place>, id: u32, t: &Tensor| {
+        places.insert(id, Place::Weight(store.add(&tensor_bytes(t))));
+    };
+    let mut used: Vec<u32> = Vec::new();
+    for s in &steps {
+        match s {
+            Step::Kernel(k) => used.extend(&kernels[*k].inputs),
+            Step::Gemm(gm) => {
+                used.extend([gm.a, gm.b]);
+                used.extend(gm.bias.iter().chain(&gm.residual));
+                if let Some(p) = gm.post {
+                    used.extend(&kernels[p].inputs);
+                }
+            }
+        }
+    }
+    used.extend(g.outputs.iter().map(|v| v.0));
+    used.sort_unstable();
+    used.dedup();
+    for v in used {
+        if let Some(t) = g.constant(ValueId(v)) {
+            add_weight(&mut places, v, t);
+        }
+    }
+    let mut value_bytes = BTreeMap::new();
+    for (id, t) in &synth_weights {
+        add_weight(&mut places, *id, t);
+        value_bytes.insert(*id, t.len() * t.dtype().size());
+    }
+    // The im2col matrices live above the planned activations, one step each.
+    let scratch_at = layout.peak_bytes.div_ceil(ALIGN) * ALIGN;
+    let scratch_bytes = scratch.iter().map(|s| s.1).max().unwrap_or(0);
+    for (id, bytes) in &scratch {
+        places.insert(*id, Place::Arena(scratch_at));
+        value_bytes.insert(*id, *bytes);
+    }
+    // cuBLASLt wants the bias in the output's dtype: constants are converted here.
+    for s in &mut steps {
+        if let Step::Gemm(gm) = s {
+            if let (Some(b), Some(bd)) = (gm.bias, gm.bias_dtype) {
+                if bd != gm.d_dtype {
+                    let t = g.constant(ValueId(b)).ok_or_else(|| {
+                        CodegenError::Plan(format!(
+                            "GEMM `{}`: a {bd} bias that is not a constant cannot be fused into a {} output",
+                            gm.node, gm.d_dtype
+                        ))
+                    })?;
+                    let t = t.cast(gm.d_dtype);
+                    value_bytes.insert(next, t.len() * t.dtype().size());
+                    add_weight(&mut places, next, &t);
+                    gm.bias = Some(next);
+                    gm.bias_dtype = Some(gm.d_dtype);
+                    next += 1;
+                }
+            }
+        }
+    }
+    for v in g.inputs.iter().chain(&g.outputs) {
+        if !places.contains_key(&v.0) {
+            return Err(CodegenError::Plan(format!(
+                "value `{}` has no place in the plan",
+                g.value(*v).name
+            )));
+        }
+    }
+    for &v in places.keys() {
+        if (v as usize) < g.values.len() {
+            let (dt, s) = concrete(g, ValueId(v))?;
+            let bytes = gopt_ir::budget::bytes(&s, dt.size())
+                .and_then(|b| usize::try_from(b).ok())
+                .ok_or_else(|| {
+                    CodegenError::Plan(format!(
+                        "value `{}` of shape {s:?}: its byte size overflows",
+                        g.value(ValueId(v)).name
+                    ))
+                })?;
+            value_bytes.insert(v, bytes);
+        }
+    }
+    let plan = CudaPlan {
+        frame: Frame::of(g, value_bytes, layout.total_bytes)?,
+        kernels,
+        steps,
+        places,
+        arena_bytes: if scratch_bytes > 0 {
+            scratch_at.checked_add(scratch_bytes).ok_or_else(|| {
+                CodegenError::Plan("the arena's size overflows the address space".into())
+            })?
+        } else {
+            layout.peak_bytes
+        },
+        weights_bytes: store.blob.len(),
+        tf32: false,
+    };
+    Ok(plan)
+}
+
+impl CudaPlan {
+    /// Device bytes the plan itself needs: its arena and the weights blob (the GEMM
+    /// library's workspace comes on top at run time).
+    pub fn device_bytes(&self) -> u128 {
+        self.arena_bytes as u128 + self.weights_bytes as u128
+    }
+
+    /// Checks the plan's device bytes, plus `extra` bytes the caller adds (a
+    /// workspace), against `limit`: an error saying `what` (the bucket) would allocate
+    /// how much, the arena and weights, and the largest value (named from `g` when
+    /// given).
+    pub fn check_memory(
+        &self,
+        what: &str,
+        g: Option<&Graph>,
+        extra: u128,
+        limit: &gopt_ir::limit::MemoryLimit,
+    ) -> Result<()> {
+        let short = |n: u128| gopt_ir::limit::fmt_short(n);
+        limit
+            .check(self.device_bytes() + extra, || {
+                let pooled = |v: u32| matches!(self.places.get(&v), Some(Place::Arena(_)));
+                (
+                    format!("{what}: the CUDA plan"),
+                    format!(
+                        "on the GPU (arena {}, weights {}{}{})",
+                        short(self.arena_bytes as u128),
+                        short(self.weights_bytes as u128),
+                        if extra > 0 {
+                            format!(", workspace {}", short(extra))
+                        } else {
+                            String::new()
+                        },
+                        largest_value(&self.frame.value_bytes, pooled, g)
+                    ),
+                )
+            })
+            .map_err(CodegenError::from)
+    }
+
+    /// Kernel launches and library calls per run.
+    pub fn launches(&self) -> usize {
+        self.steps
+            .iter()
+            .map(|s| match s {
+                Step::Kernel(_) => 1,
+                Step::Gemm(g) => 1 + usize::from(g.post.is_some()),
+            })
+            .sum()
+    }
+}

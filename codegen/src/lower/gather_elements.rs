@@ -1,0 +1,98 @@
+//! GatherElements, read once for every backend: `out[p] = data[p with p[axis] =
+//! indices[p]]`. The spec gives the output's axes (the indices' dims) with the data's
+//! stride on each, so a writer turns output element `i` into a data offset without the
+//! gathered axis and adds the checked index times that axis' stride. The indices may be
+//! computed on the device: a negative one counts from the end of the axis, and one out
+//! of range is an error the kernel raises ([`GatherElementsSpec::out_of_range`]).
+
+use super::index::strides;
+use super::support::{input, output, plan, typed, unsupported};
+use crate::Result;
+use gopt_ir::{DType, Graph, Node, ValueId};
+
+/// A GatherElements node, resolved.
+#[derive(Clone, Debug)]
+pub struct GatherElementsSpec {
+    /// The data.
+    pub data: ValueId,
+    /// The indices (the output's shape).
+    pub indices: ValueId,
+    /// The output.
+    pub out: ValueId,
+    /// The data's dtype (copied as stored).
+    pub dtype: DType,
+    /// The indices' dtype (i32 or i64).
+    pub index_dtype: DType,
+    /// The gathered axis.
+    pub axis: usize,
+    /// Its length in the data (at least 1).
+    pub axis_len: usize,
+    /// The data's stride along it.
+    pub axis_stride: usize,
+    /// Output elements (the indices' count, at least 1).
+    pub n: usize,
+    /// Data elements.
+    pub data_len: usize,
+    /// Per output axis, the indices' dim and the data's stride (the gathered axis
+    /// contributes nothing: its stride is 0 here).
+    pub dims: Vec<(usize, usize)>,
+}
+
+impl GatherElementsSpec {
+    /// What an index out of range is, for the run's error message.
+    pub fn out_of_range(&self) -> String {
+        format!(
+            "an index out of range for an axis of length {}",
+            self.axis_len
+        )
+    }
+
+    /// The output axes from the last to the first, as (dim, data stride), the
+    /// gathered axis (stride 0) included so the next axes divide past it.
+    pub fn axes_rev(&self) -> impl Iterator<Item = (usize, usize)> + '_ {
+        self.dims.iter().rev().copied()
+    }
+}
+
+/// Reads GatherElements node `node` of `g`.
+pub fn spec(g: &Graph, node: &Node) -> Result<GatherElementsSpec> {
+    let (data, indices) = (input(node, 0)?, input(node, 1)?);
+    let out = output(node, 0)?;
+    let (dtype, ds) = typed(g, node, data)?;
+    let (index_dtype, is) = typed(g, node, indices)?;
+    if !matches!(index_dtype, DType::I32 | DType::I64) {
+        return Err(unsupported(node, &format!("{index_dtype} indices")));
+    }
+    if ds.len() != is.len() || ds.is_empty() {
+        return Err(unsupported(node, "indices of another rank than the data"));
+    }
+    let axis = gopt_ir::ops::util::norm_axis(node.attrs.int_or("axis", 0).map_err(plan)?, ds.len())
+        .map_err(plan)?;
+    if (0..ds.len()).any(|a| a != axis && is[a] > ds[a]) {
+        return Err(unsupported(
+            node,
+            "indices wider than the data off the axis",
+        ));
+    }
+    let n: usize = is.iter().product();
+    if n == 0 || ds[axis] == 0 {
+        return Err(unsupported(node, "an empty tensor"));
+    }
+    let st = strides(&ds);
+    let dims = (0..is.len())
+        .map(|a| (is[a], if a == axis { 0 } else { st[a] }))
+        .collect();
+    Ok(GatherElementsSpec {
+        data,
+        indices,
+        out,
+        dtype,
+        index_dtype,
+        axis,
+        axis_len: ds[axis],
+        axis_stride: st[axis],
+        n,
+        data_len: ds.iter().product(),
+        dims,
+    })
+}

@@ -1,0 +1,30 @@
+//! The CUDA executor: a [`CudaPlan`](gopt_codegen::cuda::plan::CudaPlan) on an NVIDIA GPU
+//! through cudarc, with the driver, NVRTC and cuBLASLt loaded at run time.
+//!
+//! - [`device`]: opening the GPU (after checking the libraries exist), NVRTC with the
+//!   on-disk PTX cache, single-kernel launches and timing for the kernel tests;
+//! - [`exec`]: a whole plan — weights uploaded once per model, an arena per bucket, the
+//!   steps captured into a CUDA graph and replayed, per-step profiles;
+//! - [`blas`]: the plan's GEMMs as cuBLASLt matmuls prepared once;
+//! - `modules`: the plan's kernels grouped into modules NVRTC compiles in parallel.
+
+pub mod blas;
+pub mod device;
+pub mod exec;
+mod modules;
+
+pub use device::{launch_config, ptx_cache_dir, Device, Timing};
+pub use exec::{check_memory, gpu_lock, precompile, Executable, Weights};
+
+use crate::RuntimeError;
+
+/// Maps a driver error to [`RuntimeError::Driver`] saying what was being done.
+pub(crate) fn drv(
+    what: impl Into<String>,
+) -> impl FnOnce(cudarc::driver::DriverError) -> RuntimeError {
+    let what = what.into();
+    move |e| RuntimeError::Driver {
+        what,
+        msg: format!("{e:?}"),
+    }
+}

@@ -1,0 +1,260 @@
+//! The artifact a [`Compiled`] model saves and loads: `plan.json` (every bucket's plan,
+//! versioned, with the SHA-256 of every file: see [`crate::artifact`]), the kernels
+//! (`kernels.cu` or `kernels.wgsl`), `weights.bin` shared by the buckets, and a copy of
+//! `model.onnx`. A loaded artifact runs its plans without optimizing again.
+
+use super::{BackendPlan, Bucket, Compiled, Skipped};
+use crate::artifact;
+use crate::pipeline::{Backend, Options};
+use crate::{GoptError, Imported, Result};
+use gopt_codegen::cuda::plan::CudaPlan;
+use gopt_codegen::plan::{self, WeightStore};
+use gopt_codegen::wgsl::plan::WgslPlan;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::Path;
+
+/// What `plan.json` holds.
+#[derive(Serialize, Deserialize)]
+struct Artifact {
+    /// SHA-256 of this file, taken with this field blank (first: see
+    /// [`artifact::SELF_KEY`]). Empty in artifacts of older gopts.
+    #[serde(default)]
+    sha256: String,
+    format: String,
+    backend: String,
+    precision: String,
+    /// SHA-256 of every other file of the artifact, by file name.
+    #[serde(default)]
+    files: BTreeMap<String, String>,
+    buckets: Vec<ArtifactBucket>,
+    /// Default buckets that could not be built, with the reason.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    skipped: Vec<Skipped>,
+}
+
+/// Files every artifact has (besides `plan.json` and `kernels.*`).
+const REQUIRED_FILES: [&str; 2] = ["model.onnx", "weights.bin"];
+
+/// A bucket in `plan.json`: `plan` is its CUDA plan (`null` for another backend),
+/// `wgsl` its WGSL plan (absent for another backend).
+#[derive(Serialize, Deserialize)]
+struct ArtifactBucket {
+    sizes: BTreeMap<String, u64>,
+    plan: Option<CudaPlan>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    wgsl: Option<WgslPlan>,
+}
+
+impl ArtifactBucket {
+    fn of(b: &Bucket) -> ArtifactBucket {
+        let (plan, wgsl) = match &b.plan {
+            BackendPlan::Cpu => (None, None),
+            BackendPlan::Cuda(p) => (Some(p.clone()), None),
+            BackendPlan::Wgsl(p) => (None, Some(p.clone())),
+        };
+        ArtifactBucket {
+            sizes: b.sizes.clone(),
+            plan,
+            wgsl,
+        }
+    }
+
+    fn into_bucket(self, dir: &Path) -> Result<Bucket> {
+        let plan = match (self.plan, self.wgsl) {
+            (None, None) => BackendPlan::Cpu,
+            (Some(p), None) => BackendPlan::Cuda(p),
+            (None, Some(p)) => BackendPlan::Wgsl(p),
+            (Some(_), Some(_)) => {
+                return Err(GoptError::Usage(format!(
+                    "{}: bucket {} holds both a CUDA and a WGSL plan: compile it again",
+                    dir.display(),
+                    super::bucket_name(&self.sizes)
+                )))
+            }
+        };
+        Ok(Bucket {
+            sizes: self.sizes,
+            variant: None,
+            plan,
+        })
+    }
+}
+
+impl Compiled {
+    /// Writes the artifact to `dir`: `plan.json` (every bucket's plan, versioned, with
+    /// the SHA-256 of every file of the artifact), `kernels.cu` (each bucket's CUDA
+    /// module) or `kernels.wgsl`, `weights.bin` (the shared weights) and `model.onnx` (a
+    /// copy of the source model: runs pad and slice by its declared dims).
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        self.save_with(dir, &[])
+    }
+
+    /// [`Compiled::save`], with `extra`: names of files already written in `dir` (the
+    /// compile reports) that belong to the artifact and are hashed with it.
+    pub fn save_with(&self, dir: &Path, extra: &[String]) -> Result<()> {
+        let source = self.model.source.as_ref().ok_or_else(|| {
+            GoptError::Usage("saving needs a model loaded from a file (gopt::load_model)".into())
+        })?;
+        std::fs::create_dir_all(dir).map_err(|e| GoptError::io(dir, e))?;
+        let mut art = Artifact {
+            sha256: String::new(),
+            format: format!("gopt-artifact-{}", plan::VERSION),
+            backend: self.opts.backend.name().into(),
+            precision: self.opts.config.precision.name().into(),
+            files: BTreeMap::new(),
+            buckets: self.buckets.iter().map(ArtifactBucket::of).collect(),
+            skipped: self.skipped.clone(),
+        };
+        let write = |name: &str, bytes: &[u8]| -> Result<()> {
+            let p = dir.join(name);
+            std::fs::write(&p, bytes).map_err(|e| GoptError::io(p, e))
+        };
+        let (kernels, text) = match self.opts.backend {
+            Backend::Wgpu => ("kernels.wgsl", self.wgsl_source()),
+            Backend::Cuda | Backend::Cpu => ("kernels.cu", self.cuda_source()),
+        };
+        write(kernels, text.as_bytes())?;
+        write("weights.bin", &self.weights.blob)?;
+        let dst = dir.join("model.onnx");
+        if std::fs::canonicalize(source).ok() != std::fs::canonicalize(&dst).ok() {
+            std::fs::copy(source, &dst).map_err(|e| GoptError::io(source.clone(), e))?;
+        }
+        let mut names: Vec<String> = REQUIRED_FILES.iter().map(|s| s.to_string()).collect();
+        names.push(kernels.into());
+        let extra = extra.iter().filter(|n| n.as_str() != artifact::PLAN);
+        names.extend(extra.cloned());
+        art.files = artifact::hash_files(dir, &names)?;
+        let json = serde_json::to_vec_pretty(&art).map_err(|e| GoptError::Usage(e.to_string()))?;
+        // plan.json last: an interrupted save leaves no loadable artifact.
+        write(artifact::PLAN, &artifact::seal(&json)?)
+    }
+
+    /// `kernels.cu`: each CUDA bucket's module under a `// ===== bucket ... =====` line.
+    fn cuda_source(&self) -> String {
+        let mut cu = String::new();
+        for b in &self.buckets {
+            if let BackendPlan::Cuda(p) = &b.plan {
+                cu.push_str(&format!("// ===== bucket {} =====\n", header(&b.sizes)));
+                cu.push_str(&gopt_codegen::cuda::module_source(&p.kernels));
+                cu.push('\n');
+            }
+        }
+        cu
+    }
+
+    /// `kernels.wgsl`: each WGSL bucket's shaders under a `// ===== bucket ... =====`
+    /// line.
+    fn wgsl_source(&self) -> String {
+        let mut wgsl = String::new();
+        for b in &self.buckets {
+            if let BackendPlan::Wgsl(p) = &b.plan {
+                wgsl.push_str(&format!("// ===== bucket {} =====\n", header(&b.sizes)));
+                wgsl.push_str(&p.source());
+            }
+        }
+        wgsl
+    }
+
+    /// Loads an artifact [`Compiled::save`] wrote; runs use its plans without
+    /// optimizing again. `opts` gives run-time choices (CUDA graphs, the adapter); its
+    /// bucket and budget options apply to buckets compiled later, at the artifact's
+    /// precision. Every file of the artifact is checked against the hashes `plan.json`
+    /// records before anything is imported or run: a modified file is an error naming
+    /// it.
+    pub fn load(dir: &Path, opts: &Options) -> Result<Compiled> {
+        let art = read_artifact(dir)?;
+        let model = crate::load_model(&dir.join("model.onnx"))?;
+        Self::from_artifact(dir, art, model, opts)
+    }
+
+    /// [`Compiled::load`] with the artifact's `model.onnx` already imported (as
+    /// `model`), so a caller that needed the model first does not import it twice.
+    pub fn load_with(dir: &Path, model: Imported, opts: &Options) -> Result<Compiled> {
+        let art = read_artifact(dir)?;
+        Self::from_artifact(dir, art, model, opts)
+    }
+
+    fn from_artifact(
+        dir: &Path,
+        art: Artifact,
+        model: Imported,
+        opts: &Options,
+    ) -> Result<Compiled> {
+        let p = dir.join("weights.bin");
+        let blob =
+            gopt_frontends::fs::read_regular(&p, u64::MAX).map_err(|e| GoptError::io(&p, e))?;
+        let backend = match art.backend.as_str() {
+            "cuda" => Backend::Cuda,
+            "wgpu" => Backend::Wgpu,
+            other => {
+                return Err(GoptError::Usage(format!(
+                    "{}: the artifact's backend `{other}` is not cuda or wgpu",
+                    dir.display()
+                )))
+            }
+        };
+        let mut opts = opts.clone().backend(backend);
+        // Buckets compiled later must match the artifact's precision.
+        if let Some(p) = gopt_passes::Precision::from_name(&art.precision) {
+            opts = opts.precision(p);
+        }
+        let mut c = Compiled::with_parts(model, opts, Vec::new(), art.skipped);
+        c.weights = WeightStore::default();
+        c.weights.blob = blob;
+        c.buckets = art
+            .buckets
+            .into_iter()
+            .map(|b| b.into_bucket(dir))
+            .collect::<Result<_>>()?;
+        Ok(c)
+    }
+}
+
+/// `batch=1 seq=128` for a kernels file's bucket header (empty for static shapes).
+fn header(sizes: &BTreeMap<String, u64>) -> String {
+    let s: Vec<String> = sizes.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    s.join(" ")
+}
+
+/// Reads and checks an artifact's `plan.json`, and every file it lists against its
+/// hash.
+fn read_artifact(dir: &Path) -> Result<Artifact> {
+    let p = dir.join(artifact::PLAN);
+    if !p.is_file() {
+        return Err(GoptError::Usage(format!(
+            "{} is not a gopt artifact: no {}",
+            dir.display(),
+            p.display()
+        )));
+    }
+    let bytes = artifact::read_plan(dir)?;
+    let art: Artifact = serde_json::from_slice(&bytes)
+        .map_err(|e| GoptError::Usage(format!("{}: not a gopt artifact plan: {e}", p.display())))?;
+    let want = format!("gopt-artifact-{}", plan::VERSION);
+    if art.format != want {
+        return Err(GoptError::Usage(format!(
+            "{}: artifact format {} (this gopt reads {want}): compile it again",
+            dir.display(),
+            art.format
+        )));
+    }
+    if art.sha256.is_empty() {
+        return Err(GoptError::Usage(format!(
+            "{}: {} records no file hashes (an older gopt wrote it), so its integrity \
+             cannot be checked: compile it again",
+            dir.display(),
+            artifact::PLAN
+        )));
+    }
+    artifact::check_plan(dir, &bytes, &art.sha256)?;
+    if let Some(missing) = REQUIRED_FILES.iter().find(|f| !art.files.contains_key(**f)) {
+        return Err(GoptError::Usage(format!(
+            "{}: {} records no hash for {missing}: compile it again",
+            dir.display(),
+            artifact::PLAN
+        )));
+    }
+    artifact::check_files(dir, &art.files)?;
+    Ok(art)
+}
