@@ -5,7 +5,9 @@
 # Here:   scripts/gpu-check.sh --build   builds gopt and the GPU test binaries
 #                                        (test-opt profile), packs them and the
 #                                        conformance cases into gpu-bin/
-# There:  scripts/gpu-check.sh [--no-bench] [--no-conformance] [--tests a,b]
+# There:  scripts/gpu-check.sh [--no-bench] [--no-conformance] [--all-conformance]
+#                                [--tests a,b] [--wgpu-tests a,b] (the test binaries to run;
+#                                an empty list runs none) [--no-models] [--no-wgpu]
 #         1. the generated kernels against the interpreter, and their bandwidth
 #            (tests/cuda_kernels.rs, cuda_attention.rs, cuda_conv.rs, --ignored);
 #         2. the shared models through CUDA against their reference data
@@ -53,14 +55,16 @@ if [[ "${1:-}" == "--build" ]]; then
     exit 0
 fi
 
-BENCH=1; CONF=1; WGPU=1; CONF_ALL=0
+BENCH=1; CONF=1; WGPU=1; CONF_ALL=0; MODELS=1
 while (($#)); do
     case "$1" in
         --no-bench) BENCH=0 ;;
         --all-conformance) CONF_ALL=1 ;;
+        --no-models) MODELS=0 ;;
         --no-wgpu) WGPU=0 ;;
         --no-conformance) CONF=0 ;;
         --tests) IFS=, read -r -a TESTS <<< "$2"; shift ;;
+        --wgpu-tests) IFS=, read -r -a WGPU_TESTS <<< "$2"; shift ;;
     esac
     shift
 done
@@ -135,32 +139,35 @@ manifest_rc() {
         record "$t" "$rc" "$(grep -E '^test result|panicked' "$OUT/$t.log" | tail -3 | tr '\n' ' ')"
         grep -E '^(cuda|bandwidth|attention|conv|timing|  )' "$OUT/$t.log" | head -40
     done
-    for p in fp32 bf16 fp16; do
-        echo "== shared models through CUDA, $p"
-        "$BIN/gopt" test tests/data/models --backend cuda --precision "$p" --atol 1e-4 -j 4 > "$OUT/models_$p.log" 2>&1
-        rc=$?
-        if [[ "$p" == bf16 && "$rc" == 1 ]] && grep -q '^FAIL mobilenet_v2' "$OUT/models_$p.log" \
-            && [[ "$(grep -c '^FAIL' "$OUT/models_$p.log")" == 1 ]]; then
-            # MobileNetV2 in bf16 measures 2.0-2.2e-2 (35 bf16 convolutions in a row in a
-            # random-init export); tests/models.rs holds it to a stated 2.5e-2 on the CPU,
-            # and so does this step on the GPU. The other models keep 2e-2.
-            "$BIN/gopt" test tests/data/models/mobilenet_v2 --backend cuda --precision bf16 \
-                --rel-l2 2.5e-2 > "$OUT/models_bf16_mobilenet.log" 2>&1
+    if [[ "$MODELS" == 1 ]]; then
+        for p in fp32 bf16 fp16; do
+            echo "== shared models through CUDA, $p"
+            "$BIN/gopt" test tests/data/models --backend cuda --precision "$p" --atol 1e-4 -j 4 > "$OUT/models_$p.log" 2>&1
             rc=$?
-            echo "mobilenet_v2 bf16 at its stated 2.5e-2: $(tail -1 "$OUT/models_bf16_mobilenet.log")"
-            record "models $p" "$rc" "$(tail -1 "$OUT/models_$p.log"); mobilenet_v2 at its stated 2.5e-2: $(tail -1 "$OUT/models_bf16_mobilenet.log")"
-        else
-            record "models $p" "$rc" "$(tail -1 "$OUT/models_$p.log")"
-        fi
-        grep -v '^PASS' "$OUT/models_$p.log" | head -20
-    done
-    echo "== shared models, kernel by kernel (no CUDA graph), fp32"
-    "$BIN/gopt" test tests/data/models --backend cuda --no-cuda-graph --atol 1e-4 -j 4 > "$OUT/models_nograph.log" 2>&1
-    record "models fp32 no CUDA graph" $? "$(tail -1 "$OUT/models_nograph.log")"
+            if [[ "$p" == bf16 && "$rc" == 1 ]] && grep -q '^FAIL mobilenet_v2' "$OUT/models_$p.log" \
+                && [[ "$(grep -c '^FAIL' "$OUT/models_$p.log")" == 1 ]]; then
+                # MobileNetV2 in bf16 measures 2.0-2.2e-2 (35 bf16 convolutions in a row in a
+                # random-init export); tests/models.rs holds it to a stated 2.5e-2 on the CPU,
+                # and so does this step on the GPU. The other models keep 2e-2.
+                "$BIN/gopt" test tests/data/models/mobilenet_v2 --backend cuda --precision bf16 \
+                    --rel-l2 2.5e-2 > "$OUT/models_bf16_mobilenet.log" 2>&1
+                rc=$?
+                echo "mobilenet_v2 bf16 at its stated 2.5e-2: $(tail -1 "$OUT/models_bf16_mobilenet.log")"
+                record "models $p" "$rc" "$(tail -1 "$OUT/models_$p.log"); mobilenet_v2 at its stated 2.5e-2: $(tail -1 "$OUT/models_bf16_mobilenet.log")"
+            else
+                record "models $p" "$rc" "$(tail -1 "$OUT/models_$p.log")"
+            fi
+            grep -v '^PASS' "$OUT/models_$p.log" | head -20
+        done
+        echo "== shared models, kernel by kernel (no CUDA graph), fp32"
+        "$BIN/gopt" test tests/data/models --backend cuda --no-cuda-graph --atol 1e-4 -j 4 > "$OUT/models_nograph.log" 2>&1
+        record "models fp32 no CUDA graph" $? "$(tail -1 "$OUT/models_nograph.log")"
+    fi
     if [[ "$WGPU" == 1 ]]; then
         echo "== wgpu"
         "$BIN/gopt" adapters 2>&1 | head -5
         for t in "${WGPU_TESTS[@]}"; do
+            [[ -n "$t" ]] || continue
             "$BIN/$t" --nocapture --test-threads 1 > "$OUT/$t.log" 2>&1
             rc=$?
             record "$t" "$rc" "$(grep -E '^test result|panicked' "$OUT/$t.log" | tail -3 | tr '\n' ' ')"
@@ -177,16 +184,6 @@ manifest_rc() {
         record "conformance wgpu (all cases, manifest tests/conformance/wgpu.manifest)" "$rc" \
             "$(tail -1 "$OUT/conformance_wgpu.log")"
         grep -E '^(FAIL|NOT PASSING)' "$OUT/conformance_wgpu.log" | head -20
-    fi
-    if [[ "$BENCH" == 1 ]]; then
-        echo "== benchmark"
-        # An older binary carried as gpu-bin/gopt-before.xz is timed in the same run.
-        [[ -x "$BIN/gopt-before" ]] && export GOPT_BEFORE="$BIN/gopt-before"
-        bash bench/gpu-bench.sh "$BIN/gopt" "$OUT/bench" 2>&1 | grep -v -i "warning\|^  " | tail -30
-        record "benchmark" "${PIPESTATUS[0]}" "bench/gpu-bench.sh, $OUT/bench"
-        for f in "$OUT"/bench/profile_*.txt; do echo "-- $f"; head -24 "$f"; done
-        cat "$OUT/bench/bench.md" 2>/dev/null
-        cat "$OUT"/bench/gopt.err 2>/dev/null | head -20
     fi
     if [[ "$CONF" == 1 ]]; then
         # The conformance cases of the op families the shared and benchmark models use
@@ -214,6 +211,16 @@ manifest_rc() {
         record "conformance cuda ($what${manifest[*]:+, ${manifest[*]}})" \
             "$rc" "$(tail -1 "$OUT/conformance_cuda.log")"
         grep -E '^FAIL' "$OUT/conformance_cuda.log" | head -30
+    fi
+    if [[ "$BENCH" == 1 ]]; then
+        echo "== benchmark"
+        # An older binary carried as gpu-bin/gopt-before.xz is timed in the same run.
+        [[ -x "$BIN/gopt-before" ]] && export GOPT_BEFORE="$BIN/gopt-before"
+        bash bench/gpu-bench.sh "$BIN/gopt" "$OUT/bench" 2>&1 | grep -v -i "warning\|^  " | tail -30
+        record "benchmark" "${PIPESTATUS[0]}" "bench/gpu-bench.sh, $OUT/bench"
+        for f in "$OUT"/bench/profile_*.txt; do echo "-- $f"; head -24 "$f"; done
+        cat "$OUT/bench/bench.md" 2>/dev/null
+        cat "$OUT"/bench/gopt.err 2>/dev/null | head -20
     fi
     echo "== summary"
     printf '%s\n' "${summary[@]}"
