@@ -117,7 +117,7 @@ fn mobilenet_cnn_shaders_match_the_interpreter_on_an_adapter() {
         let (kernels, others) = emit_kernels(g).unwrap_or_else(|e| panic!("{e}"));
         let missing: Vec<&(String, String)> = others
             .iter()
-            .filter(|(n, _)| g.nodes.iter().any(|m| &m.name == n && is_cnn(&g, m)))
+            .filter(|(n, _)| g.nodes.iter().any(|m| &m.name == n && is_cnn(g, m)))
             .collect();
         assert!(
             missing.is_empty(),
@@ -127,7 +127,7 @@ fn mobilenet_cnn_shaders_match_the_interpreter_on_an_adapter() {
         let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
         for (ki, k) in kernels.iter().enumerate() {
             let node = g.nodes.iter().find(|n| n.name == k.node).expect("node");
-            if !is_cnn(&g, node) {
+            if !is_cnn(g, node) {
                 continue;
             }
             match check(&dev, g, k, (ki * 31) as u64 + 11) {

@@ -95,7 +95,7 @@ pub(super) fn slice_candidates(
             continue;
         };
         if let Some(&i) = producer.get(src) {
-            if lowered.get(i) == Some(&Lowered::Gemm) {
+            if matches!(lowered.get(i), Some(Lowered::Gemm(_))) {
                 early.insert(*out, i);
             }
         }

@@ -1,11 +1,11 @@
-//! The CUDA emitters: kernel source for the nodes of a specialized graph, compiled with
-//! NVRTC for the device's architecture. Element-wise nodes (single ops and
-//! `FusedElementwise` groups), row kernels (LayerNorm, RMSNorm, softmax over the last
-//! axis), data movement, attention (flash-style, tensor cores), convolutions, pools,
-//! reductions, split and pad each have an emitter here; GEMMs (and channels-last
-//! convolutions) become cuBLASLt calls in the plan ([`gemm`], [`conv_gemm`]).
-//! What a node becomes is decided by [`crate::lower`]; [`kernel`] writes the source
-//! for each kernel family and [`plan`] lays the steps and memory out.
+//! The CUDA writer: kernel source for the nodes of a specialized graph as
+//! [`crate::lower`] lowers them, compiled with NVRTC for the device's architecture.
+//! [`kernel`] is the exhaustive match over the kernel families: element-wise nodes
+//! (single ops and `FusedElementwise` groups), rows (norms and softmax on any axis),
+//! reductions, arg/scan/trilu/gather-elements/loss kernels, data movement, split and
+//! pad, convolutions, pools and flash attention (tensor cores). GEMMs, and channels-last
+//! convolutions lowered to one, become cuBLASLt calls ([`gemm`], [`conv_gemm`]);
+//! [`plan`] lays the steps and the arena out.
 
 pub mod arg;
 pub mod attention;
@@ -118,7 +118,7 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
                 Err(e) => return Err(e),
             },
             Lowered::Unsupported(why) => others.push((n.name.clone(), why)),
-            Lowered::View | Lowered::Gemm | Lowered::ConvGemm => {}
+            Lowered::View | Lowered::Gemm(_) | Lowered::ConvGemm => {}
         }
     }
     Ok((kernels, others))

@@ -92,7 +92,7 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
                     synth_weights.push((wid, cg.weight));
                 })
             }
-            Lowered::Gemm => gemm::lower(g, n, &format!("k{i}_epilogue"), &mut kernels)
+            Lowered::Gemm(_) => gemm::lower(g, n, &format!("k{i}_epilogue"), &mut kernels)
                 .map(|gm| steps.push(Step::Gemm(gm))),
             Lowered::Kernel(kind) => kernel(g, n, *kind, &kernel_name(i, n)).map(|k| {
                 kernels.push(k);

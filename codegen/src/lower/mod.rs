@@ -96,7 +96,7 @@ pub enum Lowered {
     /// The output aliases input 0's bytes: no step runs.
     View,
     /// A matrix product with its epilogue (MatMul, Gemm, FusedMatMul).
-    Gemm,
+    Gemm(GemmForm),
     /// A channels-last FusedConv with constant weights, run as a GEMM over an im2col
     /// matrix where the backend has a GEMM library (CUDA); a convolution kernel
     /// elsewhere.
@@ -105,6 +105,15 @@ pub enum Lowered {
     Kernel(Kind),
     /// No GPU kernel, and why (the op, or the mode of it).
     Unsupported(String),
+}
+
+/// The ONNX form of a matrix product (a library GEMM takes both; shaders differ).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GemmForm {
+    /// MatMul or FusedMatMul: numpy-style batched products with an epilogue.
+    MatMul,
+    /// Gemm: 2-D, `alpha`, `beta`, transposes and a broadcast C.
+    Gemm,
 }
 
 /// How views are placed by the backend's memory plan.
@@ -246,7 +255,7 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> Lowered {
         },
         Op::Fused(f) => match f {
             FusedOp::FusedElementwise => k(Elementwise),
-            FusedOp::FusedMatMul => Lowered::Gemm,
+            FusedOp::FusedMatMul => Lowered::Gemm(GemmForm::MatMul),
             FusedOp::FusedConv if conv::as_gemm(g, n) => Lowered::ConvGemm,
             FusedOp::FusedConv => k(Conv),
         },
@@ -316,7 +325,8 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> Lowered {
             | ShapeOp::Unique => none("this op"),
         },
         Op::Nn(o) => match o {
-            NnOp::MatMul | NnOp::Gemm => Lowered::Gemm,
+            NnOp::MatMul => Lowered::Gemm(GemmForm::MatMul),
+            NnOp::Gemm => Lowered::Gemm(GemmForm::Gemm),
             NnOp::Conv => k(Conv),
             NnOp::MaxPool | NnOp::AveragePool => k(Pool),
             NnOp::GlobalAveragePool | NnOp::GlobalMaxPool => k(Reduce),

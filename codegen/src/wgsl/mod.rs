@@ -28,9 +28,9 @@ pub mod split_pad;
 pub mod trilu;
 pub mod types;
 
-use crate::lower::{lower, Kind, Lowered, Views};
+use crate::lower::{lower, GemmForm, Kind, Lowered, Views};
 use crate::{CodegenError, Result};
-use gopt_ir::{DType, Graph, Node, Op};
+use gopt_ir::{DType, Graph, Node};
 use serde::{Deserialize, Serialize};
 
 /// Invocations per workgroup of every generated shader.
@@ -145,10 +145,8 @@ pub fn write(g: &Graph, i: usize, n: &Node, lowered: &Lowered) -> Result<Option<
     let name = format!("k{i}");
     let k = match lowered {
         Lowered::View => return Ok(None),
-        Lowered::Gemm => match n.op {
-            Op::Nn(gopt_ir::ops::NnOp::Gemm) => gemm::emit(g, n, &name),
-            _ => matmul::emit(g, n, &name),
-        },
+        Lowered::Gemm(GemmForm::Gemm) => gemm::emit(g, n, &name),
+        Lowered::Gemm(GemmForm::MatMul) => matmul::emit(g, n, &name),
         Lowered::ConvGemm => conv::emit(g, n, &name),
         Lowered::Kernel(kind) => kernel(g, n, *kind, &name),
         Lowered::Unsupported(why) => Err(crate::lower::support::unsupported(n, why)),
