@@ -10,7 +10,7 @@
 //! ratio is known only at run time fails the run where it would train.
 
 use super::Kernel;
-use crate::lower::elementwise::{dropout, dropout_mask, Dropout, DROPOUT_TRAINING};
+use crate::lower::elementwise::{dropout, dropout_mask, Dropout, Test, DROPOUT_TRAINING};
 use crate::plan::{index_code, IndexCheck};
 use crate::template::fill;
 use crate::{CodegenError, Result};
@@ -234,20 +234,20 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         };
         if let (E::Dropout, Some(c)) = (op, &check) {
             let mode = dropout(g, &body, &params, bn).map_err(|w| unsupported(node, bn, w))?;
-            if let Dropout::Checked { training, ratio } = mode {
-                let name = |v: ValueId| {
-                    names
-                        .get(&v)
-                        .cloned()
-                        .ok_or_else(|| plan_err(node, "unbound body value"))
-                };
-                let mut cond = Vec::new();
-                if let Some(t) = training {
-                    cond.push(name(t)?);
-                }
-                if let Some(r) = ratio {
-                    cond.push(format!("{} != 0", name(r)?));
-                }
+            if mode != Dropout::Inference {
+                let cond = mode
+                    .conditions()
+                    .into_iter()
+                    .map(|(v, test)| {
+                        let n = names
+                            .get(&v)
+                            .ok_or_else(|| plan_err(node, "unbound body value"))?;
+                        Ok(match test {
+                            Test::True => n.clone(),
+                            Test::NonZero => format!("{n} != 0"),
+                        })
+                    })
+                    .collect::<Result<Vec<String>>>()?;
                 code += &format!(
                     "{indent}if (i == 0 && {}) atomicMax(gopt_err, {}u);\n",
                     cond.join(" && "),

@@ -234,6 +234,31 @@ pub enum Dropout {
 pub const DROPOUT_TRAINING: &str =
     "Dropout in training mode with a non-zero ratio (only inference is implemented)";
 
+/// What a checked Dropout tests of a body value: `training_mode` as it is, the ratio
+/// against 0.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Test {
+    /// The value is true (`training_mode`).
+    True,
+    /// The value is not 0 (the ratio).
+    NonZero,
+}
+
+impl Dropout {
+    /// The body values a checked Dropout tests, all of which must hold for it to train
+    /// (the kernel then raises the node's code): none for inference.
+    pub fn conditions(&self) -> Vec<(ValueId, Test)> {
+        match *self {
+            Dropout::Inference => Vec::new(),
+            Dropout::Checked { training, ratio } => training
+                .map(|t| (t, Test::True))
+                .into_iter()
+                .chain(ratio.map(|r| (r, Test::NonZero)))
+                .collect(),
+        }
+    }
+}
+
 /// How Dropout body node `bn` runs; an `Err` is a Dropout that always trains with a
 /// non-zero ratio. `body`'s inputs are `params`, values of `g`.
 pub fn dropout(g: &Graph, body: &Graph, params: &[ValueId], bn: &Node) -> R<Dropout> {

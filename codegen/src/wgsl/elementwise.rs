@@ -12,7 +12,7 @@ use super::elementwise_expr::expr;
 use super::types::{self, kind};
 use super::unsupported;
 use super::{WgslKernel, WORKGROUP};
-use crate::lower::elementwise::{dropout, dropout_mask, Dropout, DROPOUT_TRAINING};
+use crate::lower::elementwise::{dropout, dropout_mask, Dropout, Test, DROPOUT_TRAINING};
 use crate::plan::{index_code, IndexCheck};
 use crate::template::fill;
 use crate::{CodegenError, Result};
@@ -87,7 +87,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         };
         if op == gopt_ir::ops::ElementwiseOp::Dropout {
             let mode = dropout(g, &body, &params, bn).map_err(|what| unsupported(node, what))?;
-            if let Dropout::Checked { training, ratio } = mode {
+            if mode != Dropout::Inference {
                 // Training mode or the ratio known only at run time: the first
                 // invocation raises the node's code where it would train.
                 let c = IndexCheck {
@@ -95,18 +95,15 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
                     op: bn.op.name().into(),
                     what: DROPOUT_TRAINING.into(),
                 };
-                let name = |v: ValueId| {
-                    names
-                        .get(&v)
-                        .map(|n| n.0.clone())
-                        .ok_or_else(|| unsupported(node, "an unbound body value"))
-                };
                 let mut cond = Vec::new();
-                if let Some(t) = training {
-                    cond.push(name(t)?);
-                }
-                if let Some(r) = ratio {
-                    cond.push(format!("{} != 0.0", name(r)?));
+                for (v, test) in mode.conditions() {
+                    let Some((n, _)) = names.get(&v) else {
+                        return Err(unsupported(node, "an unbound body value"));
+                    };
+                    cond.push(match test {
+                        Test::True => n.clone(),
+                        Test::NonZero => format!("{n} != 0.0"),
+                    });
                 }
                 code += &format!(
                     "        if (i == 0u && {}) {{ atomicMax(&gopt_err, {}u); }}\n",
