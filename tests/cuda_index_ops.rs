@@ -15,7 +15,11 @@
 
 mod common;
 
-use common::{compile, nvrtc_ready};
+use common::{close, compile, nvrtc_ready, KERNEL_TOL};
+
+/// The f32/f64 tolerance of a loss: its sum or mean over the batch adds in another
+/// order on the GPU than on the CPU.
+const LOSS_TOL: (f64, f64) = (1e-4, 1e-5);
 use gopt::codegen::cuda::{emit_kernels, module_source, Kernel};
 use gopt::ir::{DType, Graph, Tensor};
 use std::collections::BTreeMap;
@@ -484,32 +488,6 @@ fn inputs(c: &Case, g: &Graph, seed: u64) -> BTreeMap<u32, Tensor> {
     values
 }
 
-fn close(got: &Tensor, want: &Tensor, loss: bool) -> Result<(), String> {
-    if got.dtype() != want.dtype() || got.shape() != want.shape() {
-        return Err(format!(
-            "{:?}{:?} vs {:?}{:?}",
-            got.dtype(),
-            got.shape(),
-            want.dtype(),
-            want.shape()
-        ));
-    }
-    let (rtol, atol) = match want.dtype() {
-        DType::F32 | DType::F64 if loss => (1e-4, 1e-5),
-        DType::F32 | DType::F64 => (1e-5, 1e-6),
-        DType::F16 | DType::BF16 => (1e-2, 1e-3),
-        _ => (0.0, 0.0),
-    };
-    let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
-    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * b.abs();
-        if !ok {
-            return Err(format!("element {i}: GPU {a}, CPU {b}"));
-        }
-    }
-    Ok(())
-}
-
 fn outputs(g: &Graph, k: &Kernel) -> Vec<(DType, Vec<usize>)> {
     k.outputs
         .iter()
@@ -548,7 +526,7 @@ fn index_kernels_match_the_interpreter_on_the_gpu() {
                 .iter()
                 .position(|v| v.0 == *o)
                 .expect("a kernel writes its node's outputs");
-            close(got, &want[j], loss)
+            close(got, &want[j], if loss { LOSS_TOL } else { KERNEL_TOL })
                 .unwrap_or_else(|m| panic!("{}: output {j}: {m}\n{}", c.what, k.source));
         }
     }
@@ -634,6 +612,6 @@ fn indices_out_of_range_fail_the_run_on_the_gpu() {
         let (res, values) = run(in_range);
         let got = res.unwrap_or_else(|e| panic!("{}: {e}", node.name));
         let want = common::reference(node, &values);
-        close(&got[0], &want[0], true).unwrap_or_else(|m| panic!("{}: {m}", node.name));
+        close(&got[0], &want[0], LOSS_TOL).unwrap_or_else(|m| panic!("{}: {m}", node.name));
     }
 }

@@ -18,37 +18,12 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 mod common;
-use common::{node_inputs, reference};
+use common::{close, node_inputs, reference, KERNEL_TOL};
 
 fn repo() -> PathBuf {
     std::env::var("GOPT_REPO")
         .map(PathBuf::from)
         .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")))
-}
-
-fn close(got: &Tensor, want: &Tensor) -> Result<(), String> {
-    if got.dtype() != want.dtype() || got.shape() != want.shape() {
-        return Err(format!(
-            "{:?}{:?} vs {:?}{:?}",
-            got.dtype(),
-            got.shape(),
-            want.dtype(),
-            want.shape()
-        ));
-    }
-    let (rtol, atol) = match want.dtype() {
-        DType::F32 | DType::F64 => (1e-5, 1e-6),
-        DType::F16 | DType::BF16 => (1e-2, 1e-3),
-        _ => (0.0, 0.0),
-    };
-    let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
-    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * b.abs();
-        if !ok {
-            return Err(format!("element {i}: GPU {a}, CPU {b}"));
-        }
-    }
-    Ok(())
 }
 
 fn rel_l2(got: &Tensor, want: &Tensor, bound: f64) -> Result<(), String> {
@@ -160,7 +135,7 @@ fn generated_kernels_match_the_interpreter_on_the_gpu() {
                     } else if long_sum {
                         rel_l2(got, &want[j], 1e-5)
                     } else {
-                        close(got, &want[j])
+                        close(got, &want[j], KERNEL_TOL)
                     };
                     checked_result.unwrap_or_else(|m| {
                         panic!(

@@ -19,7 +19,7 @@ use gopt::ir::{DType, Graph, Tensor};
 use std::path::Path;
 
 mod common;
-use common::{compile, node_inputs, nvrtc_ready, reference};
+use common::{close, compile, node_inputs, nvrtc_ready, reference, KERNEL_TOL};
 
 /// The graphs: a name and the IR text.
 const CASES: &[(&str, &str)] = &[
@@ -342,37 +342,6 @@ fn compile_case(dir: &Path) -> Result<(), String> {
     compile(&module_source(&p.kernels))
 }
 
-fn close(got: &Tensor, want: &Tensor) -> Result<(), String> {
-    if got.dtype() != want.dtype() || got.shape() != want.shape() {
-        return Err(format!(
-            "{:?}{:?} vs {:?}{:?}",
-            got.dtype(),
-            got.shape(),
-            want.dtype(),
-            want.shape()
-        ));
-    }
-    if !got.dtype().is_float() {
-        let (g, w) = (got.to_i64_vec(), want.to_i64_vec());
-        return match (0..g.len()).find(|&i| g[i] != w[i]) {
-            Some(i) => Err(format!("element {i}: GPU {}, CPU {}", g[i], w[i])),
-            None => Ok(()),
-        };
-    }
-    let (rtol, atol) = match want.dtype() {
-        DType::F16 | DType::BF16 => (1e-2, 1e-3),
-        _ => (1e-5, 1e-6),
-    };
-    let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
-    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
-        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * b.abs();
-        if !ok {
-            return Err(format!("element {i}: GPU {a}, CPU {b}"));
-        }
-    }
-    Ok(())
-}
-
 #[test]
 #[ignore = "needs an NVIDIA GPU: scripts/gpu-check.sh runs it on the GPU machine"]
 fn kernels_match_the_interpreter_on_the_gpu() {
@@ -411,7 +380,7 @@ fn kernels_match_the_interpreter_on_the_gpu() {
                     .iter()
                     .position(|v| v.0 == *o)
                     .expect("a kernel writes its node's outputs");
-                close(got, &want[j]).unwrap_or_else(|m| {
+                close(got, &want[j], KERNEL_TOL).unwrap_or_else(|m| {
                     panic!(
                         "{name}: kernel {} for node `{}` output {j}: {m}\n{}",
                         k.name, k.node, k.source

@@ -1,6 +1,7 @@
 //! Helpers the CUDA test files share: NVRTC for sm_90 from the pinned CUDA 13.0 wheels
-//! (scripts/test.sh puts them on `LD_LIBRARY_PATH` and in `GOPT_CUDA_INCLUDE`), and the
-//! seeded pseudo-random inputs the GPU tests run on.
+//! (scripts/test.sh puts them on `LD_LIBRARY_PATH` and in `GOPT_CUDA_INCLUDE`), the
+//! seeded pseudo-random inputs the GPU tests run on, and the comparison of a GPU
+//! result with the interpreter's ([`close`]).
 #![allow(dead_code)]
 
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
@@ -106,3 +107,41 @@ pub fn reference(
         .eval(&gopt::ir::ops::EvalCx { lookup: &lookup }, node, &ins)
         .unwrap_or_else(|e| panic!("interpreter: {e}"))
 }
+
+/// Whether a GPU result `got` matches the interpreter's `want`: same dtype and shape;
+/// integers and booleans exactly; f16/bf16 within one unit of their last place (rtol
+/// 1e-2, atol 1e-3); f32/f64 within `(rtol, atol)` (GPU and CPU transcendental
+/// functions differ in the last bits). NaN matches NaN.
+pub fn close(got: &Tensor, want: &Tensor, (rtol32, atol32): (f64, f64)) -> Result<(), String> {
+    if got.dtype() != want.dtype() || got.shape() != want.shape() {
+        return Err(format!(
+            "{:?}{:?} vs {:?}{:?}",
+            got.dtype(),
+            got.shape(),
+            want.dtype(),
+            want.shape()
+        ));
+    }
+    if !got.dtype().is_float() {
+        let (g, w) = (got.to_i64_vec(), want.to_i64_vec());
+        return match (0..g.len()).find(|&i| g[i] != w[i]) {
+            Some(i) => Err(format!("element {i}: GPU {}, CPU {}", g[i], w[i])),
+            None => Ok(()),
+        };
+    }
+    let (rtol, atol) = match want.dtype() {
+        DType::F16 | DType::BF16 => (1e-2, 1e-3),
+        _ => (rtol32, atol32),
+    };
+    let (g, w) = (got.to_f64_vec(), want.to_f64_vec());
+    for (i, (a, b)) in g.iter().zip(&w).enumerate() {
+        let ok = (a.is_nan() && b.is_nan()) || a == b || (a - b).abs() <= atol + rtol * b.abs();
+        if !ok {
+            return Err(format!("element {i}: GPU {a}, CPU {b}"));
+        }
+    }
+    Ok(())
+}
+
+/// The f32/f64 tolerance of [`close`] for one kernel against the interpreter.
+pub const KERNEL_TOL: (f64, f64) = (1e-5, 1e-6);

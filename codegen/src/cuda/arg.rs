@@ -4,7 +4,7 @@
 //! i64; Hardmax writes its lane, 1 at the index and 0 elsewhere, in the data's dtype.
 
 use super::elementwise::storage;
-use super::support::{blocks, output, store, typed, unsupported};
+use super::support::{output, store, typed, unsupported};
 use super::Kernel;
 use crate::lower::arg::{spec, ArgKind};
 use crate::template::fill;
@@ -82,17 +82,12 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
             ("write", &write),
         ],
     )?;
-    Ok(Kernel {
-        name: name.to_string(),
-        node: node.name.clone(),
+    Ok(Kernel::flat(
+        name,
+        node,
         source,
-        threads: sp.lanes,
-        vectorized: false,
-        inputs: vec![sp.x.0],
-        outputs: vec![sp.out.0],
-        shared_mem: 0,
-        grid: blocks(sp.lanes, 256),
-        block: 256,
-        index_check: None,
-    })
+        sp.lanes,
+        vec![sp.x.0],
+        vec![sp.out.0],
+    ))
 }

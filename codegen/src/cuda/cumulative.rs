@@ -6,7 +6,7 @@
 //! word and scans the last axis instead, never reading outside the dims.
 
 use super::elementwise::storage;
-use super::support::{blocks, store};
+use super::support::store;
 use super::Kernel;
 use crate::lower::cumulative::{spec, ScanAxis};
 use crate::plan::{index_code, IndexCheck};
@@ -85,16 +85,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         ],
     )?;
     Ok(Kernel {
-        name: name.to_string(),
-        node: node.name.clone(),
-        source,
-        threads: sp.n,
-        vectorized: false,
-        inputs,
-        outputs: vec![sp.out.0],
-        shared_mem: 0,
-        grid: blocks(sp.n, 256),
-        block: 256,
         index_check: check,
+        ..Kernel::flat(name, node, source, sp.n, inputs, vec![sp.out.0])
     })
 }

@@ -4,7 +4,6 @@
 //! run's error word ([`crate::plan::IndexCheck`]) and reads element 0 of the axis.
 
 use super::elementwise::storage;
-use super::support::blocks;
 use super::Kernel;
 use crate::lower::gather_elements::spec;
 use crate::plan::{index_code, IndexCheck};
@@ -41,20 +40,18 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         ],
     )?;
     Ok(Kernel {
-        name: name.to_string(),
-        node: node.name.clone(),
-        source,
-        threads: sp.n,
-        vectorized: false,
-        inputs: vec![sp.data.0, sp.indices.0],
-        outputs: vec![sp.out.0],
-        shared_mem: 0,
-        grid: blocks(sp.n, 256),
-        block: 256,
         index_check: Some(IndexCheck {
             code,
             op: node.op.name().into(),
             what: sp.out_of_range(),
         }),
+        ..Kernel::flat(
+            name,
+            node,
+            source,
+            sp.n,
+            vec![sp.data.0, sp.indices.0],
+            vec![sp.out.0],
+        )
     })
 }

@@ -124,6 +124,33 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
     Ok((kernels, others))
 }
 
+impl Kernel {
+    /// A kernel of `n` threads in blocks of 256 (grid-stride loops cover what the grid
+    /// cannot), no shared memory, no index check: the shape of most generated kernels.
+    pub fn flat(
+        name: &str,
+        node: &Node,
+        source: String,
+        n: usize,
+        inputs: Vec<u32>,
+        outputs: Vec<u32>,
+    ) -> Kernel {
+        Kernel {
+            name: name.to_string(),
+            node: node.name.clone(),
+            source,
+            threads: n,
+            vectorized: false,
+            inputs,
+            outputs,
+            shared_mem: 0,
+            grid: support::blocks(n, 256),
+            block: 256,
+            index_check: None,
+        }
+    }
+}
+
 /// One compilable module: the prelude and every kernel.
 pub fn module_source(kernels: &[Kernel]) -> String {
     let mut s = String::from(PRELUDE);

@@ -3,7 +3,7 @@
 //! the device from its one-element i64 input.
 
 use super::elementwise::storage;
-use super::support::{blocks, store};
+use super::support::store;
 use super::Kernel;
 use crate::lower::trilu::{spec, Diagonal};
 use crate::template::fill;
@@ -45,17 +45,12 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
             ("zero", &store(sp.dtype, "0")),
         ],
     )?;
-    Ok(Kernel {
-        name: name.to_string(),
-        node: node.name.clone(),
+    Ok(Kernel::flat(
+        name,
+        node,
         source,
-        threads: sp.n,
-        vectorized: false,
+        sp.n,
         inputs,
-        outputs: vec![sp.out.0],
-        shared_mem: 0,
-        grid: blocks(sp.n, 256),
-        block: 256,
-        index_check: None,
-    })
+        vec![sp.out.0],
+    ))
 }
