@@ -417,8 +417,8 @@ pub fn main(args: &Args) -> Result<ExitCode> {
                 "cannot compile {}{}",
                 args.model.display(),
                 match args.target {
-                    Target::Cuda => " for CUDA (--target none stops after the optimizer)",
-                    Target::Wgsl => " to WGSL (--target none stops after the optimizer)",
+                    Target::Cuda => " for CUDA (`--target none` stops before the plan)",
+                    Target::Wgsl => " to WGSL (`--target none` stops before the plan)",
                     Target::None => "",
                 }
             )))
