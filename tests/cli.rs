@@ -9,66 +9,13 @@ use prost::Message;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-const F32: i32 = 1;
+mod common;
+use common::cli::{assert_ok, error_line, gopt, model_path, root, scratch, Out};
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn model_path(name: &str) -> String {
-    root()
-        .join("tests/data/models")
-        .join(name)
-        .join("model.onnx")
-        .display()
-        .to_string()
-}
-
-/// A fresh, empty scratch folder for one test.
-fn scratch(test: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("cli")
-        .join(test);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
-}
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn gopt(args: &[&str]) -> Out {
-    let out = Command::new(env!("CARGO_BIN_EXE_gopt"))
-        .args(args)
-        .current_dir(root())
-        .output()
-        .expect("run gopt");
-    Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-/// Checks exit code 2, a single `error:` line mentioning every needle, and no panic.
+/// Exit code 2, a single `error:` line mentioning every needle (any case), no panic.
 #[track_caller]
 fn assert_error(out: &Out, needles: &[&str]) {
-    assert!(
-        !out.stderr.contains("panicked"),
-        "gopt panicked:\n{}",
-        out.stderr
-    );
-    assert_eq!(
-        out.code, 2,
-        "exit code\nstdout:\n{}\nstderr:\n{}",
-        out.stdout, out.stderr
-    );
-    let line = out.stderr.trim_end();
-    assert!(line.starts_with("error: "), "stderr: {line}");
-    assert_eq!(line.lines().count(), 1, "one error line expected:\n{line}");
+    let line = error_line(out);
     let lower = line.to_lowercase();
     for n in needles {
         assert!(
@@ -78,15 +25,7 @@ fn assert_error(out: &Out, needles: &[&str]) {
     }
 }
 
-#[track_caller]
-fn assert_ok(out: &Out) {
-    assert!(!out.stderr.contains("panicked"), "{}", out.stderr);
-    assert_eq!(
-        out.code, 0,
-        "stdout:\n{}\nstderr:\n{}",
-        out.stdout, out.stderr
-    );
-}
+const F32: i32 = 1;
 
 // ---- building ONNX models -------------------------------------------------------------
 
@@ -1198,6 +1137,7 @@ fn gopt_bounded(args: &[&str], env_remove: &[&str], secs: u64) -> Out {
     for v in env_remove {
         cmd.env_remove(v);
     }
+    let started = std::time::Instant::now();
     let mut child = cmd.spawn().expect("run gopt");
     let drain = |mut r: Box<dyn Read + Send>| {
         std::thread::spawn(move || {
@@ -1224,6 +1164,7 @@ fn gopt_bounded(args: &[&str], env_remove: &[&str], secs: u64) -> Out {
         code: status.code().unwrap_or(-1),
         stdout: so.join().expect("stdout"),
         stderr: se.join().expect("stderr"),
+        took: started.elapsed(),
     }
 }
 

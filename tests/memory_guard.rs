@@ -10,67 +10,13 @@
 use gopt_frontends::onnx::proto as pb;
 use pb::tensor_shape_proto::{dimension::Value as DimValue, Dimension};
 use prost::Message;
-use std::path::{Path, PathBuf};
-use std::process::Command;
+use std::path::Path;
+
+mod common;
+use common::cli::{assert_error, gopt, root, scratch};
 
 const F32: i32 = 1;
 const I64: i32 = 7;
-
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A fresh, empty scratch folder for one test.
-fn scratch(test: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("memory_guard")
-        .join(test);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
-}
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn gopt(args: &[&str]) -> Out {
-    let out = Command::new(env!("CARGO_BIN_EXE_gopt"))
-        .args(args)
-        .current_dir(root())
-        .env("XDG_RUNTIME_DIR", "/tmp")
-        .output()
-        .expect("run gopt");
-    Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-/// Exit code 2, a single `error:` line mentioning every needle, and no panic.
-#[track_caller]
-fn assert_error(out: &Out, needles: &[&str]) -> String {
-    assert!(
-        !out.stderr.contains("panicked"),
-        "panicked:\n{}",
-        out.stderr
-    );
-    assert_eq!(
-        out.code, 2,
-        "exit code\nstdout:\n{}\nstderr:\n{}",
-        out.stdout, out.stderr
-    );
-    let line = out.stderr.trim_end();
-    assert!(line.starts_with("error: "), "stderr: {line}");
-    assert_eq!(line.lines().count(), 1, "one error line expected:\n{line}");
-    for n in needles {
-        assert!(line.contains(n), "error should mention `{n}`: {line}");
-    }
-    line.to_string()
-}
 
 // ---- hostile ONNX models --------------------------------------------------------------
 

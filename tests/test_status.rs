@@ -10,12 +10,9 @@
 
 use gopt::pipeline::Backend;
 use gopt::testing::{self, run_case, Case, Options, Status, Totals};
-use std::path::{Path, PathBuf};
-use std::process::Command;
 
-fn root() -> &'static Path {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-}
+mod common;
+use common::cli::{gopt, root, scratch};
 
 fn case(name: &str) -> Case {
     let dir = root().join("tests/data/conformance").join(name);
@@ -36,36 +33,6 @@ const UNOPTIMIZED_CASE: &str = "test_affine_grid_2d_align_corners_expanded";
 
 /// A case the WGSL backend has no kernel for and the interpreter passes.
 const NO_WGSL_CASE: &str = "test_ai_onnx_ml_binarizer";
-
-/// A fresh, empty scratch folder for one test.
-fn scratch(test: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-        .join("test_status")
-        .join(test);
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).expect("create scratch dir");
-    dir
-}
-
-struct Out {
-    code: i32,
-    stdout: String,
-    stderr: String,
-}
-
-fn gopt(args: &[&str]) -> Out {
-    let out = Command::new(env!("CARGO_BIN_EXE_gopt"))
-        .args(args)
-        .current_dir(root())
-        .env("XDG_RUNTIME_DIR", std::env::temp_dir())
-        .output()
-        .expect("run gopt");
-    Out {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
 
 #[test]
 fn a_case_that_ran_unoptimized_is_not_a_pass() {

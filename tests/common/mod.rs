@@ -4,6 +4,8 @@
 //! result with the interpreter's ([`close`]).
 #![allow(dead_code)]
 
+pub mod cli;
+
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use gopt::ir::{DType, Tensor};
 use std::path::Path;

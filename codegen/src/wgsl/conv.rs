@@ -1,7 +1,7 @@
 //! Convolutions in WGSL: ONNX `Conv` and `FusedConv` (`act(conv(X, W) + B) + residual`),
 //! 1-D and 2-D, any group, strides, dilations, explicit pads or `auto_pad`, NCHW or
 //! channels-last (`layout="NHWC"`), f32/f16 data with f32 accumulation and one rounding
-//! at the store. The node is read by the CUDA emitter's [`crate::cuda::conv::spec`] (so
+//! at the store. The node is read by [`crate::lower::conv::spec`], as on CUDA (so
 //! both backends accept and refuse the same modes; bf16 has no WGSL form and is
 //! refused here). One input channel per group (depthwise) runs a direct shader, one
 //! invocation per output; every other convolution runs as an implicit GEMM per group
