@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """Check bench/make_transformer.py: every --norm x --gelu x --causal combination, 1 and 2
-layers, at a small size (hidden 64, heads 4, ffn 128, vocab 100).
+layers, at a small size (hidden 64, heads 4, ffn 128, vocab 100), and --arch llama with
+4, 2 and 1 key/value heads, both rsqrt forms, torch-style and constant shape ops.
 
 For each model:
   1. onnx.checker.check_model(full_check=True) (runs ONNX shape inference too);
@@ -10,6 +11,10 @@ For each model:
   4. `gopt run MODEL -i input_ids=ids.npy -i attention_mask=mask.npy -o DIR`; its
      last_hidden_state must match the reference evaluator's (max abs diff < 1e-4).
 Two more models cover --shape-ops const and --opset 18 (ReduceMean axes as an input).
+Llama models read `input_ids` only and write `logits`; their compile must also show what
+the optimizer recognizes: one RMSNormalization per norm (2 per layer + 1), one Attention
+per layer, no Expand left (grouped-query K/V read in place), no Softmax/Pow/ReduceMean,
+at fp32 and bf16; and `gopt run --precision bf16` must stay within relative L2 2e-2.
 
 Usage (from the repository root, after `cargo build --release`):
   .venv/bin/python bench/check_transformer.py [--gopt target/release/gopt] [--keep DIR]
@@ -37,6 +42,7 @@ import make_transformer  # noqa: E402
 SMALL = ["--hidden", "64", "--heads", "4", "--ffn", "128", "--vocab", "100"]
 SEQ = 8
 TOL = 1e-4
+L2_LOW = 2e-2  # the precision rules' stated tolerance
 
 
 def cases():
@@ -50,6 +56,25 @@ def cases():
     yield ["--layers", "2", "--shape-ops", "const"]
     yield ["--layers", "2", "--norm", "decomposed", "--opset", "18"]
     yield ["--layers", "1", "--norm", "rms", "--seq", str(SEQ), "--shape-ops", "const", "--opset", "18"]
+    for kv, rsqrt, layers in itertools.product([4, 2, 1], ["div", "reciprocal"], [1, 2]):
+        yield ["--arch", "llama", "--layers", str(layers), "--kv-heads", str(kv), "--rsqrt", rsqrt]
+    yield ["--arch", "llama", "--layers", "2", "--kv-heads", "2", "--seq", str(SEQ), "--shape-ops", "const"]
+    yield ["--arch", "llama", "--layers", "2", "--kv-heads", "2", "--opset", "18"]
+
+
+def arg(args, name, default):
+    return args[args.index(name) + 1] if name in args else default
+
+
+def llama_expectations(args, ops):
+    """What the optimizer must recognize in a llama model (None when it does)."""
+    layers = int(arg(args, "--layers", "12"))
+    want = {"RMSNormalization": 2 * layers + 1, "Attention": layers}
+    for op, n in want.items():
+        if ops.get(op, 0) != n:
+            return f"{ops.get(op, 0)} {op}, expected {n}"
+    left = [op for op in ("Expand", "Softmax", "Pow", "ReduceMean", "MatMul") if ops.get(op)]
+    return f"left unfused: {left}" if left else None
 
 
 def label(args):
@@ -63,40 +88,62 @@ def check(args, gopt, work, idx):
     model = onnx.load(path)
     onnx.checker.check_model(model, full_check=True)
 
+    llama = arg(args, "--arch", "bert") == "llama"
     rng = np.random.default_rng(idx)
     ids = rng.integers(0, 100, size=(1, SEQ), dtype=np.int64)
-    mask = np.ones((1, SEQ), dtype=np.int64)
-    mask[0, SEQ - 2:] = 0  # padded tail
-    ref = ReferenceEvaluator(model).run(None, {"input_ids": ids, "attention_mask": mask})[0]
+    feeds = {"input_ids": ids}
+    if not llama:
+        mask = np.ones((1, SEQ), dtype=np.int64)
+        mask[0, SEQ - 2:] = 0  # padded tail
+        feeds["attention_mask"] = mask
+    ref = ReferenceEvaluator(model).run(None, feeds)[0]
     if not np.isfinite(ref).all():
         return False, "reference output has non-finite values"
 
     binds = ["--bind", "batch=1"]
     if "--seq" not in args:
         binds += ["--bind", f"seq={SEQ}"]
-    p = subprocess.run([gopt, "compile", path, *binds, "--json"], capture_output=True, text=True)
-    if p.returncode != 0:
-        return False, f"gopt compile failed ({p.returncode}): {p.stderr.strip()}"
-    rep = json.loads(p.stdout)
-    nodes = f"{rep['before']['nodes']} -> {rep['after']['nodes']} nodes"
+    nodes = None
+    for precision in ["fp32", "bf16"] if llama else ["fp32"]:
+        p = subprocess.run([gopt, "compile", path, *binds, "--json", "--precision", precision],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            return False, f"gopt compile --precision {precision} failed ({p.returncode}): {p.stderr.strip()}"
+        rep = json.loads(p.stdout)
+        nodes = nodes or f"{rep['before']['nodes']} -> {rep['after']['nodes']} nodes"
+        if llama:
+            opt = rep["buckets"][0]["optimizer"]
+            bad = llama_expectations(args, opt["after"]["ops"])
+            if bad:
+                return False, f"{nodes}; {precision}: {bad} ({'; '.join(opt['fusions'])})"
 
-    ids_f = os.path.join(work, f"m{idx}_ids.npy")
-    mask_f = os.path.join(work, f"m{idx}_mask.npy")
-    np.save(ids_f, ids)
-    np.save(mask_f, mask)
-    out_dir = os.path.join(work, f"m{idx}_out")
-    p = subprocess.run(
-        [gopt, "run", path, "-i", f"input_ids={ids_f}", "-i", f"attention_mask={mask_f}", "-o", out_dir],
-        capture_output=True, text=True,
-    )
-    if p.returncode != 0:
-        return False, f"{nodes}; gopt run failed ({p.returncode}): {p.stderr.strip()}"
-    got = np.load(os.path.join(out_dir, "last_hidden_state.npy"))
-    if got.shape != ref.shape:
-        return False, f"{nodes}; gopt output shape {got.shape} != reference {ref.shape}"
-    diff = float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64))))
-    ok = diff < TOL
-    return ok, f"{nodes}; max abs diff {diff:.2e}"
+    inputs = []
+    for name, arr in feeds.items():
+        f = os.path.join(work, f"m{idx}_{name}.npy")
+        np.save(f, arr)
+        inputs += ["-i", f"{name}={f}"]
+    out_name = "logits" if llama else "last_hidden_state"
+    msg = [nodes]
+    ok = True
+    for precision in ["fp32", "bf16"] if llama else ["fp32"]:
+        out_dir = os.path.join(work, f"m{idx}_out_{precision}")
+        p = subprocess.run([gopt, "run", path, *inputs, "-o", out_dir, "--precision", precision],
+                           capture_output=True, text=True)
+        if p.returncode != 0:
+            return False, f"{nodes}; gopt run --precision {precision} failed ({p.returncode}): {p.stderr.strip()}"
+        got = np.load(os.path.join(out_dir, f"{out_name}.npy")).astype(np.float64)
+        if got.shape != ref.shape:
+            return False, f"{nodes}; gopt output shape {got.shape} != reference {ref.shape}"
+        want = ref.astype(np.float64)
+        if precision == "fp32":
+            diff = float(np.max(np.abs(got - want)))
+            ok &= diff < TOL
+            msg.append(f"max abs diff {diff:.2e}")
+        else:
+            l2 = float(np.linalg.norm(got - want) / max(np.linalg.norm(want), 1e-30))
+            ok &= l2 <= L2_LOW
+            msg.append(f"{precision} rel L2 {l2:.1e}")
+    return ok, "; ".join(msg)
 
 
 def main():
@@ -118,7 +165,7 @@ def main():
             except Exception as e:  # noqa: BLE001 - report and go on
                 ok, msg = False, f"{type(e).__name__}: {e}"
             failed += not ok
-            print(f"{'ok  ' if ok else 'FAIL'} {label(args):<70} {msg}", flush=True)
+            print(f"{'ok  ' if ok else 'FAIL'} {label(args):<78} {msg}", flush=True)
         print(f"{len(all_cases) - failed}/{len(all_cases)} passed")
         return 1 if failed else 0
 

@@ -4,6 +4,12 @@
 # one run, and writes $OUT/bench.md (the table docs/benchmarks.md takes) and the JSON.
 #
 # usage: bench/gpu-bench.sh GOPT_BINARY OUT [--models resnet50,bert_base,gpt2]
+# PyTorch runs each model with SDPA attention, eager and torch.compile in both modes
+# (default, reduce-overhead) at each batch; the table takes the faster mode.
+# The Llama-architecture decoder (TinyLlama 1.1B's shape, seq 128 prefill) is opt-in:
+# `--models resnet50,bert_base,gpt2,llama` (or `--models llama`). Its export (4.4 GB of
+# fp32 weights in $MODELDIR/llama.onnx.data) and compiles take minutes; a smaller stack:
+# GOPT_LLAMA_LAYERS=4 (and GOPT_LLAMA_HIDDEN=...) in the environment, read by peers.py.
 # With GOPT_BEFORE=<an older gopt binary>, that binary's CUDA figures are taken in the
 # same run too ($OUT/before_<model>_b<batch>.json), for before/after comparisons.
 set -uo pipefail

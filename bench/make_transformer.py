@@ -21,11 +21,38 @@ does it: Shape -> Gather -> Unsqueeze -> Concat per layer (bound and folded by
 
 Weights are float32 N(0, 1) * 0.02 from a fixed seed (norm scales 1 + that).
 
+With --arch llama the graph is instead a Llama-style decoder as the TorchScript exporter
+(`torch.onnx.export(dynamo=False)`) writes transformers' LlamaForCausalLM with
+`attn_implementation="eager"`: input `input_ids` only, output `logits` [batch, seq,
+vocab]; the embedding Gather, then per layer
+
+    RMSNorm (transformers' form, f32 -> f32 Casts included):
+        Cast, Pow(x, 2), ReduceMean(-1, keepdims), Add(eps), Sqrt, Div(1, .) (--rsqrt
+        div, torch's rsqrt) or Reciprocal (--rsqrt reciprocal), Mul(x, .), Cast,
+        Mul(weight, .)
+    Q/K/V: MatMul (no bias; K and V with --kv-heads heads) -> Reshape [b, s, -1, d]
+           -> Transpose [0,2,1,3]
+    rotary (apply_rotary_pos_emb): q*cos + rotate_half(q)*sin, rotate_half(x) =
+           Concat(Neg(Slice(x, d/2:)), Slice(x, :d/2)) on the last axis; cos/sin
+           [b, 1, s, d] from position ids (Range, Unsqueeze, MatMul, Concat, Cos, Sin)
+    repeat_kv: Unsqueeze(2), Expand [b, hkv, n_rep, s, d], Reshape [b, h, s, d]
+    scores = MatMul(Q, Transpose(K, [0,1,3,2])) * d^-1/2 + causal mask (full(min),
+           Trilu, Range/Greater/Mul, Expand, Slice), Cast, Softmax(-1), Cast
+    ctx    = MatMul(scores, V) -> Transpose [0,2,1,3] -> Reshape [b, s, -1] -> o_proj
+           -> residual Add
+    MLP: RMSNorm -> down(silu(gate(x)) * up(x)), silu(x) = x * Sigmoid(x) -> residual Add
+
+then a final RMSNorm and lm_head. With --shape-ops torch the shapes, positions and mask
+come from Shape/Gather/Concat/Range sub-graphs that fold at bind time; with const they are
+constants (needs --seq).
+
 Usage:
   bench/make_transformer.py -o model.onnx [--layers 12] [--hidden 768] [--heads 12]
       [--ffn 3072] [--vocab 30522] [--max-pos 512] [--seq N] [--causal]
       [--norm layernorm|decomposed|rms] [--gelu erf|tanh] [--eps E]
       [--shape-ops torch|const] [--opset 17] [--seed 0]
+  bench/make_transformer.py -o model.onnx --arch llama [--kv-heads N]
+      [--rope-theta 10000] [--rsqrt div|reciprocal] [...the sizes above]
 """
 
 import argparse
@@ -264,6 +291,207 @@ def build(a):
     return model, b.params
 
 
+class LlamaShapes:
+    """Shape pieces as the exporter computes them (Shape -> Gather -> Unsqueeze ->
+    Concat, folded at bind time) or as constants (--shape-ops const). `cat` takes
+    `(value, axis)` for a dim of a value and lists for constant pieces."""
+
+    def __init__(self, b, a, hd):
+        self.b, self.a, self.hd = b, a, hd
+        self.torch = a.shape_ops == "torch"
+
+    def dim(self, x, i):
+        """Dim i of x as a 1-element int64 tensor."""
+        b = self.b
+        if not self.torch:
+            return b.const([self.fixed(i)])
+        g = b.op("Gather", [b.op("Shape", [x]), b.const(i)], axis=0)
+        return b.op("Unsqueeze", [g, b.const([0])])
+
+    def fixed(self, i):
+        return {0: 1, 1: self.a.seq}[i]
+
+    def cat(self, parts):
+        b = self.b
+        if not self.torch:
+            vals = []
+            for p in parts:
+                vals += [self.fixed(p[1])] if isinstance(p, tuple) else list(p)
+            return b.const(vals)
+        ins = [self.dim(p[0], p[1]) if isinstance(p, tuple) else b.const(list(p)) for p in parts]
+        return b.op("Concat", ins, axis=0)
+
+
+def build_llama(a):
+    """A LlamaForCausalLM-style decoder, as torch.onnx.export(dynamo=False) writes it."""
+    kvh = a.kv_heads or a.heads
+    if a.hidden % a.heads or a.heads % kvh:
+        sys.exit(f"--hidden {a.hidden} / --heads {a.heads} / --kv-heads {kvh} do not divide")
+    if a.shape_ops == "const" and a.seq is None:
+        sys.exit("--arch llama --shape-ops const needs a fixed --seq N")
+    hd = a.hidden // a.heads
+    if hd % 2:
+        sys.exit(f"head size {hd} must be even (rotary halves)")
+    n_rep = a.heads // kvh
+    eps = a.eps if a.eps is not None else 1e-6
+    b = Builder(a.opset, np.random.default_rng(a.seed))
+    sh = LlamaShapes(b, a, hd)
+    f32 = np.float32
+    FLOAT = TensorProto.FLOAT
+
+    def linear(x, name, n_in, n_out):
+        # nn.Linear(bias=False): the exporter stores W transposed, [in, out]
+        w = b.weight(name + ".weight", (n_in, n_out))
+        scope = b.scope
+        b.scope = f"{scope}/{name.split('.')[-1]}"
+        y = b.op("MatMul", [x, w])
+        b.scope = scope
+        return y
+
+    def rms_norm(x, name, scope):
+        saved, b.scope = b.scope, scope
+        w = b.weight(name + ".weight", (a.hidden,), base=1.0)
+        h = b.op("Cast", [x], to=FLOAT)  # hidden_states.to(torch.float32)
+        var = b.reduce_mean_last(b.op("Pow", [h, b.const(2.0, f32)]))
+        std = b.op("Sqrt", [b.op("Add", [var, b.const(eps, f32)])])
+        if a.rsqrt == "div":  # torch's rsqrt symbolic: Div(ones(1), Sqrt(x))
+            inv = b.op("Div", [b.const([1.0], f32), std])
+        else:
+            inv = b.op("Reciprocal", [std])
+        h = b.op("Mul", [h, inv])
+        h = b.op("Cast", [h], to=FLOAT)  # .to(input_dtype)
+        y = b.op("Mul", [w, h])
+        b.scope = saved
+        return y
+
+    # ---- embeddings, positions, rotary tables, causal mask ------------------------------
+    b.scope = "/model/embed_tokens"
+    emb = b.weight("model.embed_tokens.weight", (a.vocab, a.hidden))
+    x = b.op("Gather", [emb, "input_ids"])
+    b.scope = "/model"
+    if sh.torch:
+        s_len = b.op("Gather", [b.op("Shape", [x]), b.const(1)], axis=0)
+        end = b.op("Add", [b.const(0), s_len])
+        cache_pos = b.op("Range", [b.const(0), end, b.const(1)])
+    else:
+        cache_pos = b.const(np.arange(a.seq))
+    pos_ids = b.op("Unsqueeze", [cache_pos, b.const([0])])  # [1, s]
+
+    b.scope = "/model/rotary_emb"
+    inv = 1.0 / (a.rope_theta ** (np.arange(0, hd, 2, dtype=np.int64).astype(f32) / hd))
+    inv_freq = b.init("model.rotary_emb.inv_freq", inv.astype(f32))
+    ie = b.op("Unsqueeze", [inv_freq, b.const([0])])
+    ie = b.op("Unsqueeze", [ie, b.const([2])])
+    ie = b.op("Cast", [ie], to=FLOAT)
+    ie = b.op("Expand", [ie, sh.cat([(pos_ids, 0), [1], [1]])])  # [b, d/2, 1]
+    pe = b.op("Unsqueeze", [pos_ids, b.const([1])])
+    pe = b.op("Cast", [pe], to=FLOAT)  # [b, 1, s]
+    freqs = b.op("Transpose", [b.op("MatMul", [ie, pe])], perm=[0, 2, 1])  # [b, s, d/2]
+    embs = b.op("Concat", [freqs, freqs], axis=-1)
+    cos = b.op("Cast", [b.op("Mul", [b.op("Cos", [embs]), b.const(1.0, f32)])], to=FLOAT)
+    sin = b.op("Cast", [b.op("Mul", [b.op("Sin", [embs]), b.const(1.0, f32)])], to=FLOAT)
+
+    b.scope = "/model"
+    # _prepare_4d_causal_attention_mask_with_cache_position (no attention_mask given)
+    fmin = np.finfo(np.float32).min
+    if sh.torch:
+        sq = sh.cat([(x, 1), (x, 1)])
+        full = b.op("ConstantOfShape", [sq], value=numpy_helper.from_array(np.array([fmin], f32)))
+        tri = b.op("Trilu", [full, b.const(1)], upper=1)
+        ar = b.op("Range", [b.const(0), s_len, b.const(1)])
+        cp = b.op("Reshape", [cache_pos, b.const([-1, 1])])
+        gt = b.op("Cast", [b.op("Greater", [ar, cp])], to=FLOAT)
+        m = b.op("Mul", [tri, gt])
+        m = b.op("Unsqueeze", [m, b.const([0, 1])])
+        m = b.op("Expand", [m, sh.cat([(x, 0), [1], (x, 1), (x, 1)])])
+        mask = b.op("Slice", [m, b.const([0]), sh.dim(x, 1), b.const([3]), b.const([1])])
+    else:
+        tri = np.triu(np.full((a.seq, a.seq), fmin, f32), 1)
+        mask = b.init("causal_mask", tri[None, None])
+
+    def rotate_half(t):
+        if sh.torch:
+            half = b.op("Div", [b.op("Gather", [b.op("Shape", [t]), b.const(3)], axis=0), b.const(2)])
+            half = b.op("Unsqueeze", [half, b.const([0])])
+        else:
+            half = b.const([hd // 2])
+        x1 = b.op("Slice", [t, b.const([0]), half, b.const([3]), b.const([1])])
+        x2 = b.op("Slice", [t, half, b.const([np.iinfo(np.int64).max]), b.const([3]), b.const([1])])
+        return b.op("Concat", [b.op("Neg", [x2]), x1], axis=-1)
+
+    def rotary(t, c, s_):
+        return b.op("Add", [b.op("Mul", [t, c]), b.op("Mul", [rotate_half(t), s_])])
+
+    def heads(t, like):
+        t = b.op("Reshape", [t, sh.cat([(like, 0), (like, 1), [-1], [hd]])])
+        return b.op("Transpose", [t], perm=[0, 2, 1, 3])
+
+    def repeat_kv(t):
+        if n_rep == 1:
+            return t
+        t = b.op("Unsqueeze", [t, b.const([2])])
+        if sh.torch:
+            shp = b.op("Concat", [sh.dim(t, 0), sh.dim(t, 1), b.const([n_rep]), sh.dim(t, 3), sh.dim(t, 4)], axis=0)
+            hq = b.op("Mul", [sh.dim(t, 1), b.const([n_rep])])
+            out = b.op("Concat", [sh.dim(t, 0), hq, sh.dim(t, 3), sh.dim(t, 4)], axis=0)
+        else:
+            shp = b.const([1, kvh, n_rep, a.seq, hd])
+            out = b.const([1, a.heads, a.seq, hd])
+        return b.op("Reshape", [b.op("Expand", [t, shp]), out])
+
+    # ---- decoder layers ----------------------------------------------------------------
+    for i in range(a.layers):
+        p = f"model.layers.{i}"
+        sc = f"/model/layers.{i}"
+        h = rms_norm(x, f"{p}.input_layernorm", f"{sc}/input_layernorm")
+        b.scope = f"{sc}/self_attn"
+        q = heads(linear(h, f"{p}.self_attn.q_proj", a.hidden, a.heads * hd), h)
+        k = heads(linear(h, f"{p}.self_attn.k_proj", a.hidden, kvh * hd), h)
+        v = heads(linear(h, f"{p}.self_attn.v_proj", a.hidden, kvh * hd), h)
+        c = b.op("Unsqueeze", [cos, b.const([1])])
+        s_ = b.op("Unsqueeze", [sin, b.const([1])])
+        q = rotary(q, c, s_)
+        k = rotary(k, c, s_)
+        k = repeat_kv(k)
+        v = repeat_kv(v)
+        sc_ = b.op("Mul", [b.op("MatMul", [q, b.op("Transpose", [k], perm=[0, 1, 3, 2])]), b.const(hd ** -0.5, f32)])
+        sc_ = b.op("Add", [sc_, mask])
+        pr = b.op("Cast", [b.op("Softmax", [b.op("Cast", [sc_], to=FLOAT)], axis=-1)], to=FLOAT)
+        o = b.op("Transpose", [b.op("MatMul", [pr, v])], perm=[0, 2, 1, 3])
+        o = b.op("Reshape", [o, sh.cat([(h, 0), (h, 1), [-1]])])
+        o = linear(o, f"{p}.self_attn.o_proj", a.heads * hd, a.hidden)
+        b.scope = sc
+        x = b.op("Add", [x, o])
+        h = rms_norm(x, f"{p}.post_attention_layernorm", f"{sc}/post_attention_layernorm")
+        b.scope = f"{sc}/mlp"
+        g = linear(h, f"{p}.mlp.gate_proj", a.hidden, a.ffn)
+        b.scope = f"{sc}/mlp/act_fn"
+        g = b.op("Mul", [g, b.op("Sigmoid", [g])])
+        b.scope = f"{sc}/mlp"
+        u = linear(h, f"{p}.mlp.up_proj", a.hidden, a.ffn)
+        d = linear(b.op("Mul", [g, u]), f"{p}.mlp.down_proj", a.ffn, a.hidden)
+        b.scope = sc
+        x = b.op("Add", [x, d])
+
+    x = rms_norm(x, "model.norm", "/model/norm")
+    b.scope = "/lm_head"
+    logits = linear(x, "lm_head", a.hidden, a.vocab)
+    b.nodes[-1].output[0] = "logits"
+    assert logits == b.nodes[-1].name + "_output_0"
+
+    seq_dim = a.seq if a.seq is not None else "seq"
+    inputs = [helper.make_tensor_value_info("input_ids", TensorProto.INT64, ["batch", seq_dim])]
+    outputs = [helper.make_tensor_value_info("logits", FLOAT, ["batch", seq_dim, a.vocab])]
+    name = f"synthetic_llama_{a.layers}l_{a.hidden}h_{a.heads}q{kvh}kv"
+    graph = helper.make_graph(b.nodes, name, inputs, outputs, initializer=b.inits)
+    opsets = [helper.make_opsetid("", a.opset)]
+    model = helper.make_model(
+        graph, opset_imports=opsets, producer_name="gopt bench/make_transformer.py",
+        ir_version=helper.find_min_ir_version_for(opsets),
+    )
+    return model, b.params
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(
         description="Write a synthetic BERT/GPT-style transformer encoder as ONNX.",
@@ -286,15 +514,30 @@ def main(argv=None):
                     help="Reshape targets from Shape/Gather/Concat (as exported) or constants")
     ap.add_argument("--opset", type=int, default=17)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--arch", choices=["bert", "llama"], default="bert",
+                    help="bert: encoder (GPT-style with --causal); llama: LlamaForCausalLM-style decoder")
+    ap.add_argument("--kv-heads", type=int, default=None,
+                    help="llama: key/value heads (grouped-query attention; default --heads)")
+    ap.add_argument("--rope-theta", type=float, default=10000.0, help="llama: rotary base")
+    ap.add_argument("--rsqrt", choices=["div", "reciprocal"], default="div",
+                    help="llama: RMSNorm's rsqrt as Div(1, Sqrt) (torch's export) or Reciprocal(Sqrt)")
     a = ap.parse_args(argv)
 
-    model, params = build(a)
+    model, params = build_llama(a) if a.arch == "llama" else build(a)
     out_dir = os.path.dirname(os.path.abspath(a.output))
     os.makedirs(out_dir, exist_ok=True)
     tmp = a.output + ".tmp"
     onnx.save(model, tmp)
     os.replace(tmp, a.output)
     size = os.path.getsize(a.output)
+    if a.arch == "llama":
+        print(
+            f"{a.output}: llama, {a.layers} layers, hidden {a.hidden}, heads {a.heads}, "
+            f"kv heads {a.kv_heads or a.heads}, ffn {a.ffn}, vocab {a.vocab}, "
+            f"seq {a.seq if a.seq is not None else 'seq'}, opset {a.opset}: "
+            f"{len(model.graph.node)} nodes, {params} params, {size} bytes"
+        )
+        return
     print(
         f"{a.output}: {a.layers} layers, hidden {a.hidden}, heads {a.heads}, ffn {a.ffn}, "
         f"vocab {a.vocab}, seq {a.seq if a.seq is not None else 'seq'}, norm {a.norm}, "

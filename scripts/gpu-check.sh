@@ -8,6 +8,8 @@
 # There:  scripts/gpu-check.sh [--no-bench] [--no-conformance] [--all-conformance]
 #                                [--tests a,b] [--wgpu-tests a,b] (the test binaries to run;
 #                                an empty list runs none) [--no-models] [--no-wgpu]
+#                                [--bench-models a,b] (bench/gpu-bench.sh --models; default
+#                                resnet50,bert_base,gpt2; `llama` is opt-in)
 #         1. the generated kernels against the interpreter, and their bandwidth
 #            (tests/cuda_kernels.rs, cuda_attention.rs, cuda_conv.rs, --ignored);
 #         2. the shared models through CUDA against their reference data
@@ -18,8 +20,10 @@
 #            cases against tests/conformance/wgpu.manifest;
 #         (--all-conformance: every case through CUDA, not only the models' op families;
 #         the passing cases are written to $OUT/cuda.manifest and $OUT/wgpu.manifest)
-#         5. bench/gpu-bench.sh: ResNet-50, BERT-base, GPT-2 against PyTorch eager and
-#            torch.compile in the same run, through CUDA and through wgpu.
+#         5. bench/gpu-bench.sh: ResNet-50, BERT-base, GPT-2 (and, with --bench-models,
+#            the Llama decoder; GOPT_LLAMA_LAYERS=N for a smaller stack) against PyTorch
+#            (SDPA attention) eager and torch.compile (the faster of default and
+#            reduce-overhead) in the same run, through CUDA and through wgpu.
 #         The machine has no Vulkan loader: carry `.gl` (the libvulkan1 and GL/EGL
 #         loader .debs, see docs/wgsl.md), which this script unpacks.
 #         Logs and JSON go to $OUT; a summary is printed last, one `PASS|FAIL step: ...`
@@ -55,7 +59,7 @@ if [[ "${1:-}" == "--build" ]]; then
     exit 0
 fi
 
-BENCH=1; CONF=1; WGPU=1; CONF_ALL=0; MODELS=1
+BENCH=1; CONF=1; WGPU=1; CONF_ALL=0; MODELS=1; BENCH_MODELS=""
 while (($#)); do
     case "$1" in
         --no-bench) BENCH=0 ;;
@@ -65,6 +69,7 @@ while (($#)); do
         --no-conformance) CONF=0 ;;
         --tests) IFS=, read -r -a TESTS <<< "$2"; shift ;;
         --wgpu-tests) IFS=, read -r -a WGPU_TESTS <<< "$2"; shift ;;
+        --bench-models) BENCH_MODELS="$2"; shift ;;
     esac
     shift
 done
@@ -216,7 +221,8 @@ manifest_rc() {
         echo "== benchmark"
         # An older binary carried as gpu-bin/gopt-before.xz is timed in the same run.
         [[ -x "$BIN/gopt-before" ]] && export GOPT_BEFORE="$BIN/gopt-before"
-        bash bench/gpu-bench.sh "$BIN/gopt" "$OUT/bench" 2>&1 | grep -v -i "warning\|^  " | tail -30
+        bench_args=(); [[ -n "$BENCH_MODELS" ]] && bench_args=(--models "$BENCH_MODELS")
+        bash bench/gpu-bench.sh "$BIN/gopt" "$OUT/bench" "${bench_args[@]}" 2>&1 | grep -v -i "warning\|^  " | tail -30
         record "benchmark" "${PIPESTATUS[0]}" "bench/gpu-bench.sh, $OUT/bench"
         for f in "$OUT"/bench/profile_*.txt; do echo "-- $f"; head -24 "$f"; done
         cat "$OUT/bench/bench.md" 2>/dev/null

@@ -12,6 +12,12 @@
 //! and indices exactly, f32 within rtol 1e-5 — 1e-4 for the losses, whose exp, log and
 //! sums differ from the CPU's in the last bits — and f16/bf16 within 1e-2), and an
 //! index out of range must fail the run naming the node, never read outside the data.
+//!
+//! Slices that are row crops (rows of contiguous input runs, such as logits cut back
+//! from a padded GEMM) get the row kernel of `codegen/src/cuda/movement.rs`: chosen
+//! and compiled here for every dtype size, and on a GPU equal to the interpreter's
+//! result element for element at awkward rows and columns (odd row lengths, so each
+//! row starts at another offset within 16 bytes).
 
 mod common;
 
@@ -614,4 +620,163 @@ fn indices_out_of_range_fail_the_run_on_the_gpu() {
         let want = common::reference(node, &values);
         close(&got[0], &want[0], LOSS_TOL).unwrap_or_else(|m| panic!("{}: {m}", node.name));
     }
+}
+
+/// A one-Slice graph `{dt}[{xs}] -> {dt}[{ys}]` with constant bounds.
+fn slice_graph(dt: &str, xs: &str, ys: &str, [starts, ends, axes, steps]: [&str; 4]) -> String {
+    let k = starts.split(',').count();
+    format!(
+        r#"graph "g"(%0 "x": {dt}[{xs}]) -> (%5) {{
+  %1 "s": i64[{k}] = const [{starts}]
+  %2 "e": i64[{k}] = const [{ends}]
+  %3 "a": i64[{k}] = const [{axes}]
+  %4 "p": i64[{k}] = const [{steps}]
+  %5 "y": {dt}[{ys}] = Slice "slice"(%0, %1, %2, %3, %4)
+}}"#
+    )
+}
+
+/// Row crops (name, graph): the last axis cut at awkward sizes and offsets, rows 3, 50
+/// and 783, GPT-2's padded vocabulary, in f32, bf16, i64 and u8; then crops of other
+/// shapes (a 3-d tensor, the last token of each sequence, every other row, a middle
+/// axis with the whole axes after it).
+fn row_crops() -> Vec<(String, String)> {
+    let mut cases = Vec::new();
+    for dt in ["f32", "bf16", "i64", "u8"] {
+        for (rows, cols, out, start) in [
+            (3, 1000, 997, 0),
+            (50, 1000, 990, 5),
+            (783, 1000, 997, 3),
+            (3, 50304, 50257, 0),
+            (5, 50304, 50257, 5),
+        ] {
+            let end = (start + out).to_string();
+            cases.push((
+                format!("{dt} [{rows},{cols}] -> [{rows},{out}] from column {start}"),
+                slice_graph(
+                    dt,
+                    &format!("{rows},{cols}"),
+                    &format!("{rows},{out}"),
+                    [&start.to_string(), &end, "1", "1"],
+                ),
+            ));
+        }
+    }
+    for (what, dt, xs, ys, bounds) in [
+        ("3-d", "f32", "2,3,7", "2,3,5", ["1", "6", "-1", "1"]),
+        (
+            "last token",
+            "bf16",
+            "4,9,16",
+            "4,1,16",
+            ["8", "9", "1", "1"],
+        ),
+        (
+            "every other row",
+            "i64",
+            "8,10",
+            "4,6",
+            ["1,2", "8,8", "0,1", "2,1"],
+        ),
+        ("middle axis", "f32", "2,7,5", "2,3,5", ["2", "5", "1", "1"]),
+        (
+            "f16 odd rows",
+            "f16",
+            "50,33",
+            "50,31",
+            ["1", "32", "1", "1"],
+        ),
+    ] {
+        cases.push((format!("{dt} {what}"), slice_graph(dt, xs, ys, bounds)));
+    }
+    cases
+}
+
+/// The one kernel of a row-crop case, checked to be the row kernel.
+fn crop_kernel(what: &str, text: &str) -> (Graph, Kernel) {
+    let g = graph(text);
+    let c = case("row crop", "");
+    let k = kernel(&c, &g);
+    assert!(
+        k.source.contains("as a row crop") && k.vectorized,
+        "{what}: not the row kernel\n{}",
+        k.source
+    );
+    (g, k)
+}
+
+#[test]
+fn row_crops_get_the_row_kernel_and_compile_for_sm90() {
+    nvrtc_ready();
+    let mut kernels = Vec::new();
+    for (i, (what, text)) in row_crops().iter().enumerate() {
+        let (_, mut k) = crop_kernel(what, text);
+        let unique = format!("{}_{i}", k.name);
+        k.source = k.source.replace(&k.name, &unique);
+        k.name = unique;
+        kernels.push(k);
+    }
+    // A slice that is not a row crop keeps the one-thread-per-element kernel.
+    let text = slice_graph("f32", "2,7,5", "2,3,5", ["1", "7", "1", "2"]);
+    let g = graph(&text);
+    let mut k = kernel(&case("strided middle axis", ""), &g);
+    assert!(
+        k.source.contains("one thread per output element") && !k.vectorized,
+        "{}",
+        k.source
+    );
+    k.source = k.source.replace(&k.name, "generic_slice");
+    kernels.push(k);
+    let src = module_source(&kernels);
+    compile(&src).unwrap_or_else(|e| panic!("NVRTC rejected the module:\n{e}\n{src}"));
+    println!(
+        "cuda: {} row-crop kernels compiled for sm_90",
+        kernels.len() - 1
+    );
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu-check.sh runs it on the GPU machine"]
+fn row_crops_match_the_interpreter_exactly_on_the_gpu() {
+    let dev = gopt::runtime::cuda::Device::open().unwrap_or_else(|e| panic!("{e}"));
+    let cases = row_crops();
+    for (i, (what, text)) in cases.iter().enumerate() {
+        let (g, k) = crop_kernel(what, text);
+        let node = &g.nodes[0];
+        let module = dev
+            .compile(what, &module_source(std::slice::from_ref(&k)))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        // Each element its own position where the dtype holds it (a misplaced copy
+        // shows where from), seeded random 16-bit floats otherwise.
+        let mut values = common::node_inputs(&g, node, i as u64 * 7 + 1);
+        let x = node.inputs[0].expect("data");
+        let ty = g.ty(x).expect("typed");
+        if matches!(ty.dtype, DType::F32 | DType::I64 | DType::U8) {
+            let shape = gopt::ir::dim::concrete(&ty.shape).expect("static");
+            let wrap = if ty.dtype == DType::U8 {
+                251
+            } else {
+                usize::MAX
+            };
+            let iota: Vec<f64> = (0..shape.iter().product::<usize>())
+                .map(|j| (j % wrap) as f64)
+                .collect();
+            let t = Tensor::from_f64s(ty.dtype, &shape, &iota).expect("tensor");
+            values.insert(x.0, t);
+        }
+        let want = common::reference(node, &values);
+        let params: Vec<&Tensor> = k.inputs.iter().map(|v| &values[v]).collect();
+        let got = dev
+            .run_kernel(&module, &k, &params, &outputs(&g, &k))
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        if got[0] != want[0] {
+            let (a, b) = (got[0].to_f64_vec(), want[0].to_f64_vec());
+            let at = (0..b.len()).find(|&j| a.get(j) != Some(&b[j]));
+            panic!("{what}: first difference at element {at:?}\n{}", k.source);
+        }
+    }
+    println!(
+        "cuda: {} row crops equal the interpreter's slices",
+        cases.len()
+    );
 }

@@ -2,8 +2,11 @@
 //! plans completely (every node a kernel or a cuBLASLt GEMM, none skipped), the plan's
 //! whole module (kernels and GEMM epilogues) compiles with NVRTC for sm_90, values that
 //! are alive at the same time never share arena bytes, and the plan survives a serde
-//! round trip (it is what the artifact stores). The numbers on a GPU come from
-//! `gopt test --backend cuda` in scripts/gpu-check.sh.
+//! round trip (it is what the artifact stores). ResNet's `relu(conv + b + residual)`
+//! runs in cuBLASLt's epilogue (or a post kernel ending with the activation), and a
+//! small ResNet (tests/resnet_block/graph.rs) plans with it and a channels-last
+//! MaxPool. The numbers on a GPU come from `gopt test --backend cuda` and the
+//! `#[ignore]`d tests here, both run by scripts/gpu-check.sh.
 
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
 use gopt::codegen::cuda::plan::{self, CudaPlan, Place, Step};
@@ -252,8 +255,14 @@ fn channels_last_convolution_gemms_match_the_interpreter_on_the_gpu() {
 
 /// A GEMM padded to 64 columns (the layout rule's form) and sliced back.
 fn padded_gemm(trans_b: bool) -> String {
-    // 52 f32 columns: rows stay 16-byte aligned, so the slice folds.
-    let (m, k, n, np) = (8usize, 16usize, 52usize, 64usize);
+    padded_gemm_to(trans_b, 52)
+}
+
+/// A GEMM padded to 64 columns and sliced back to `n` (52 f32 columns: rows stay
+/// 16-byte aligned, so the slice folds into the GEMM; 49: they do not, so the output
+/// stays in the padded rows).
+fn padded_gemm_to(trans_b: bool, n: usize) -> String {
+    let (m, k, np) = (8usize, 16usize, 64usize);
     let w: Vec<String> = (0..k * np)
         .map(|i| {
             let (r, c) = if trans_b {
@@ -304,12 +313,32 @@ fn a_slice_back_from_a_padded_gemm_folds_into_it() {
 }
 
 #[test]
+fn an_unaligned_slice_to_an_output_is_read_back_from_the_padded_rows() {
+    let g = gopt::ir::verify(gopt::ir::text::parse(&padded_gemm_to(false, 49)).expect("parses"))
+        .expect("verifies");
+    let (p, _) = plan::build(&g).expect("plans");
+    assert_eq!(p.steps.len(), 1, "no slice kernel: {:?}", p.steps);
+    let Step::Gemm(gm) = &p.steps[0] else {
+        panic!("not a GEMM")
+    };
+    assert_eq!(gm.n, 64, "the GEMM keeps its aligned width");
+    let out = &p.frame.outputs[0];
+    assert_eq!((out.shape.clone(), out.row_pitch), (vec![8, 49], Some(64)));
+    assert_eq!(
+        p.places.get(&out.value),
+        p.places.get(&gm.out),
+        "the output is the GEMM's rows"
+    );
+}
+
+#[test]
 #[ignore = "needs an NVIDIA GPU: scripts/gpu-check.sh runs it on the GPU machine"]
 fn a_folded_slice_matches_the_interpreter_on_the_gpu() {
     let dev = gopt::cuda::device().unwrap_or_else(|e| panic!("{e}"));
-    for trans_b in [false, true] {
-        let g = gopt::ir::verify(gopt::ir::text::parse(&padded_gemm(trans_b)).expect("parses"))
-            .expect("verifies");
+    for (trans_b, n) in [(false, 52), (true, 52), (false, 49), (true, 49)] {
+        let g =
+            gopt::ir::verify(gopt::ir::text::parse(&padded_gemm_to(trans_b, n)).expect("parses"))
+                .expect("verifies");
         let vals: Vec<f64> = (0..8 * 16)
             .map(|i| ((i * 7) % 13) as f64 / 13.0 - 0.5)
             .collect();
@@ -319,14 +348,15 @@ fn a_folded_slice_matches_the_interpreter_on_the_gpu() {
         let w = gopt::runtime::cuda::Weights::upload(&dev, &blob).expect("weights");
         let mut exe = gopt::runtime::cuda::Executable::new(&dev, p, w, true).expect("loads");
         let got = exe.run(&[x]).expect("runs");
+        assert_eq!(got[0].shape(), want[0].shape(), "n={n}");
         for (a, b) in got[0].to_f64_vec().iter().zip(want[0].to_f64_vec()) {
             assert!(
                 (a - b).abs() <= 1e-5 + 1e-5 * b.abs(),
-                "trans_b={trans_b}: {a} vs {b}"
+                "trans_b={trans_b} n={n}: {a} vs {b}"
             );
         }
     }
-    println!("folded slice: padded GEMMs sliced back match the interpreter");
+    println!("folded slice: padded GEMMs sliced back (folded, or read back from padded rows) match the interpreter");
 }
 
 #[test]
@@ -399,4 +429,175 @@ fn a_saved_artifact_loads_back_with_the_same_plans() {
         .err()
         .expect("not an artifact");
     assert!(err.to_string().contains("plan.json"), "{err}");
+}
+
+/// ResNet's order, `act(conv + b + residual)` (`epilogue="bias_residual_act"`), as a
+/// channels-last GEMM: (dtype, residual dtype, activation, whether cuBLASLt's epilogue
+/// does it all). cuBLASLt adds C and the bias before its activation, so a residual of
+/// Y's dtype and ReLU fuse entirely; an f32 residual under a bf16 output, or an
+/// activation cuBLASLt lacks, leaves a post kernel that ends with the activation.
+const RESIDUAL_FIRST_CASES: [(&str, &str, &str, bool); 5] = [
+    ("bf16", "bf16", "relu", true),
+    ("f32", "f32", "relu", true),
+    ("bf16", "f32", "relu", false),
+    ("f16", "f16", "clip", false),
+    ("bf16", "bf16", "silu", false),
+];
+
+fn residual_first_conv(dt: &str, rdt: &str, act: &str) -> gopt::ir::Verified {
+    let text = nhwc_conv(dt, 16, 32, 3, 1, act, true)
+        .replace(
+            r#"layout="NHWC""#,
+            r#"epilogue="bias_residual_act", layout="NHWC""#,
+        )
+        .replace(&format!(r#"%9 "r": {dt}["#), &format!(r#"%9 "r": {rdt}["#));
+    gopt::ir::verify(gopt::ir::text::parse(&text).expect("parses")).expect("verifies")
+}
+
+fn nvrtc_compiles(p: &CudaPlan, what: &str) {
+    let src = gopt::codegen::cuda::module_source(&p.kernels);
+    let opts = CompileOptions {
+        arch: Some("sm_90"),
+        include_paths: vec![include_dir()],
+        options: vec!["--std=c++17".into()],
+        ..Default::default()
+    };
+    if let Err(e) = compile_ptx_with_opts(&src, opts) {
+        panic!("{what}: NVRTC rejected the module: {e:?}\n{src}");
+    }
+}
+
+#[test]
+fn residual_before_activation_goes_to_the_gemm_epilogue() {
+    use gopt::codegen::cuda::gemm::Epilogue;
+    for (dt, rdt, act, all_in_library) in RESIDUAL_FIRST_CASES {
+        let what = format!("{dt} residual {rdt} then {act}");
+        let g = residual_first_conv(dt, rdt, act);
+        let (p, _) = plan::build(&g).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let gemm = p
+            .steps
+            .iter()
+            .find_map(|s| match s {
+                Step::Gemm(g) => Some(g.clone()),
+                Step::Kernel(_) => None,
+            })
+            .expect("the convolution is a GEMM");
+        if all_in_library {
+            assert_eq!(gemm.epilogue, Epilogue::Relu, "{what}");
+            assert!(
+                gemm.residual.is_some() && gemm.bias.is_some() && gemm.post.is_none(),
+                "{what}: {gemm:?}"
+            );
+        } else {
+            let post = gemm.post.expect("a post kernel");
+            let src = &p.kernels[post].source;
+            assert!(src.contains(&format!("y = {act}(")), "{what}: {src}");
+        }
+        nvrtc_compiles(&p, &what);
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu-check.sh runs it on the GPU machine"]
+fn residual_before_activation_matches_the_interpreter_on_the_gpu() {
+    let dev = gopt::cuda::device().unwrap_or_else(|e| panic!("{e}"));
+    for (dt, rdt, act, _) in RESIDUAL_FIRST_CASES {
+        let g = residual_first_conv(dt, rdt, act);
+        let l2 = gpu_vs_interpreter(&dev, &g, &g);
+        let bound = if dt == "f32" { 1e-5 } else { 1e-2 };
+        assert!(
+            l2 <= bound,
+            "{dt} residual {rdt} then {act}: relative L2 {l2:.3e} > {bound}"
+        );
+        println!("conv as GEMM {dt}, residual {rdt} then {act}: relative L2 {l2:.2e}");
+    }
+}
+
+/// The relative L2 error of `g`'s plan run on the GPU against the interpreter running
+/// `reference` (the same function) on the same pseudo-random inputs.
+fn gpu_vs_interpreter(
+    dev: &gopt::runtime::cuda::Device,
+    g: &gopt::ir::Verified,
+    reference: &gopt::ir::Verified,
+) -> f64 {
+    let inputs: Vec<gopt::Tensor> = g
+        .inputs
+        .iter()
+        .enumerate()
+        .map(|(j, &v)| {
+            let ty = g.ty(v).expect("typed");
+            let shape = gopt::ir::dim::concrete(&ty.shape).expect("static");
+            common::random(ty.dtype, &shape, 7 + j as u64)
+        })
+        .collect();
+    let want = gopt::ir::interp::run(reference, &inputs).expect("interpreter");
+    let (p, blob) = plan::build(g).expect("plans");
+    let w = gopt::runtime::cuda::Weights::upload(dev, &blob).expect("weights");
+    let mut exe = gopt::runtime::cuda::Executable::new(dev, p, w, true).expect("loads");
+    let got = exe.run(&inputs).unwrap_or_else(|e| panic!("{e}"));
+    let (a, b) = (got[0].to_f64_vec(), want[0].to_f64_vec());
+    let num: f64 = a.iter().zip(&b).map(|(x, y)| (x - y) * (x - y)).sum();
+    let den: f64 = b.iter().map(|y| y * y).sum();
+    (num / den).sqrt()
+}
+
+#[path = "resnet_block/graph.rs"]
+mod resnet;
+
+/// The small ResNet optimized at `precision` (the layout pass included).
+fn resnet_optimized(precision: gopt::Precision) -> gopt::ir::Verified {
+    let cfg = gopt::passes::Config {
+        precision,
+        ..Default::default()
+    };
+    gopt::passes::optimize(resnet::resnet_block(2), &cfg)
+        .expect("optimizes")
+        .graph
+}
+
+#[test]
+fn resnet_block_plans_with_fused_epilogues_and_a_channels_last_pool() {
+    for precision in [gopt::Precision::Fp32, gopt::Precision::Bf16] {
+        let g = resnet_optimized(precision);
+        let what = format!("{precision:?}");
+        let ops = |op: &str| g.nodes.iter().filter(|n| n.op.name() == op).count();
+        // Every Relu and Add is in a convolution's epilogue; the transposes left are
+        // the input's and the head's.
+        assert_eq!(
+            (ops("Relu"), ops("Add"), ops("Transpose")),
+            (0, 0, 2),
+            "{what}\n{}",
+            gopt::ir::text::print(&g)
+        );
+        let pool = g.nodes.iter().find(|n| n.op.name() == "MaxPool").unwrap();
+        let rank = g.ty(pool.inputs[0].unwrap()).unwrap().shape.len();
+        assert_eq!(rank, 5, "{what}: the pool runs on the [N, 1, H, W, C] view");
+        let (p, _) = plan::build(&g).unwrap_or_else(|e| panic!("{what}: {e}"));
+        let fused = p
+            .steps
+            .iter()
+            .filter(|s| {
+                matches!(s, Step::Gemm(g) if g.residual.is_some()
+                    && g.epilogue == gopt::codegen::cuda::gemm::Epilogue::Relu)
+            })
+            .count();
+        assert!(
+            fused >= 1,
+            "{what}: no GEMM adds a residual before its ReLU"
+        );
+        nvrtc_compiles(&p, &what);
+    }
+}
+
+#[test]
+#[ignore = "needs an NVIDIA GPU: scripts/gpu-check.sh runs it on the GPU machine"]
+fn resnet_block_matches_the_interpreter_on_the_gpu() {
+    let dev = gopt::cuda::device().unwrap_or_else(|e| panic!("{e}"));
+    let reference = resnet::resnet_block(2);
+    for (precision, bound) in [(gopt::Precision::Fp32, 1e-4), (gopt::Precision::Bf16, 2e-2)] {
+        let g = resnet_optimized(precision);
+        let l2 = gpu_vs_interpreter(&dev, &g, &reference);
+        assert!(l2 <= bound, "{precision:?}: relative L2 {l2:.3e} > {bound}");
+        println!("small ResNet {precision:?} on the GPU: relative L2 {l2:.2e} against fp32");
+    }
 }

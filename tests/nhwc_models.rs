@@ -1,7 +1,9 @@
 //! The channels-last pass on the shared MobileNetV2 (batch 1, default options): every
 //! convolution runs NHWC, only the transposes at the model's layout boundaries remain
 //! (the NCHW input, the NCHW ReduceMean head), and the optimized graph computes what the
-//! unoptimized one does on the published test data.
+//! unoptimized one does on the published test data. A small ResNet in the exporter's ops
+//! (tests/resnet_block/graph.rs) also fuses each `relu(conv + b + shortcut)` into one
+//! convolution and pools channels-last.
 
 use gopt::pipeline::{specialize, Options, Variant};
 use gopt::testing::compare::{compare, Tolerance};
@@ -89,4 +91,55 @@ fn mobilenet_v2_runs_channels_last() {
         },
     )
     .unwrap_or_else(|m| panic!("vs reference: {m}"));
+}
+
+#[path = "resnet_block/graph.rs"]
+mod resnet;
+
+/// The small ResNet at fp32: each bottleneck's `relu(conv + b + shortcut)` is one
+/// FusedConv (`epilogue="bias_residual_act"`), MaxPool runs channels-last between two
+/// views, and the optimized graph computes what the exported one does.
+#[test]
+fn resnet_block_fuses_residual_then_relu_and_pools_channels_last() {
+    let before = resnet::resnet_block(2);
+    let out = gopt::passes::optimize(before.clone(), &gopt::passes::Config::default())
+        .expect("optimizes");
+    let g = &out.graph;
+    let ops = |op: &str| g.nodes.iter().filter(|n| n.op.name() == op).count();
+    let text = gopt::ir::text::print(g);
+    assert_eq!(ops("FusedConv"), 8, "{text}");
+    assert_eq!((ops("Relu"), ops("Add")), (0, 0), "{text}");
+    let residual_first = g
+        .nodes
+        .iter()
+        .filter(|n| n.attrs.str_or("epilogue", "").unwrap() == "bias_residual_act")
+        .count();
+    assert_eq!(residual_first, 2, "{text}");
+    // The input's transpose and the head's: none around the pool.
+    assert_eq!(ops("Transpose"), 2, "{text}");
+    let pool = g.nodes.iter().find(|n| n.op.name() == "MaxPool").unwrap();
+    assert_eq!(
+        g.ty(pool.inputs[0].unwrap()).unwrap().shape.len(),
+        5,
+        "{text}"
+    );
+    let x = gopt::Tensor::from_f64s(
+        gopt::DType::F32,
+        &[2, 3, 32, 32],
+        &(0..2 * 3 * 32 * 32)
+            .map(|i| ((i * 7919 % 2003) as f64 / 1001.5) - 1.0)
+            .collect::<Vec<_>>(),
+    )
+    .expect("input");
+    let want = gopt::ir::interp::run(&before, std::slice::from_ref(&x)).expect("runs");
+    let got = gopt::ir::interp::run(g, &[x]).expect("runs");
+    compare(
+        &got[0],
+        &want[0],
+        Tolerance {
+            rtol: 1e-4,
+            atol: 1e-5,
+        },
+    )
+    .unwrap_or_else(|m| panic!("vs unoptimized: {m}"));
 }

@@ -13,9 +13,10 @@
 //!   largest free one, grown) when first written and giving it back after its last
 //!   reader; graph inputs and outputs own their buffers.
 
-use crate::lower::{lower, Lowered, Views};
+use crate::lower::{absorb, lower, Lowered, Views};
 use crate::{CodegenError, Result};
-use gopt_ir::{Graph, ValueId};
+use gopt_ir::ops::ShapeOp;
+use gopt_ir::{Graph, Op, ValueId};
 use serde::Serialize;
 use std::collections::HashMap;
 
@@ -76,13 +77,28 @@ fn bytes_of(g: &Graph, v: ValueId) -> Result<usize> {
 pub fn plan(g: &Graph) -> Result<Layout> {
     let views = Views {
         alias_outputs: true,
+        strided_reads: true,
+        stores_casts: true,
     };
-    let aliased: Vec<bool> = g
-        .nodes
+    let lowered: Vec<Lowered> = g.nodes.iter().map(|n| lower(g, n, views)).collect();
+    arena(g, &aliasing(g, &lowered), &absorb::early_writes(g, views))
+}
+
+/// Which nodes alias their input's bytes as lowered: views, and the Splits and Slices
+/// attention reads in place (nothing reads their pieces as buffers, but the source must
+/// live as long as they do).
+pub fn aliasing(g: &Graph, lowered: &[Lowered]) -> Vec<bool> {
+    g.nodes
         .iter()
-        .map(|n| lower(g, n, views) == Lowered::View)
-        .collect();
-    arena(g, &aliased, &HashMap::new())
+        .zip(lowered)
+        .map(|(n, l)| match l {
+            Lowered::View => true,
+            Lowered::Absorbed => matches!(n.op, Op::Shape(ShapeOp::Split | ShapeOp::Slice)),
+            Lowered::Gemm(_) | Lowered::ConvGemm | Lowered::Kernel(_) | Lowered::Unsupported(_) => {
+                false
+            }
+        })
+        .collect()
 }
 
 /// Value lifetimes in steps (node indices): which value owns each value's bytes (views
@@ -113,9 +129,11 @@ pub fn lifetimes(g: &Graph, views: &[bool], early: &HashMap<ValueId, usize>) -> 
     let steps = g.nodes.len();
     let mut owner: HashMap<ValueId, ValueId> = HashMap::new();
     for (n, _) in g.nodes.iter().zip(views).filter(|(_, &v)| v) {
-        if let (Some(Some(src)), [out]) = (n.inputs.first(), n.outputs.as_slice()) {
+        if let Some(Some(src)) = n.inputs.first() {
             let root = *owner.get(src).unwrap_or(src);
-            owner.insert(*out, root);
+            for out in &n.outputs {
+                owner.insert(*out, root);
+            }
         }
     }
     let root = |v: ValueId| *owner.get(&v).unwrap_or(&v);

@@ -302,7 +302,7 @@ pub fn op_cost(
             }
             _ => mem,
         },
-        Kind::Attention => attention_time(t, shape(0), shape(1), dt).unwrap_or(mem),
+        Kind::Attention => attention_time(t, attrs, shape(0), shape(1), dt).unwrap_or(mem),
     };
     // A dtype cast is stored by the kernel that produces (or consumes) its operand, as
     // Inductor and TensorRT fuse them: it costs its extra write, not a launch.
@@ -381,16 +381,25 @@ fn conv_time(
     Some(flops / rate)
 }
 
+/// Attention FLOPs (`Q·Kᵀ` and `P·V`) over the tensor-core rate, for 4-D `[b, h, s, d]`
+/// inputs or 3-D `[b, s, h · d]` ones with `q_num_heads`.
 fn attention_time(
     t: &Target,
+    attrs: &Attrs,
     q: Option<Vec<usize>>,
     k: Option<Vec<usize>>,
     dt: Option<DType>,
 ) -> Option<f64> {
     let (q, k, dt) = (q?, k?, dt?);
-    if q.len() != 4 || k.len() != 4 {
-        return None;
-    }
-    let flops = 4.0 * (q[0] * q[1] * q[2] * k[2] * q[3]) as f64;
+    // batch · heads · query rows · head size, and keys.
+    let (rows_x_width, keys) = match (q.as_slice(), k.as_slice()) {
+        ([b, h, s, d], [_, _, skv, _]) => (b * h * s * d, *skv),
+        ([b, s, hd], [_, skv, _]) => {
+            attrs.int_or("q_num_heads", 0).ok().filter(|h| *h > 0)?;
+            (b * s * hd, *skv)
+        }
+        _ => return None,
+    };
+    let flops = 4.0 * (rows_x_width * keys) as f64;
     Some(flops / t.gemm_rate(dt))
 }

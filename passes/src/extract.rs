@@ -16,15 +16,19 @@
 //! GEMM than as a slice of the merged one, and the saving only appears where they meet.
 //! So a bounded local search follows: it recomputes the whole graph's cost for moves of
 //! one class to another candidate and for *group moves* (every member of a sibling
-//! merge switched to its slice at once, as recorded by the rule), keeping a move only
-//! when the total drops, for a few passes.
+//! merge switched to its slice at once: the groups the rule recorded, and every set of
+//! classes holding views of one common class, which also covers merges that other
+//! rewrites reached, such as casts moved into the slices), keeping a move only when the
+//! total drops, for a few passes.
 
 use crate::analysis::Egraph;
 use crate::cost::{node_cost, Target};
 use crate::lang::Term;
 use egg::{Id, Language};
 use fixedbitset::FixedBitSet;
-use std::collections::{HashMap, VecDeque};
+use gopt_ir::ops::ShapeOp;
+use gopt_ir::Op;
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Instant;
 
 /// The chosen node of every reachable class, and the estimated total time.
@@ -160,6 +164,12 @@ pub fn extract_until(
         own: &own,
     };
     let root_ix: Vec<usize> = roots.iter().map(|r| index[&eg.find(*r)]).collect();
+    // The greedy's sets can be stale when a child's choice changed after its parents
+    // were priced, which may close a cycle (a view of a view of itself): start over from
+    // choices that each read only classes settled before them.
+    if !cx.total(&root_ix, &pick).is_finite() {
+        pick = acyclic_pick(eg, &classes, &index, &own, &parents);
+    }
     if !cx.refine(&root_ix, &mut pick, deadline) {
         return gave_up();
     }
@@ -182,6 +192,106 @@ pub fn extract_until(
         total,
         timed_out: false,
     }
+}
+
+/// A choice per class that is acyclic by construction, cheapest first (Knuth's
+/// generalization of Dijkstra): a node becomes a candidate only once every class it reads
+/// is settled, priced as the sum of the own costs of the classes its sub-graph needs
+/// (each once); the cheapest candidate settles its class. Classes no candidate reaches
+/// keep `usize::MAX`.
+fn acyclic_pick(
+    eg: &Egraph,
+    classes: &[Id],
+    index: &HashMap<Id, usize>,
+    own: &[Vec<f64>],
+    parents: &[Vec<(usize, usize)>],
+) -> Vec<usize> {
+    use std::cmp::Reverse;
+    use std::collections::BinaryHeap;
+    /// An f64 ordered for the heap (costs are never NaN: infinite ones are skipped).
+    struct Cost(f64);
+    impl PartialEq for Cost {
+        fn eq(&self, o: &Self) -> bool {
+            self.cmp(o).is_eq()
+        }
+    }
+    impl Eq for Cost {}
+    impl PartialOrd for Cost {
+        fn partial_cmp(&self, o: &Self) -> Option<std::cmp::Ordering> {
+            Some(self.cmp(o))
+        }
+    }
+    impl Ord for Cost {
+        fn cmp(&self, o: &Self) -> std::cmp::Ordering {
+            self.0.total_cmp(&o.0)
+        }
+    }
+    let n = classes.len();
+    let kids = |ci: usize, ni: usize| -> Vec<usize> {
+        let mut k: Vec<usize> = node_children(&eg[classes[ci]].nodes[ni])
+            .iter()
+            .map(|c| index[&eg.find(*c)])
+            .collect();
+        k.sort_unstable();
+        k.dedup();
+        k
+    };
+    let mut pending: Vec<Vec<usize>> = (0..n)
+        .map(|ci| (0..own[ci].len()).map(|ni| kids(ci, ni).len()).collect())
+        .collect();
+    let mut pick = vec![usize::MAX; n];
+    let mut sets: Vec<Option<FixedBitSet>> = (0..n).map(|_| None).collect();
+    let mut heap = BinaryHeap::new();
+    let price = |ci: usize, ni: usize, pick: &[usize], sets: &[Option<FixedBitSet>]| {
+        let mut set = FixedBitSet::with_capacity(n);
+        for k in kids(ci, ni) {
+            if let Some(s) = &sets[k] {
+                set.union_with(s);
+            }
+        }
+        set.insert(ci);
+        let total: f64 = set
+            .ones()
+            .map(|k| {
+                if k == ci {
+                    own[ci][ni]
+                } else {
+                    own[k][pick[k]]
+                }
+            })
+            .sum();
+        (total, set)
+    };
+    for ci in 0..n {
+        for ni in 0..own[ci].len() {
+            if pending[ci][ni] == 0 && own[ci][ni].is_finite() {
+                heap.push(Reverse((Cost(own[ci][ni]), ci, ni)));
+            }
+        }
+    }
+    while let Some(Reverse((_, ci, ni))) = heap.pop() {
+        if pick[ci] != usize::MAX {
+            continue;
+        }
+        let (_, set) = price(ci, ni, &pick, &sets);
+        pick[ci] = ni;
+        sets[ci] = Some(set);
+        // `parents` lists a node once per child slot: count each reader once.
+        let mut readers = parents[ci].clone();
+        readers.sort_unstable();
+        readers.dedup();
+        for (pc, pn) in readers {
+            if pick[pc] != usize::MAX || pending[pc][pn] == 0 {
+                continue;
+            }
+            pending[pc][pn] -= 1;
+            if pending[pc][pn] == 0 && own[pc][pn].is_finite() {
+                let (total, _) = price(pc, pn, &pick, &sets);
+                heap.push(Reverse((Cost(total), pc, pn)));
+            }
+        }
+    }
+    pick
 }
 
 /// Passes of the local search.
@@ -249,11 +359,33 @@ impl Search<'_> {
         out
     }
 
-    /// Improves `pick` in place; false when `deadline` passed first.
-    fn refine(&self, roots: &[usize], pick: &mut [usize], deadline: Option<Instant>) -> bool {
-        let mut best = self.total(roots, pick);
-        let groups: Vec<Vec<(usize, usize)>> = self
-            .eg
+    /// Sibling groups: every group the sibling rule recorded, and every family of two or
+    /// more classes that each hold a view (a slice or an output) of one common class.
+    /// The second kind finds merges that other rewrites reached: with casts moved
+    /// through the slices of a merged GEMM, the low-precision Q, K and V classes each
+    /// hold a slice of the merged GEMM that writes the low type, which no rule recorded.
+    fn groups(&self) -> Vec<Vec<(usize, usize)>> {
+        let mut out: Vec<Vec<(usize, usize)>> = self.recorded_groups();
+        let mut families: BTreeMap<usize, Vec<(usize, usize)>> = BTreeMap::new();
+        for (ci, &c) in self.classes.iter().enumerate() {
+            for (ni, n) in self.eg[c].nodes.iter().enumerate() {
+                let Some(src) = view_source(n) else { continue };
+                let f = families.entry(self.index[&self.eg.find(src)]).or_default();
+                if f.last().is_none_or(|(last, _)| *last != ci) {
+                    f.push((ci, ni));
+                }
+            }
+        }
+        for (src, f) in families {
+            if f.len() >= 2 && f.iter().all(|(ci, _)| *ci != src) && !out.contains(&f) {
+                out.push(f);
+            }
+        }
+        out
+    }
+
+    fn recorded_groups(&self) -> Vec<Vec<(usize, usize)>> {
+        self.eg
             .analysis
             .groups
             .iter()
@@ -270,10 +402,25 @@ impl Search<'_> {
                     })
                     .collect::<Option<Vec<_>>>()
             })
-            .collect();
+            .collect()
+    }
+
+    /// Improves `pick` in place; false when `deadline` passed first.
+    fn refine(&self, roots: &[usize], pick: &mut [usize], deadline: Option<Instant>) -> bool {
+        let mut best = self.total(roots, pick);
+        let groups = self.groups();
         for _ in 0..REFINE_PASSES {
             let mut improved = false;
+            // Only groups with two or more members in use can change the total by more
+            // than a single move does.
+            let live = FixedBitSet::from_iter(self.reachable(roots, pick));
             for g in &groups {
+                if g.iter().filter(|(ci, _)| live.contains(*ci)).count() < 2 {
+                    continue;
+                }
+                if past(deadline) {
+                    return false;
+                }
                 let saved: Vec<usize> = g.iter().map(|(ci, _)| pick[*ci]).collect();
                 for (ci, ni) in g {
                     pick[*ci] = *ni;
@@ -312,6 +459,15 @@ impl Search<'_> {
             }
         }
         true
+    }
+}
+
+/// The class a view node reads: a slice's data input, an output's node.
+fn view_source(n: &Term) -> Option<Id> {
+    match n {
+        Term::Op(k, ch) if k.0 == Op::Shape(ShapeOp::Slice) => ch.get(1).copied(),
+        Term::Out([_, node]) => Some(*node),
+        Term::Op(..) | Term::Leaf(_) => None,
     }
 }
 

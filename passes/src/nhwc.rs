@@ -1,7 +1,13 @@
 //! Channels-last layout, after extraction: every 2-D `FusedConv` of a convolutional
 //! graph switches to `layout="NHWC"` and the transposes this needs are cancelled,
-//! merged and sunk through element-wise ops until only those at real layout boundaries
-//! remain (the graph input, pooling, the classifier head).
+//! merged and sunk through element-wise ops and windowed pools until only those at real
+//! layout boundaries remain (the graph input, the classifier head).
+//!
+//! A channels-last pool needs no op of its own: MaxPool or AveragePool with window
+//! `[kh, kw]` over NHWC `[N, H, W, C]` is the same pool with window `[kh, kw, 1]` over
+//! the view `[N, 1, H, W, C]` (one "channel", C a third spatial dim the window does not
+//! span), so the pass writes `Reshape → pool → Reshape` (the reshapes are views, free
+//! on the GPU) and every backend's pool kernel runs it as it is, reading along C.
 //!
 //! Why channels-last: a group=1 convolution over `[N, H, W, C]` activations is a GEMM
 //! over `[N*H*W, C]` rows (exactly one for 1x1 kernels, an implicit GEMM otherwise),
@@ -21,8 +27,9 @@
 //! shaped) operands. Graph inputs and outputs keep their values and names.
 
 use crate::{PassError, Result};
-use gopt_ir::ops::{FusedOp, ShapeOp};
-use gopt_ir::{Attr, Attrs, Graph, Node, NodeId, Op, TensorType, ValueId};
+use gopt_ir::dim::Dim;
+use gopt_ir::ops::{FusedOp, NnOp, ShapeOp};
+use gopt_ir::{Attr, Attrs, Graph, Node, NodeId, Op, Tensor, TensorType, ValueId};
 use std::collections::{HashMap, HashSet};
 
 /// `[N, C, H, W]` to `[N, H, W, C]`.
@@ -136,14 +143,16 @@ fn input(n: &Node, i: usize) -> Result<ValueId> {
 // ---- cleanup ----------------------------------------------------------------------------
 
 /// Rewrites one step at a time to a fixpoint: merge duplicate transposes, cancel or
-/// compose transpose pairs, sink transposes through element-wise ops, prune. Every step
+/// compose transpose pairs, sink transposes through element-wise ops and pools, prune.
+/// Every step
 /// preserves the graph's meaning, so the step cap (never reached in practice: transposes
 /// only merge, vanish or move towards the outputs) just ends the pass early.
 fn cleanup(g: &mut Graph, names: &mut Names) -> Result<()> {
     g.prune();
     let cap = 8 * g.nodes.len() + 64;
     for _ in 0..cap {
-        let changed = merge_duplicate(g) || cancel_pair(g)? || sink_one(g, names)?;
+        let changed =
+            merge_duplicate(g) || cancel_pair(g)? || sink_one(g, names)? || sink_pool(g, names)?;
         if !changed {
             return Ok(());
         }
@@ -384,6 +393,147 @@ fn apply_sink(g: &mut Graph, s: Sink, names: &mut Names) -> Result<()> {
     let node = transpose_node(names.node(&format!("{name}/nhwc_out")), inner, out, &s.perm);
     g.nodes.push(node);
     Ok(())
+}
+
+// ---- pools ------------------------------------------------------------------------------
+
+/// The attributes a windowed pool may carry to run channels-last (the ones whose
+/// meaning per spatial dim [`pool_attrs_5d`] extends with the unit window over C).
+const POOL_ATTRS: &[&str] = &[
+    "auto_pad",
+    "ceil_mode",
+    "count_include_pad",
+    "dilations",
+    "kernel_shape",
+    "pads",
+    "storage_order",
+    "strides",
+];
+
+/// Sinks the first `Transpose(to NCHW)` that a MaxPool or AveragePool reads below the
+/// pool, which then runs channels-last, when that adds no transpose to the graph.
+fn sink_pool(g: &mut Graph, names: &mut Names) -> Result<bool> {
+    let prod = g.producers();
+    let cons = g.consumers();
+    let outputs: HashSet<ValueId> = g.outputs.iter().copied().collect();
+    for i in 0..g.nodes.len() {
+        let Some((x, attrs)) = pool_plan(g, i, &prod) else {
+            continue;
+        };
+        let s = Sink {
+            node: i,
+            perm: TO_NCHW.to_vec(),
+            reads: vec![(0, x)],
+        };
+        if sink_gain(g, &s, &cons, &outputs) >= 0 {
+            apply_pool(g, i, x, attrs, names)?;
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
+/// For a one-output 2-D MaxPool or AveragePool reading `Transpose(to NCHW)(x)` of a
+/// static NHWC `x`: `x` and the pool's attributes for the `[N, 1, H, W, C]` view.
+fn pool_plan(
+    g: &Graph,
+    i: usize,
+    prod: &HashMap<ValueId, (NodeId, usize)>,
+) -> Option<(ValueId, Attrs)> {
+    let n = &g.nodes[i];
+    if !matches!(n.op, Op::Nn(NnOp::MaxPool | NnOp::AveragePool)) || n.outputs.len() != 1 {
+        return None;
+    }
+    if n.attrs.0.keys().any(|k| !POOL_ATTRS.contains(&k.as_str())) {
+        return None;
+    }
+    let (x, p) = transposed(g, prod, n.inputs.first().copied().flatten()?)?;
+    let static4 = |v: ValueId| {
+        g.value(v)
+            .ty
+            .as_ref()
+            .and_then(|t| gopt_ir::dim::concrete(&t.shape))
+            .is_some_and(|s| s.len() == 4)
+    };
+    if p != TO_NCHW || !static4(x) || !static4(n.outputs[0]) {
+        return None;
+    }
+    Some((x, pool_attrs_5d(&n.attrs)?))
+}
+
+/// A 2-D pool's attributes extended with a third spatial dim of window 1, stride 1,
+/// dilation 1 and no padding (kernel_shape must be there, with two entries, as must
+/// every other list present).
+fn pool_attrs_5d(a: &Attrs) -> Option<Attrs> {
+    let mut out = a.clone();
+    let kernel = a.ints("kernel_shape").ok()??;
+    if kernel.len() != 2 {
+        return None;
+    }
+    out.set("kernel_shape", Attr::Ints(vec![kernel[0], kernel[1], 1]));
+    for name in ["strides", "dilations"] {
+        match a.ints(name).ok()? {
+            None => {}
+            Some(v) if v.len() == 2 => out.set(name, Attr::Ints(vec![v[0], v[1], 1])),
+            Some(_) => return None,
+        }
+    }
+    match a.ints("pads").ok()? {
+        None => {}
+        Some(p) if p.len() == 4 => out.set("pads", Attr::Ints(vec![p[0], p[1], 0, p[2], p[3], 0])),
+        Some(_) => return None,
+    }
+    Some(out)
+}
+
+/// Makes pool `i` read NHWC `x`: `Reshape(x, [N, 1, H, W, C])`, the pool with `attrs`,
+/// `Reshape(.., [N, OH, OW, C])`, and a transpose back to the old (NCHW) output value.
+fn apply_pool(g: &mut Graph, i: usize, x: ValueId, attrs: Attrs, names: &mut Names) -> Result<()> {
+    let name = g.nodes[i].name.clone();
+    let y = g.nodes[i].outputs[0];
+    let xt = g.ty(x)?.clone();
+    let yt = permuted(g.ty(y)?, &TO_NHWC);
+    let five = |t: &TensorType| {
+        let mut s = t.shape.clone();
+        s.insert(1, Dim::Known(1));
+        TensorType::new(t.dtype, s)
+    };
+    let x5 = reshape_into(g, x, &five(&xt), &format!("{name}/nhwc_in"), names)?;
+    let y5 = g.add_value(&names.value(&format!("{name}/nhwc5")), Some(five(&yt)));
+    let n = &mut g.nodes[i];
+    n.inputs[0] = Some(x5);
+    n.outputs[0] = y5;
+    n.attrs = attrs;
+    let y4 = reshape_into(g, y5, &yt, &format!("{name}/nhwc"), names)?;
+    let node = transpose_node(names.node(&format!("{name}/nhwc_out")), y4, y, &TO_NCHW);
+    g.nodes.push(node);
+    Ok(())
+}
+
+/// Adds `Reshape(x, shape of ty)` as a new value named `name` of type `ty`; returns it.
+fn reshape_into(
+    g: &mut Graph,
+    x: ValueId,
+    ty: &TensorType,
+    name: &str,
+    names: &mut Names,
+) -> Result<ValueId> {
+    let dims = gopt_ir::dim::concrete(&ty.shape)
+        .ok_or_else(|| PassError::Internal(format!("`{name}`: a symbolic shape")))?;
+    let dims: Vec<i64> = dims.iter().map(|&d| d as i64).collect();
+    let shape = g.add_const(
+        &names.value(&format!("{name}/shape")),
+        Tensor::from_i64s(&dims),
+    );
+    let out = g.add_value(&names.value(name), Some(ty.clone()));
+    g.nodes.push(Node {
+        name: names.node(name),
+        op: Op::Shape(ShapeOp::Reshape),
+        attrs: Attrs::default(),
+        inputs: vec![Some(x), Some(shape)],
+        outputs: vec![out],
+    });
+    Ok(out)
 }
 
 /// Fresh, deterministic value and node names: `base`, else `base.1`, `base.2`, ...

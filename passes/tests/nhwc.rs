@@ -123,9 +123,23 @@ fn resnet_like_runs_channels_last() {
     assert_eq!(nhwc_convs(&after), count(&after, "FusedConv"));
     assert_eq!(count(&after, "FusedConv"), count(&before, "FusedConv"));
     assert_no_transpose_pairs(&after);
-    // One at the input, one each side of MaxPool (the pooled value feeds c2's X and
-    // c3's residual through one transpose), one before GlobalAveragePool.
-    assert_eq!(count(&after, "Transpose"), 4, "{}", print(&after));
+    // One at the input, one before GlobalAveragePool: MaxPool runs channels-last
+    // between two reshapes, and the pooled value feeds c2's X and c3's residual as is.
+    assert_eq!(count(&after, "Transpose"), 2, "{}", print(&after));
+    assert_eq!(count(&after, "Reshape"), 2, "{}", print(&after));
+    let pool = after
+        .nodes
+        .iter()
+        .find(|n| n.op.name() == "MaxPool")
+        .unwrap();
+    assert_eq!(
+        pool.attrs.ints("kernel_shape").unwrap(),
+        Some(&[2, 2, 1][..])
+    );
+    assert_eq!(
+        after.ty(pool.outputs[0]).unwrap().shape,
+        gopt_ir::dim::shape_of(&[2, 1, 4, 4, 8])
+    );
     // Relu and Clip run on the NHWC values.
     let prod = after.producers();
     for op in ["Relu", "Clip"] {
@@ -144,6 +158,70 @@ fn resnet_like_runs_channels_last() {
     ] {
         assert_eq!(count(&after, op), count(&before, op), "{op}");
     }
+}
+
+/// Two convs around an AveragePool with padding, `ceil_mode` and
+/// `count_include_pad`, and a MaxPool with dilations and `auto_pad`, whose result is
+/// also a graph output (in NCHW, through a transpose).
+fn pools(avg_attrs: &str, max_attrs: &str) -> String {
+    format!(
+        r#"graph "pools"(%0 "x": f32[1,3,9,9]) -> (%6, %7) {{
+  %1 "w1": f32[8,3,3,3] = const {w1}
+  %2 "w2": f32[4,8,1,1] = const {w2}
+  %3 "c1": f32[1,8,9,9] = FusedConv "c1"(%0, %1, _, _) {{kernel_shape=ints[3,3], pads=ints[1,1,1,1]}}
+  %4 "avg": f32[1,8,5,5] = AveragePool "avg"(%3) {{{avg_attrs}}}
+  %5 "max": f32[1,8,5,5] = MaxPool "max"(%4) {{{max_attrs}}}
+  %6 "y": f32[1,4,5,5] = FusedConv "c2"(%5, %2, _, _) {{kernel_shape=ints[1,1]}}
+  %7 "m": f32[1,8,5,5] = Relu "r"(%5)
+}}"#,
+        w1 = vals(216, 41),
+        w2 = vals(32, 42),
+    )
+}
+
+#[test]
+fn pools_run_channels_last() {
+    let src = pools(
+        "ceil_mode=1, count_include_pad=1, kernel_shape=ints[3,3], pads=ints[1,0,1,1], strides=ints[2,2]",
+        "auto_pad=\"SAME_UPPER\", dilations=ints[2,2], kernel_shape=ints[2,2]",
+    );
+    let (_, after, n) = convert(&src);
+    assert_eq!(n, 2);
+    assert_no_transpose_pairs(&after);
+    // The input's, and the one back to NCHW for the graph outputs (sunk below the
+    // Relu, then c2's output).
+    assert_eq!(count(&after, "Transpose"), 3, "{}", print(&after));
+    for op in ["AveragePool", "MaxPool"] {
+        let p = after.nodes.iter().find(|n| n.op.name() == op).unwrap();
+        assert_eq!(
+            after.ty(p.inputs[0].unwrap()).unwrap().shape.len(),
+            5,
+            "{op}"
+        );
+    }
+    let avg = after.nodes.iter().find(|n| n.name == "avg").unwrap();
+    assert_eq!(
+        avg.attrs.ints("pads").unwrap(),
+        Some(&[1, 0, 0, 1, 1, 0][..])
+    );
+}
+
+#[test]
+fn pool_alone_stays_nchw() {
+    // A pool of the graph input reads no transpose: nothing to sink.
+    let src = format!(
+        r#"graph "p"(%0 "x": f32[1,8,6,6]) -> (%5) {{
+  %1 "w": f32[8,8,1,1] = const {w}
+  %2 "p": f32[1,8,3,3] = MaxPool "pool"(%0) {{kernel_shape=ints[2,2], strides=ints[2,2]}}
+  %3 "a": f32[1,8,3,3] = FusedConv "a"(%2, %1, _, _) {{kernel_shape=ints[1,1]}}
+  %5 "b": f32[1,8,3,3] = FusedConv "b"(%3, %1, _, _) {{kernel_shape=ints[1,1]}}
+}}"#,
+        w = vals(64, 43),
+    );
+    let (_, after, _) = convert(&src);
+    let pool = after.nodes.iter().find(|n| n.name == "pool").unwrap();
+    assert_eq!(after.ty(pool.inputs[0].unwrap()).unwrap().shape.len(), 4);
+    assert_eq!(count(&after, "Reshape"), 0);
 }
 
 #[test]

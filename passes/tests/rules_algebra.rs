@@ -193,3 +193,77 @@ fn power_of_two_scale_folds_into_weight() {
 fn check_rewrite_any(rule: &str, src: &str) -> gopt_ir::Verified {
     check_rewrite(rule, src, src)
 }
+
+#[test]
+fn one_over_x_is_reciprocal() {
+    // torch exports rsqrt as Div(ones(1), Sqrt(x)): the constant has shape [1].
+    let src = r#"graph "g"(%0 "x": f32[2,3,1]) -> (%3) {
+  %1 "one": f32[1] = const [1.0]
+  %2 "s": f32[2,3,1] = Sqrt "s"(%0)
+  %3 "d": f32[2,3,1] = Div "d"(%1, %2)
+}"#;
+    check_rewrite(
+        "algebra-div-one",
+        src,
+        r#"graph "g"(%0 "x": f32[2,3,1]) -> (%2) {
+  %1 "s": f32[2,3,1] = Sqrt "s"(%0)
+  %2 "r": f32[2,3,1] = Reciprocal "r"(%1)
+}"#,
+    );
+    check_not_applicable("algebra-div-one", &src.replace("[1.0]", "[2.0]"));
+    // Ones that broadcast x to a larger shape are not 1 / x.
+    check_not_applicable(
+        "algebra-div-one",
+        r#"graph "g"(%0 "x": f32[3]) -> (%2) {
+  %1 "one": f32[2,3] = const [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]
+  %2 "d": f32[2,3] = Div "d"(%1, %0)
+}"#,
+    );
+}
+
+#[test]
+fn transposes_move_out_of_elementwise_math() {
+    // Rotary's q·cos with q in [b, h, s, d] and cos [1, 1, s, d].
+    let mul = format!(
+        r#"graph "g"(%0 "x": f32[1,3,2,4]) -> (%3) {{
+  %1 "cos": f32[1,1,3,4] = const {c}
+  %2 "t": f32[1,2,3,4] = Transpose "t"(%0) {{perm=ints[0,2,1,3]}}
+  %3 "y": f32[1,2,3,4] = Mul "y"(%2, %1)
+}}"#,
+        c = vals(12, 31)
+    );
+    let g = check_rewrite_any("algebra-transpose-out-of-mul", &mul);
+    let last = g.nodes.last().expect("a node");
+    assert_eq!(last.op.name(), "Transpose", "{}", gopt_ir::text::print(&g));
+    // A constant that broadcasts the product to a larger shape stays where it is.
+    check_not_applicable(
+        "algebra-transpose-out-of-mul",
+        r#"graph "g"(%0 "x": f32[1,3,1,4]) -> (%3) {
+  %1 "c": f32[1,2,3,4] = const [1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0, 9.0, 10.0, 11.0, 12.0, 13.0, 14.0, 15.0, 16.0, 17.0, 18.0, 19.0, 20.0, 21.0, 22.0, 23.0, 24.0]
+  %2 "t": f32[1,1,3,4] = Transpose "t"(%0) {perm=ints[0,2,1,3]}
+  %3 "y": f32[1,2,3,4] = Mul "y"(%2, %1)
+}"#,
+    );
+    let add = r#"graph "g"(%0 "a": f32[1,3,2,4], %1 "b": f32[1,3,2,4]) -> (%4) {
+  %2 "ta": f32[1,2,3,4] = Transpose "ta"(%0) {perm=ints[0,2,1,3]}
+  %3 "tb": f32[1,2,3,4] = Transpose "tb"(%1) {perm=ints[0,2,1,3]}
+  %4 "y": f32[1,2,3,4] = Add "y"(%2, %3)
+}"#;
+    check_rewrite(
+        "algebra-transpose-out-of-add",
+        add,
+        r#"graph "g"(%0 "a": f32[1,3,2,4], %1 "b": f32[1,3,2,4]) -> (%3) {
+  %2 "s": f32[1,3,2,4] = Add "s"(%0, %1)
+  %3 "y": f32[1,2,3,4] = Transpose "y"(%2) {perm=ints[0,2,1,3]}
+}"#,
+    );
+    // Different permutations do not share one transpose.
+    check_not_applicable(
+        "algebra-transpose-out-of-add",
+        &add.replace("%1 \"b\": f32[1,3,2,4]", "%1 \"b\": f32[1,3,4,2]")
+            .replace(
+                "Transpose \"tb\"(%1) {perm=ints[0,2,1,3]}",
+                "Transpose \"tb\"(%1) {perm=ints[0,3,1,2]}",
+            ),
+    );
+}

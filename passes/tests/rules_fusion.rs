@@ -407,3 +407,172 @@ fn precision_rules() {
 }"#,
     );
 }
+
+/// transformers' LlamaRMSNorm after the f32 -> f32 casts are gone:
+/// `γ · (rsqrt(mean(x²) + ε) · x)` with the rsqrt first.
+fn rmsnorm_rsqrt_first(two: &str) -> String {
+    format!(
+        r#"graph "g"(%0 "x": f32[2,3,8]) -> (%11) {{
+  %1 "ax": i64[1] = const [-1]
+  %2 "two": f32[] = const [{two}]
+  %3 "eps": f32[] = const [1e-6]
+  %4 "gamma": f32[8] = const {g}
+  %5 "p": f32[2,3,8] = Pow "p"(%0, %2)
+  %6 "ms": f32[2,3,1] = ReduceMean "ms"(%5, %1)
+  %7 "e": f32[2,3,1] = Add "e"(%6, %3)
+  %8 "r": f32[2,3,1] = Sqrt "r"(%7)
+  %9 "inv": f32[2,3,1] = Reciprocal "inv"(%8)
+  %10 "n": f32[2,3,8] = Mul "n"(%9, %0)
+  %11 "y": f32[2,3,8] = Mul "y"(%10, %4)
+}}"#,
+        g = vals(8, 21)
+    )
+}
+
+#[test]
+fn rmsnorm_with_the_rsqrt_first() {
+    let g = fires(
+        "fuse-rmsnorm-reciprocal-first",
+        &rmsnorm_rsqrt_first("2.0"),
+        "RMSNormalization",
+    );
+    assert_eq!(g.nodes.len(), 1, "{}", gopt_ir::text::print(&g));
+    check_not_applicable("fuse-rmsnorm-reciprocal-first", &rmsnorm_rsqrt_first("3.0"));
+}
+
+/// Grouped-query attention as transformers' eager Llama attention exports it: K and V
+/// with `kv` heads go through repeat_kv (Unsqueeze(2), Expand, Reshape) to 4 heads.
+/// `axis` is the Unsqueeze axis, `rep_v` V's repeat factor.
+fn gqa(kv: usize, axis: i64, rep_v: usize) -> String {
+    let n = 4 / kv;
+    let (ex_k, ex_v) = if axis == 2 {
+        (format!("[1,{kv},{n},5,3]"), format!("[1,{kv},{rep_v},5,3]"))
+    } else {
+        (format!("[1,{kv},5,{n},3]"), format!("[1,{kv},5,{rep_v},3]"))
+    };
+    let un = if axis == 2 {
+        format!("[1,{kv},1,5,3]")
+    } else {
+        format!("[1,{kv},5,1,3]")
+    };
+    let heads_v = kv * rep_v;
+    format!(
+        r#"graph "g"(%0 "q": f32[1,4,5,3], %1 "k": f32[1,{kv},5,3], %2 "v": f32[1,{kv},5,3]) -> (%14) {{
+  %3 "ax": i64[1] = const [{axis}]
+  %4 "ek": i64[5] = const {ek}
+  %5 "ev": i64[5] = const {ev}
+  %6 "rk": i64[4] = const [1, 4, 5, 3]
+  %7 "rv": i64[4] = const [1, {heads_v}, 5, 3]
+  %8 "uk": f32{un} = Unsqueeze "uk"(%1, %3)
+  %9 "xk": f32{ex_k} = Expand "xk"(%8, %4)
+  %10 "kk": f32[1,4,5,3] = Reshape "kk"(%9, %6)
+  %11 "uv": f32{un} = Unsqueeze "uv"(%2, %3)
+  %12 "xv": f32{ex_v} = Expand "xv"(%11, %5)
+  %13 "vv": f32[1,{heads_v},5,3] = Reshape "vv"(%12, %7)
+  %14 "o": f32[1,4,5,3] = Attention "att"(%0, %10, %13) {{scale=0.5}}
+}}"#,
+        ek = ex_k.replace(',', ", "),
+        ev = ex_v.replace(',', ", "),
+    )
+}
+
+#[test]
+fn grouped_query_attention_reads_the_shared_heads() {
+    let g = check_rewrite(
+        "fuse-attention-gqa",
+        &gqa(2, 2, 2),
+        r#"graph "g"(%0 "q": f32[1,4,5,3], %1 "k": f32[1,2,5,3], %2 "v": f32[1,2,5,3]) -> (%3) {
+  %3 "o": f32[1,4,5,3] = Attention "att"(%0, %1, %2) {scale=0.5}
+}"#,
+    );
+    assert_eq!(g.nodes.len(), 1, "{}", gopt_ir::text::print(&g));
+    fires("fuse-attention-gqa", &gqa(1, 2, 4), "Attention");
+    // Repeating after the rows (axis 3) interleaves rows, not heads.
+    check_not_applicable("fuse-attention-gqa", &gqa(2, 3, 2));
+    // K repeated, V not: V already has 2 heads of 4, so the pattern does not match.
+    check_not_applicable("fuse-attention-gqa", &gqa(2, 2, 1));
+}
+
+/// Sibling GEMMs as the precision rules leave them: low-type input and weights, fp32
+/// biases (added in the fp32 epilogue), writing the low type.
+fn low_siblings(bias_k: &str) -> String {
+    format!(
+        r#"graph "g"(%0 "x": bf16[5,6]) -> (%7, %8, %9) {{
+  %1 "wq": bf16[6,4] = const {a}
+  %2 "wk": bf16[6,4] = const {b}
+  %3 "wv": bf16[6,4] = const {c}
+  %4 "bq": f32[4] = const [0.1, 0.2, 0.3, 0.4]
+  %5 "bk": {bias_k}[4] = const [0.5, 0.6, 0.7, 0.8]
+  %7 "q": bf16[5,4] = FusedMatMul "q"(%0, %1, %4) {{output_dtype=dtype bf16}}
+  %8 "k": bf16[5,4] = FusedMatMul "k"(%0, %2, %5) {{output_dtype=dtype bf16}}
+  %9 "v": bf16[5,4] = FusedMatMul "v"(%0, %3) {{output_dtype=dtype bf16}}
+}}"#,
+        a = vals(24, 12),
+        b = vals(24, 13),
+        c = vals(24, 14)
+    )
+}
+
+#[test]
+fn low_precision_sibling_gemms_merge_with_fp32_biases() {
+    // V has no bias: it gets zeros of the others' type (f32), not of the weights' (bf16).
+    let g = fires("fuse-sibling-matmul", &low_siblings("f32"), "Slice");
+    let mm: Vec<_> = g
+        .nodes
+        .iter()
+        .filter(|n| n.op.name() == "FusedMatMul")
+        .collect();
+    assert_eq!(mm.len(), 1, "{}", gopt_ir::text::print(&g));
+    let b = g.ty(mm[0].inputs[2].expect("merged bias")).unwrap();
+    assert_eq!(b.dtype, gopt_ir::DType::F32, "{}", gopt_ir::text::print(&g));
+    // f32 and f64 biases have no exact common type.
+    check_not_applicable("fuse-sibling-matmul", &low_siblings("f64"));
+}
+
+/// Rotary's rotate_half on a head-split projection, as transformers exports it:
+/// `Concat(Neg(Slice(q, d/2:)), Slice(q, :d/2))` on the last axis of
+/// `q = Transpose(Reshape(x·W + b, [b, s, h, d]), [0,2,1,3])`.
+fn rotate_half_src(first_half_end: i64) -> String {
+    format!(
+        r#"graph "g"(%0 "x": f32[1,3,8]) -> (%16) {{
+  %1 "w": f32[8,8] = const {w}
+  %2 "b": f32[8] = const {b}
+  %3 "split": i64[4] = const [1, 3, -1, 4]
+  %4 "zero": i64[1] = const [0]
+  %5 "half": i64[1] = const [2]
+  %6 "end": i64[1] = const [9223372036854775807]
+  %7 "ax": i64[1] = const [-1]
+  %8 "one": i64[1] = const [1]
+  %9 "he": i64[1] = const [{first_half_end}]
+  %10 "m": f32[1,3,8] = FusedMatMul "m"(%0, %1, %2)
+  %11 "r": f32[1,3,2,4] = Reshape "r"(%10, %3)
+  %12 "q": f32[1,2,3,4] = Transpose "q"(%11) {{perm=ints[0,2,1,3]}}
+  %13 "x2": f32[1,2,3,2] = Slice "x2"(%12, %5, %6, %7, %8)
+  %14 "n": f32[1,2,3,2] = Neg "n"(%13)
+  %15 "x1": f32[1,2,3,{w1}] = Slice "x1"(%12, %4, %9, %7, %8)
+  %16 "y": f32[1,2,3,{wy}] = Concat "y"(%14, %15) {{axis=-1}}
+}}"#,
+        w = vals(64, 41),
+        b = vals(8, 42),
+        w1 = first_half_end.min(4),
+        wy = 2 + first_half_end.min(4),
+    )
+}
+
+#[test]
+fn rotate_half_folds_into_the_weight() {
+    let g = fires(
+        "fuse-rotate-half-into-weight",
+        &rotate_half_src(2),
+        "FusedMatMul",
+    );
+    assert!(
+        g.nodes
+            .iter()
+            .all(|n| !matches!(n.op.name(), "Neg" | "Concat" | "Slice")),
+        "{}",
+        gopt_ir::text::print(&g)
+    );
+    // Concat(-x[2:], x[:3]) is not a rotation by half.
+    check_not_applicable("fuse-rotate-half-into-weight", &rotate_half_src(3));
+}

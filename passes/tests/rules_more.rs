@@ -440,6 +440,8 @@ fn every_rule_has_a_firing_and_a_not_applicable_test() {
         include_str!("rules_algebra.rs"),
         include_str!("rules_fusion.rs"),
         include_str!("rules_more.rs"),
+        include_str!("rules_conv.rs"),
+        include_str!("rules_layout.rs"),
     ]
     .concat();
     let mut missing = Vec::new();

@@ -225,6 +225,8 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     let sizes = b0.sizes.clone();
     let batch = args.batch.unwrap_or(1);
     let mut profile = Vec::new();
+    // Each profiled step's kind, in the profile's order (plan order).
+    let mut kinds: Vec<String> = Vec::new();
     let (device, times, kernels, launches, mem) = match backend {
         Backend::Wgpu => {
             let t = Instant::now();
@@ -238,6 +240,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
                 profile = exe.profile(20)?;
             }
             let p = exe.plan();
+            kinds = p.step_kinds().into_iter().map(String::from).collect();
             let a = exe.adapter();
             let device = format!(
                 "{} ({}, {}; {})",
@@ -274,6 +277,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
                 profile = exe.profile(20)?;
             }
             let p = exe.plan();
+            kinds = p.step_kinds().into_iter().map(String::from).collect();
             let mem = (
                 p.arena_bytes,
                 p.frame.unplanned_bytes,
@@ -406,32 +410,23 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         .collect();
     outln!("compile  {}", stages.join(", "));
     if !report.profile.is_empty() {
-        print_profile(&report.profile);
+        print_profile(&report.profile, &kinds);
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// The slowest steps and the time per kind of step.
-fn print_profile(profile: &[(String, f64)]) {
+/// The slowest steps and the time per kind of step (`step_kinds`: each step's kind, in
+/// the profile's order).
+fn print_profile(profile: &[(String, f64)], step_kinds: &[String]) {
     let total: f64 = profile.iter().map(|p| p.1).sum();
-    let mut kinds: BTreeMap<String, (usize, f64)> = BTreeMap::new();
-    for (label, ms) in profile {
-        let kind = label
-            .split_whitespace()
-            .next()
-            .map(|w| {
-                if w == "GEMM" {
-                    "GEMM (cuBLASLt)".to_string()
-                } else {
-                    w.split_once('_').map_or(w, |(_, k)| k).to_string()
-                }
-            })
-            .unwrap_or_default();
-        let e = kinds.entry(kind).or_default();
+    let mut per_kind: BTreeMap<&str, (usize, f64)> = BTreeMap::new();
+    for (i, (_, ms)) in profile.iter().enumerate() {
+        let kind = step_kinds.get(i).map_or("unknown", String::as_str);
+        let e = per_kind.entry(kind).or_default();
         e.0 += 1;
         e.1 += ms;
     }
-    let mut kinds: Vec<_> = kinds.into_iter().collect();
+    let mut kinds: Vec<_> = per_kind.into_iter().collect();
     kinds.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
     outln!(
         "profile  {} steps, {:.3} ms timed one by one",

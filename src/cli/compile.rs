@@ -235,6 +235,21 @@ struct BucketReport {
     cuda: Option<CudaSummary>,
     #[serde(skip_serializing_if = "Option::is_none")]
     wgsl: Option<WgslSummary>,
+    /// The plan's steps per kind (`gemm`, `transpose`, ...; see
+    /// `gopt::codegen::plan::kernel_kind`), with a GPU target.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    kernel_kinds: Option<std::collections::BTreeMap<String, usize>>,
+}
+
+impl BucketReport {
+    /// `kernel kinds: 12 gemm, 5 layernormalization, ...`, most frequent first (`None`
+    /// on the CPU).
+    fn kinds_line(&self) -> Option<String> {
+        let mut kinds: Vec<(&String, &usize)> = self.kernel_kinds.as_ref()?.iter().collect();
+        kinds.sort_by(|a, b| b.1.cmp(a.1).then_with(|| a.0.cmp(b.0)));
+        let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        Some(format!("kernel kinds: {}", kinds.join(", ")))
+    }
 }
 
 /// A bucket's WGSL plan in numbers.
@@ -266,6 +281,9 @@ impl WgslSummary {
 struct CudaSummary {
     kernels: usize,
     gemms: usize,
+    /// Kernel launches and GEMMs in plan order (a GEMM's epilogue kernel is part of
+    /// its step).
+    steps: usize,
     launches: usize,
     arena_bytes: usize,
     unplanned_bytes: usize,
@@ -281,6 +299,7 @@ impl CudaSummary {
                 .iter()
                 .filter(|s| matches!(s, gopt::codegen::cuda::plan::Step::Gemm(_)))
                 .count(),
+            steps: p.steps.len(),
             launches: p.launches(),
             arena_bytes: p.arena_bytes,
             unplanned_bytes: p.frame.unplanned_bytes,
@@ -435,6 +454,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             optimizer: b.variant.as_ref().and_then(|v| v.report.clone()),
             cuda,
             wgsl,
+            kernel_kinds: b.kernel_kinds(),
         });
     }
     if let Some(b) = bar {
@@ -633,6 +653,9 @@ fn write_artifact(
             }
             None => md += "not optimized (--disable all)\n\n",
         }
+        if let Some(line) = b.kinds_line() {
+            md += &format!("{line}\n\n");
+        }
     }
     if !report.skipped.is_empty() || !report.bucket_limits.is_empty() {
         md += "## buckets not built\n\n";
@@ -729,6 +752,9 @@ fn print_buckets(buckets: &[BucketReport], explain: bool) {
                 human_bytes(c.unplanned_bytes as u64),
                 human_bytes(c.weights_bytes as u64)
             );
+        }
+        if let Some(line) = b.kinds_line() {
+            outln!("  {line}");
         }
     }
     if !explain && !buckets.is_empty() {

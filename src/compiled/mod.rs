@@ -99,6 +99,16 @@ impl Bucket {
         }
     }
 
+    /// Steps per kind (`transpose`, `layernormalization`, `gemm`, ...) of a GPU plan;
+    /// `None` on the CPU.
+    pub fn kernel_kinds(&self) -> Option<BTreeMap<String, usize>> {
+        match &self.plan {
+            BackendPlan::Cpu => None,
+            BackendPlan::Cuda(p) => Some(p.kernel_kinds()),
+            BackendPlan::Wgsl(p) => Some(p.kernel_kinds()),
+        }
+    }
+
     /// Launches per run: kernel launches and cuBLASLt calls on CUDA, dispatches on
     /// wgpu, interpreted nodes on the CPU.
     pub fn launches(&self) -> usize {

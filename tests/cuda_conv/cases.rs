@@ -22,6 +22,8 @@ pub struct Conv {
     pub bias: bool,
     pub act: &'static str,
     pub residual: Option<Vec<usize>>,
+    /// The residual is added before the activation (`epilogue="bias_residual_act"`).
+    pub residual_first: bool,
     pub out_dt: Option<&'static str>,
     pub plain: bool,
     pub nhwc: bool,
@@ -42,6 +44,7 @@ pub fn conv(dt: &'static str, c: usize, m: usize, k: usize, stride: usize, pad: 
         bias: true,
         act: "none",
         residual: None,
+        residual_first: false,
         out_dt: None,
         plain: false,
         nhwc: false,
@@ -62,7 +65,7 @@ impl Conv {
     }
     pub fn name(&self) -> String {
         format!(
-            "{} {}->{} {}x{} s{} p{} d{} g{}{}{} {}{}{}",
+            "{} {}->{} {}x{} s{} p{} d{} g{}{}{}{} {}{}{}",
             self.dt,
             self.c,
             self.m,
@@ -78,6 +81,7 @@ impl Conv {
             } else {
                 ""
             },
+            if self.residual_first { " then" } else { "" },
             self.act,
             self.out_dt.map(|d| format!(" -> {d}")).unwrap_or_default(),
             if self.plain {
@@ -126,6 +130,9 @@ impl Conv {
             }
             if let Some(o) = self.out_dt {
                 attrs += &format!(", output_dtype=dtype {o}");
+            }
+            if self.residual_first {
+                attrs += ", epilogue=\"bias_residual_act\"";
             }
             if self.nhwc {
                 attrs += ", layout=\"NHWC\"";
@@ -255,6 +262,30 @@ pub fn conv_cases(dt: &'static str) -> Vec<Conv> {
             stride: 2,
             ..base.clone()
         },
+        // ResNet's order, relu(conv + b + residual): implicit GEMM, NHWC with a
+        // broadcast residual, depthwise (the direct kernel).
+        Conv {
+            act: "relu",
+            residual: Some(vec![1, 32, 14, 14]),
+            residual_first: true,
+            ..base.clone()
+        },
+        Conv {
+            nhwc: true,
+            act: "clip",
+            residual: Some(vec![32]),
+            residual_first: true,
+            ..base.clone()
+        },
+        Conv {
+            c: 32,
+            m: 32,
+            group: 32,
+            act: "relu",
+            residual: Some(vec![1, 32, 14, 14]),
+            residual_first: true,
+            ..base.clone()
+        },
         // Enough tiles for the large-tile kernels (>= 264 blocks).
         Conv {
             n: 8,
@@ -280,6 +311,13 @@ pub fn conv_cases(dt: &'static str) -> Vec<Conv> {
             m: 64,
             k: 1,
             pad: 0,
+            ..base.clone()
+        });
+        v.push(Conv {
+            out_dt: Some("f32"),
+            act: "relu",
+            residual: Some(vec![1, 32, 14, 14]),
+            residual_first: true,
             ..base
         });
     }
@@ -305,6 +343,10 @@ pub fn other_cases(dt: &str) -> Vec<(String, String)> {
         one("AveragePool 3x3 s1 p1", &[1, 8, 9, 9], &[1, 8, 9, 9], "", "AveragePool \"p\"(%0) {kernel_shape=ints[3,3], pads=ints[1,1,1,1]}"),
         one("AveragePool count_include_pad", &[1, 8, 9, 9], &[1, 8, 5, 5], "", "AveragePool \"p\"(%0) {kernel_shape=ints[3,3], pads=ints[1,1,1,1], strides=ints[2,2], count_include_pad=1}"),
         one("AveragePool ceil_mode", &[1, 4, 7, 7], &[1, 4, 4, 4], "", "AveragePool \"p\"(%0) {kernel_shape=ints[2,2], strides=ints[2,2], ceil_mode=1, count_include_pad=1}"),
+        // Channels-last pools as the layout pass writes them: [N, 1, H, W, C], window 1
+        // over C.
+        one("MaxPool NHWC 3x3 s2 p1", &[2, 1, 16, 16, 8], &[2, 1, 8, 8, 8], "", "MaxPool \"p\"(%0) {kernel_shape=ints[3,3,1], pads=ints[1,1,0,1,1,0], strides=ints[2,2,1]}"),
+        one("AveragePool NHWC count_include_pad", &[1, 1, 9, 9, 8], &[1, 1, 5, 5, 8], "", "AveragePool \"p\"(%0) {kernel_shape=ints[3,3,1], pads=ints[1,1,0,1,1,0], strides=ints[2,2,1], count_include_pad=1}"),
         one("GlobalAveragePool", &[2, 64, 7, 7], &[2, 64, 1, 1], "", "GlobalAveragePool \"p\"(%0)"),
         one("GlobalMaxPool", &[2, 64, 7, 7], &[2, 64, 1, 1], "", "GlobalMaxPool \"p\"(%0)"),
         one("ReduceMean [2,3]", &[1, 1280, 7, 7], &[1, 1280, 1, 1], &axes("2, 3", 2), "ReduceMean \"r\"(%0, %1) {keepdims=1}"),

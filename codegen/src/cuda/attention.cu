@@ -8,7 +8,7 @@ extern "C" __global__ void __launch_bounds__({{threads}}) {{name}}({{params}}) {
     constexpr int SQ = {{sq}}, SKV = {{skv}}, D = {{d}}, E = {{e}}, LD = {{ld}};
     constexpr int BM = {{bm}}, BN = {{bn}}, QT = {{qt}}, HQ = {{hq}}, HK = {{hk}};
     constexpr float SCALE = {{scale}};
-    constexpr int QI = {{qi}}, KI = {{ki}};
+    constexpr int QI = {{qi}}, KI = {{ki}}, OI = {{oi}};
     const float NEG = __int_as_float(0xff800000);
     __shared__ float qs[BM * LD];
     __shared__ float ks[BN * LD];
@@ -91,7 +91,7 @@ extern "C" __global__ void __launch_bounds__({{threads}}) {{name}}({{params}}) {
 #pragma unroll
         for (int e = 0; e < E; ++e) {
             const int c = qd + 4 * e;
-            if (c < D) og[(long long)i * QI + c] = {{store}}(acc[e] * inv);
+            if (c < D) og[(long long)i * OI + c] = {{store}}(acc[e] * inv);
         }
     }
 }

@@ -79,18 +79,21 @@ fn bases(d: &Dims, t: &str) -> String {
         );
     }
     // Heads packed in the hidden dim: a head is D columns of each row.
-    let ([qb, qh, _], [kb, kh, _]) = (d.q_strides, d.kv_strides);
+    let ([qb, qh, _], [kb, kh, _], [ob, oh, _]) = (d.q_strides, d.kv_strides, d.out_strides);
+    let [qf, kf, vf] = d.offsets;
     format!(
         "    const long long qo = (long long)b * {qb}LL + (long long)h * {qh}LL;\n    \
          const long long ko = (long long)b * {kb}LL + (long long)(h / (HQ / HK)) * {kh}LL;\n    \
-         const {t}* __restrict__ qg = q + qo;\n    const {t}* __restrict__ kg = k + ko;\n    \
-         const {t}* __restrict__ vg = v + ko;\n    {t}* __restrict__ og = out + qo;\n"
+         const long long oo = (long long)b * {ob}LL + (long long)h * {oh}LL;\n    \
+         const {t}* __restrict__ qg = q + qo + {qf}LL;\n    \
+         const {t}* __restrict__ kg = k + ko + {kf}LL;\n    \
+         const {t}* __restrict__ vg = v + ko + {vf}LL;\n    {t}* __restrict__ og = out + oo;\n"
     )
 }
 
 /// Emits the attention kernel for `node`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let a = lower(g, node).map_err(|e| e.for_backend("CUDA"))?;
+    let a = lower(g, node, super::VIEWS.strided_reads).map_err(|e| e.for_backend("CUDA"))?;
     let Attention {
         dtype: dt,
         dims,
@@ -143,6 +146,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     let s = |n: usize| n.to_string();
     let [_, _, qi] = dims.q_strides;
     let [_, _, ki] = dims.kv_strides;
+    let [_, _, oi] = dims.out_strides;
     let mut holes: Vec<(&str, String)> = vec![
         ("name", name.to_string()),
         ("params", params.join(", ")),
@@ -159,6 +163,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         ("bases", bases(&dims, t)),
         ("qi", row(qi)?),
         ("ki", row(ki)?),
+        ("oi", row(oi)?),
         ("scale", format!("{scale:e}f")),
         ("mask_base", mask_base),
         ("bias", bias),
@@ -173,9 +178,15 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     let mut vectorized = false;
     let template = if tensor_cores {
         let dp = dims.head.next_multiple_of(16);
+        // Every row start and column offset a 16-byte load touches must be aligned.
         let vw = [8, 4, 2, 1]
             .into_iter()
-            .find(|w| dims.head.is_multiple_of(*w))
+            .find(|w| {
+                [dims.head, qi, ki]
+                    .iter()
+                    .chain(&dims.offsets)
+                    .all(|x| x.is_multiple_of(*w))
+            })
             .unwrap_or(1);
         // `one`: a register of two 1.0s.
         let (pack_t, pack_fn, ptx, one) = if dt == DType::BF16 {

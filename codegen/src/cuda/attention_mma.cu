@@ -40,7 +40,7 @@ extern "C" __global__ void __launch_bounds__({{threads}}) {{name}}({{params}}) {
     constexpr int SQ = {{sq}}, SKV = {{skv}}, D = {{d}}, DP = {{dp}}, LD = {{ld}};
     constexpr int BM = {{bm}}, BN = {{bn}}, QT = {{qt}}, HQ = {{hq}}, HK = {{hk}};
     constexpr float SCALE = {{scale}};
-    constexpr int QI = {{qi}}, KI = {{ki}};
+    constexpr int QI = {{qi}}, KI = {{ki}}, OI = {{oi}};
     constexpr float LOG2E = 1.4426950408889634f;
     const float NEG = __int_as_float(0xff800000);
     __shared__ __align__(16) {{t}} qs[BM * LD];
@@ -162,7 +162,7 @@ extern "C" __global__ void __launch_bounds__({{threads}}) {{name}}({{params}}) {
         for (int e = 0; e < 4; ++e) {
             const int i = e < 2 ? ia : ib;
             const int c = dt * 8 + tg * 2 + (e & 1);
-            if (i < SQ && c < D) og[(long long)i * QI + c] = {{store}}(o[dt][e] * lrun[e >> 1]);
+            if (i < SQ && c < D) og[(long long)i * OI + c] = {{store}}(o[dt][e] * lrun[e >> 1]);
         }
     }
 }

@@ -4,15 +4,22 @@
 //! is that matrix) and W' the weights reordered to `[M, KH, KW, C]` at compile time
 //! (K padded to a multiple of 8 with zeros, so every row starts 16-byte aligned).
 //! Bias, ReLU and a residual go to cuBLASLt's epilogue like any GEMM's, the rest to the
-//! post kernel ([`super::gemm::finish`]). This puts convolutions on the same tensor-core
-//! GEMMs as the transformers' linear layers.
+//! post kernel ([`super::gemm::finish`]). A residual added before the activation
+//! (`epilogue="bias_residual_act"`, ResNet's `relu(conv(x) + b + identity)`) is
+//! cuBLASLt's own order, `act(A·B + C + bias)`: with C the residual, the whole epilogue
+//! fuses when the residual has Y's dtype; what is left runs in one post kernel of this
+//! module that ends with the activation. This puts convolutions on the same
+//! tensor-core GEMMs as the transformers' linear layers.
 
 use super::conv::spec;
+use super::conv_spec::ConvSpec;
 use super::elementwise::storage;
-use super::gemm::{finish, Gemm, Problem};
+use super::gemm::{finish, post_kernel_over, Epilogue, Gemm, Problem};
+use super::support::activation;
 use super::Kernel;
 use crate::template::fill;
 use crate::{CodegenError, Result};
+use gopt_ir::ops::fused::{Activation, EpilogueOrder};
 use gopt_ir::{DType, Graph, Node, Tensor, ValueId};
 
 const IM2COL: &str = include_str!("im2col.cu");
@@ -84,22 +91,144 @@ pub fn lower(
         alpha: 1.0,
         ab_dtype: s.x_dt,
     };
-    let gemm = finish(
-        g,
-        node,
-        &format!("{name}_epilogue"),
-        kernels,
-        problem,
-        s.act,
-        input(2),
-        input(3),
-    )?;
+    let epilogue = format!("{name}_epilogue");
+    let gemm = match s.order {
+        EpilogueOrder::ActThenResidual => finish(
+            g,
+            node,
+            &epilogue,
+            kernels,
+            problem,
+            s.act,
+            input(2),
+            input(3),
+        )?,
+        EpilogueOrder::ResidualThenAct => {
+            residual_first(g, node, &s, &epilogue, kernels, problem, input(2), input(3))?
+        }
+    };
     Ok(ConvGemm {
         im2col,
         gemm,
         weight,
         scratch_bytes,
     })
+}
+
+/// Splits `act(A·W + bias + residual)` between cuBLASLt and a post kernel. cuBLASLt
+/// adds C (the residual, beta = 1) and the bias before its activation, so with an
+/// activation it has (ReLU, tanh-GELU) and every operand it can take, the GEMM does it
+/// all; otherwise [`finish`] places the sums and the post kernel ends with the rest of
+/// them and the activation.
+#[allow(clippy::too_many_arguments)]
+fn residual_first(
+    g: &Graph,
+    node: &Node,
+    s: &ConvSpec,
+    name: &str,
+    kernels: &mut Vec<Kernel>,
+    problem: Problem,
+    bias: Option<ValueId>,
+    residual: Option<ValueId>,
+) -> Result<Gemm> {
+    let mut gm = finish(
+        g,
+        node,
+        name,
+        kernels,
+        problem,
+        Activation::None,
+        bias,
+        residual,
+    )?;
+    let in_library = match s.act {
+        Activation::None => return Ok(gm),
+        Activation::Relu => Some(Epilogue::Relu),
+        Activation::GeluTanh => Some(Epilogue::GeluTanh),
+        Activation::Gelu
+        | Activation::Silu
+        | Activation::Tanh
+        | Activation::Sigmoid
+        | Activation::Clip { .. } => None,
+    };
+    if let (None, Some(e)) = (gm.post, in_library) {
+        gm.epilogue = e;
+        return Ok(gm);
+    }
+    let post_bias = bias.filter(|_| gm.bias.is_none());
+    let post_res = residual.filter(|_| gm.residual.is_none());
+    let k = post_kernel(node, s, name, post_bias, post_res)?;
+    match gm.post {
+        Some(i) => kernels[i] = k,
+        None => {
+            kernels.push(k);
+            gm.post = Some(kernels.len() - 1);
+        }
+    }
+    Ok(gm)
+}
+
+/// In place on the GEMM's output Y `[N, OH, OW, M]`: `y = act(y + bias + residual)`
+/// with whichever of bias and residual cuBLASLt did not add.
+fn post_kernel(
+    node: &Node,
+    s: &ConvSpec,
+    name: &str,
+    bias: Option<ValueId>,
+    residual: Option<ValueId>,
+) -> Result<Kernel> {
+    let ys = &s.y_shape;
+    let mut params = Vec::new();
+    let mut inputs = Vec::new();
+    let mut body = String::new();
+    let mut formula = String::from("y");
+    if let Some(b) = bias {
+        let dt = s.bias.unwrap_or(s.out_dt);
+        params.push(format!("const {}* __restrict__ b", storage(dt)));
+        inputs.push(b.0);
+        body += &format!("    v += gopt_ld(b[c{}]);\n", ys.len() - 1);
+        formula += " + bias";
+    }
+    if let (Some(r), Some((dt, rs))) = (residual, &s.residual) {
+        params.push(format!("const {}* __restrict__ r", storage(*dt)));
+        inputs.push(r.0);
+        body += &format!("    v += gopt_ld(r[{}]);\n", broadcast_index(rs, ys));
+        formula += " + residual";
+    }
+    body += &format!("    v = {};\n", activation(s.act, "v"));
+    let formula = format!("{}({formula})", s.act.name());
+    let t = storage(s.out_dt);
+    params.push(format!("{t}* __restrict__ y"));
+    post_kernel_over(
+        node,
+        name,
+        "convolution epilogue",
+        &formula,
+        &params,
+        inputs,
+        &body,
+        ys,
+        t,
+    )
+}
+
+/// The offset into a tensor of shape `s` broadcast (numpy rules) to `out`, from the
+/// coordinates `c0..` of `out`.
+fn broadcast_index(s: &[usize], out: &[usize]) -> String {
+    let lead = out.len() - s.len();
+    let mut terms = Vec::new();
+    let mut stride = 1usize;
+    for a in (0..s.len()).rev() {
+        if s[a] != 1 {
+            terms.push(format!("c{} * {stride}LL", a + lead));
+        }
+        stride *= s[a];
+    }
+    if terms.is_empty() {
+        "0".into()
+    } else {
+        terms.join(" + ")
+    }
 }
 
 /// `W[M, C, KH, KW]` → `[M, KH·KW·C]` padded with zero columns to `kp`.

@@ -5,6 +5,7 @@
 use super::elementwise::storage;
 use super::support::{activation, store, strides};
 pub use crate::lower::conv::ConvSpec;
+use gopt_ir::ops::fused::EpilogueOrder;
 
 impl ConvSpec {
     /// The kernel parameter list: x, w, bias?, res?, out.
@@ -25,8 +26,8 @@ impl ConvSpec {
     }
 
     /// The epilogue for accumulator expression `acc` of output channel `oc`, image `n`
-    /// and output position `p` (long long variables in scope): bias, activation,
-    /// residual, one rounding at the store.
+    /// and output position `p` (long long variables in scope): bias, then activation
+    /// and residual in the node's order, one rounding at the store.
     pub fn epilogue(&self, acc: &str) -> String {
         let (m, p) = (self.m, self.p());
         let y = if self.nhwc {
@@ -38,9 +39,14 @@ impl ConvSpec {
         if self.bias.is_some() {
             s += "v_ += gopt_ld(bias[oc]);\n";
         }
-        s += &format!("v_ = {};\n", activation(self.act, "v_"));
-        if let Some((_, rs)) = &self.residual {
-            s += &format!("v_ += gopt_ld(res[{}]);\n", self.residual_index(rs, &y));
+        let act = format!("v_ = {};\n", activation(self.act, "v_"));
+        let res = match &self.residual {
+            Some((_, rs)) => format!("v_ += gopt_ld(res[{}]);\n", self.residual_index(rs, &y)),
+            None => String::new(),
+        };
+        match self.order {
+            EpilogueOrder::ActThenResidual => s += &(act + &res),
+            EpilogueOrder::ResidualThenAct => s += &(res + &act),
         }
         s += &format!("out[{y}] = {};\n", store(self.out_dt, "v_"));
         s

@@ -2,6 +2,11 @@
 //! 64 and slices the result back) into the GEMM itself, which then computes only the
 //! first columns straight into the slice's output. The memory plan must know, since the
 //! slice's output is then written at the GEMM's step.
+//!
+//! Where the sliced width is not 16-byte aligned (GPT-2's 50257 logits) the GEMM
+//! computes the padded width, and a slice that makes a graph output is not run at all:
+//! the output stays in the padded rows and the copy back keeps each row's first
+//! columns ([`padded_outputs`], `Io::row_pitch`).
 
 use super::plan::Step;
 use super::Kernel;
@@ -133,4 +138,44 @@ fn leading_columns(g: &Graph, node: &gopt_ir::Node) -> Option<usize> {
     let a = if *a < 0 { a + rank } else { *a };
     let last = *shape.last()? as i64;
     (a == rank - 1 && *s == 0 && *e > 0 && *e < last).then_some(*e as usize)
+}
+
+/// Slices that make a graph output from the first columns of a value only they read:
+/// node index → the device row pitch (the source's last dim). No step runs for them;
+/// the output aliases its source's bytes and is read back row by row.
+pub(super) fn padded_outputs(
+    g: &Graph,
+    lowered: &[Lowered],
+) -> std::collections::HashMap<usize, usize> {
+    let mut out = std::collections::HashMap::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        if n.op != Op::Shape(ShapeOp::Slice) || !matches!(lowered.get(i), Some(Lowered::Kernel(_)))
+        {
+            continue;
+        }
+        let (Some(Some(src)), [y]) = (n.inputs.first(), n.outputs.as_slice()) else {
+            continue;
+        };
+        if !g.outputs.contains(y) || g.outputs.contains(src) || g.inputs.contains(src) {
+            continue;
+        }
+        if g.constants.contains_key(src) || g.outputs.iter().filter(|o| *o == y).count() != 1 {
+            continue;
+        }
+        let readers = g
+            .nodes
+            .iter()
+            .filter(|m| m.inputs.iter().flatten().any(|v| v == src))
+            .count();
+        let Ok((dt, shape)) = concrete(g, *src) else {
+            continue;
+        };
+        // Aligned widths fold into the GEMM instead (fold_slices): compact rows.
+        if let (1, Some(cols), Some(&pitch)) = (readers, leading_columns(g, n), shape.last()) {
+            if (cols * dt.size()) % 16 != 0 {
+                out.insert(i, pitch);
+            }
+        }
+    }
+    out
 }

@@ -40,6 +40,8 @@ pub const BACKEND: &str = "CUDA";
 /// Views alias in the arena, graph outputs included.
 pub const VIEWS: Views = Views {
     alias_outputs: true,
+    strided_reads: true,
+    stores_casts: true,
 };
 
 /// Helpers every module includes (dtype conversions, activations).
@@ -118,7 +120,7 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
                 Err(e) => return Err(e),
             },
             Lowered::Unsupported(why) => others.push((n.name.clone(), why)),
-            Lowered::View | Lowered::Gemm(_) | Lowered::ConvGemm => {}
+            Lowered::View | Lowered::Absorbed | Lowered::Gemm(_) | Lowered::ConvGemm => {}
         }
     }
     Ok((kernels, others))

@@ -6,12 +6,15 @@
 //! [`crate::lower`]; the arena from [`crate::memory::arena`].
 
 use super::conv_gemm;
-use super::fold::{fold_slices, slice_candidates};
+use super::fold::{fold_slices, padded_outputs, slice_candidates};
 use super::gemm::{self, Gemm};
 use super::{kernel, kernel_name, Kernel, BACKEND, VIEWS};
-use crate::lower::{lower, Lowered};
+use crate::lower::{absorb, lower, Lowered};
 use crate::memory::{self, ALIGN};
-use crate::plan::{concrete, largest_value, refuse, tensor_bytes, Frame, WeightStore};
+use crate::plan::{
+    concrete, count_kinds, kernel_kind, largest_value, refuse, tensor_bytes, Frame, WeightStore,
+    GEMM_KIND,
+};
 use crate::{CodegenError, Result};
 use gopt_ir::{Graph, Tensor, ValueId};
 use serde::{Deserialize, Serialize};
@@ -65,8 +68,16 @@ pub fn build(g: &Graph) -> Result<(CudaPlan, Vec<u8>)> {
 /// Builds the plan of `g` with its constants in `store` (shared across buckets).
 pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
     let lowered: Vec<Lowered> = g.nodes.iter().map(|n| lower(g, n, VIEWS)).collect();
-    let early = slice_candidates(g, &lowered);
-    let views: Vec<bool> = lowered.iter().map(|l| *l == Lowered::View).collect();
+    let mut early = slice_candidates(g, &lowered);
+    early.extend(absorb::early_writes(g, VIEWS));
+    let mut views = memory::aliasing(g, &lowered);
+    let padded = padded_outputs(g, &lowered);
+    for &i in padded.keys() {
+        views[i] = true;
+        for o in &g.nodes[i].outputs {
+            early.remove(o);
+        }
+    }
     let layout = memory::arena(g, &views, &early)?;
     let mut kernels: Vec<Kernel> = Vec::new();
     let mut steps = Vec::new();
@@ -77,8 +88,11 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
     let mut synth_weights: Vec<(u32, Tensor)> = Vec::new();
     let mut scratch: Vec<(u32, usize)> = Vec::new();
     for (i, (n, low)) in g.nodes.iter().zip(&lowered).enumerate() {
+        if padded.contains_key(&i) {
+            continue;
+        }
         let done: Result<()> = match low {
-            Lowered::View => Ok(()),
+            Lowered::View | Lowered::Absorbed => Ok(()),
             Lowered::ConvGemm => {
                 let (wid, sid) = (next, next + 1);
                 next += 2;
@@ -194,8 +208,16 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
             value_bytes.insert(v, bytes);
         }
     }
+    let mut frame = Frame::of(g, value_bytes, layout.total_bytes)?;
+    for (&i, &pitch) in &padded {
+        for io in &mut frame.outputs {
+            if g.nodes[i].outputs.iter().any(|o| o.0 == io.value) {
+                io.row_pitch = Some(pitch);
+            }
+        }
+    }
     let plan = CudaPlan {
-        frame: Frame::of(g, value_bytes, layout.total_bytes)?,
+        frame,
         kernels,
         steps,
         places,
@@ -261,5 +283,26 @@ impl CudaPlan {
                 Step::Gemm(g) => 1 + usize::from(g.post.is_some()),
             })
             .sum()
+    }
+
+    /// Each step's kind, in plan order: a generated kernel's ([`kernel_kind`]: its op,
+    /// or `im2col` for a convolution's), [`GEMM_KIND`] for a cuBLASLt matmul (its
+    /// epilogue kernel included). A step naming no kernel of the plan is `unknown`.
+    pub fn step_kinds(&self) -> Vec<&str> {
+        self.steps
+            .iter()
+            .map(|s| match s {
+                Step::Kernel(k) => self
+                    .kernels
+                    .get(*k)
+                    .map_or("unknown", |k| kernel_kind(&k.name)),
+                Step::Gemm(_) => GEMM_KIND,
+            })
+            .collect()
+    }
+
+    /// Steps per kind ([`CudaPlan::step_kinds`]); the counts sum to the steps.
+    pub fn kernel_kinds(&self) -> BTreeMap<String, usize> {
+        count_kinds(self.step_kinds())
     }
 }

@@ -46,7 +46,7 @@ fn st(dt: DType, v: &str) -> String {
 
 /// Emits the row kernel for `node`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let r = crate::lower::rows::rows(g, node)?;
+    let r = crate::lower::rows::rows(g, node, super::VIEWS.stores_casts)?;
     if r.d == 0 || r.rows() == 0 {
         return Err(unsupported(node, "empty rows"));
     }
@@ -154,6 +154,10 @@ fn signature(r: &Rows) -> (String, Vec<u32>, Vec<u32>) {
     }
     params.push(format!("{}* __restrict__ out", storage(r.y.dtype)));
     let mut outputs = vec![r.y.value.0];
+    if let Some(o) = &r.also {
+        params.push(format!("{}* __restrict__ out2", storage(o.dtype)));
+        outputs.push(o.value.0);
+    }
     for (o, var) in [(&r.mean, "mean_out"), (&r.inv_std_dev, "rstd_out")] {
         if let Some(o) = o {
             params.push(format!("{}* __restrict__ {var}", storage(o.dtype)));
@@ -216,7 +220,16 @@ fn body(r: &Rows, pass: &Pass, at: &dyn Fn(&str) -> String) -> Result<String> {
     let yt = r.y.dtype;
     let xv = ld(dt, &at("c"));
     let ya = at("c").replacen("xr", "yr", 1);
-    let set = |v: &str| format!("{ya} = {};", st(yt, v));
+    // The second store (r.also) at the same element of `out2`.
+    let set = |v: &str| match &r.also {
+        Some(o) => format!(
+            "{{ const float y_ = {v}; {ya} = {}; {} = {}; }}",
+            st(yt, "y_"),
+            ya.replacen("yr", "(out2 + (yr - out))", 1),
+            st(o.dtype, "y_")
+        ),
+        None => format!("{ya} = {};", st(yt, v)),
+    };
     let (mx, sm) = (pass.max, pass.sum);
     Ok(match r.op {
         RowOp::Softmax => format!(
@@ -280,13 +293,23 @@ fn body(r: &Rows, pass: &Pass, at: &dyn Fn(&str) -> String) -> Result<String> {
 }
 
 /// The register-cached variant: contiguous rows whose length is a multiple of the
-/// 16-byte vector and fits `MAX_PER_THREAD` elements per thread, the output in the
-/// input's type.
+/// 16-byte vector and fits `MAX_PER_THREAD` elements per thread, the output in a float
+/// type (the input's, or a Cast's the kernel stores for: as many elements per store).
 fn emit_registers(node: &Node, name: &str, r: &Rows) -> Result<Option<Kernel>> {
     let (d, dt) = (r.d, r.dtype);
     let rows = r.rows();
     let vec = 16 / dt.size();
-    if !r.contiguous() || r.y.dtype != dt || d == 0 || d % vec != 0 {
+    let yt = r.y.dtype;
+    let ovec = match vec * yt.size() {
+        16 => "uint4",
+        8 => "uint2",
+        4 => "unsigned int",
+        _ => return Ok(None),
+    };
+    if !r.contiguous() || !matches!(yt, DType::F32 | DType::F16 | DType::BF16) {
+        return Ok(None);
+    }
+    if d == 0 || d % vec != 0 {
         return Ok(None);
     }
     let lanes = d / vec;
@@ -303,14 +326,15 @@ fn emit_registers(node: &Node, name: &str, r: &Rows) -> Result<Option<Kernel>> {
         )
     };
     let mut pre = String::new();
-    let (body, store) = match r.op {
+    let ex = |e: &str| e.to_string();
+    let (body, expr) = match r.op {
         RowOp::Softmax => (
             format!(
                 "    float m = __int_as_float(0xff800000);\n    {}    m = gopt_block_max(m, red);\n    float s = 0.0f;\n    {}    const float inv = 1.0f / gopt_block_sum(s, red);\n",
                 for_all("m = fmaxf(m, x_);"),
                 for_all("s += expf(x_ - m);")
             ),
-            st(dt, "expf(v[k * VEC + e] - m) * inv"),
+            ex("expf(v[k * VEC + e] - m) * inv"),
         ),
         RowOp::LogSoftmax => (
             format!(
@@ -318,7 +342,7 @@ fn emit_registers(node: &Node, name: &str, r: &Rows) -> Result<Option<Kernel>> {
                 for_all("m = fmaxf(m, x_);"),
                 for_all("s += expf(x_ - m);")
             ),
-            st(dt, "v[k * VEC + e] - shift"),
+            ex("v[k * VEC + e] - shift"),
         ),
         RowOp::LpNorm(lp) => {
             let (map, root) = match lp {
@@ -330,7 +354,7 @@ fn emit_registers(node: &Node, name: &str, r: &Rows) -> Result<Option<Kernel>> {
                     "    float q = 0.0f;\n    {}    const float norm = {root}(gopt_block_sum(q, red));\n",
                     for_all(&format!("q += {map};"))
                 ),
-                st(dt, "norm == 0.0f ? 0.0f : v[k * VEC + e] / norm"),
+                ex("norm == 0.0f ? 0.0f : v[k * VEC + e] / norm"),
             )
         }
         RowOp::LayerNorm | RowOp::RmsNorm => {
@@ -371,12 +395,29 @@ fn emit_registers(node: &Node, name: &str, r: &Rows) -> Result<Option<Kernel>> {
                     r.epsilon,
                     stats(r, Some("threadIdx.x == 0"))
                 ),
-                st(dt, &format!("(v[k * VEC + e] - mean) * rstd * {sc}{bi}")),
+                ex(&format!("(v[k * VEC + e] - mean) * rstd * {sc}{bi}")),
             )
         }
     };
     let vec_s = vec.to_string();
-    let store = store.replace("VEC", &vec_s);
+    let store = st(yt, &expr).replace("VEC", &vec_s);
+    // r.also: the same values stored again in the Cast's type.
+    let store2 = match &r.also {
+        Some(o) => {
+            let ov = match vec * o.dtype.size() {
+                16 => "uint4",
+                8 => "uint2",
+                4 => "unsigned int",
+                _ => return Ok(None),
+            };
+            format!(
+                "        {{\n            union {{ {ov} u; {ot} e[{vec}]; }} s2;\n#pragma unroll\n            for (int e = 0; e < {vec}; ++e) {{ const int c = c0 + e; s2.e[e] = {}; }}\n            reinterpret_cast<{ov}*>(out2 + row * {d}LL)[c0 / {vec}] = s2.u;\n        }}\n",
+                st(o.dtype, &expr).replace("VEC", &vec_s),
+                ot = storage(o.dtype)
+            )
+        }
+        None => String::new(),
+    };
     let source = fill(
         REGISTERS,
         &[
@@ -388,9 +429,12 @@ fn emit_registers(node: &Node, name: &str, r: &Rows) -> Result<Option<Kernel>> {
             ("name", name),
             ("params", &params),
             ("t", t),
+            ("ot", storage(yt)),
+            ("ovec", ovec),
             ("body", &body),
             ("pre", &pre),
             ("store", &store),
+            ("store2", &store2),
         ],
     )?;
     Ok(Some(Kernel {

@@ -54,6 +54,11 @@ pub struct Dims {
     pub q_strides: [usize; 3],
     /// Element strides of K and V: between batches, heads and rows.
     pub kv_strides: [usize; 3],
+    /// Element strides of the output (Q's, unless Q is read in place from a wider
+    /// tensor).
+    pub out_strides: [usize; 3],
+    /// The first element of Q, K and V (columns of one wider tensor read in place).
+    pub offsets: [usize; 3],
 }
 
 impl Dims {
@@ -82,6 +87,8 @@ impl Dims {
             packed,
             q_strides: strides(q_heads, sq),
             kv_strides: strides(kv_heads, skv),
+            out_strides: strides(q_heads, sq),
+            offsets: [0; 3],
         }
     }
 
@@ -119,8 +126,9 @@ pub struct Mask {
     pub strides: [usize; 3],
 }
 
-/// Reads attention node `node` of `g`.
-pub fn lower(g: &Graph, node: &Node) -> Result<Attention> {
+/// Reads attention node `node` of `g`; with `strided_reads`, Q, K and V cut from one
+/// tensor are read from it in place ([`super::absorb`]).
+pub fn lower(g: &Graph, node: &Node, strided_reads: bool) -> Result<Attention> {
     if node.outputs.len() != 1 {
         return Err(unsupported(
             node,
@@ -153,7 +161,18 @@ pub fn lower(g: &Graph, node: &Node) -> Result<Attention> {
         return Err(unsupported(node, &format!("{dtype} data")));
     }
     let attrs = attributes(node)?;
-    let dims = dims(node, &attrs, [&qs, &ks, &vs, &os])?;
+    let mut dims = dims(node, &attrs, [&qs, &ks, &vs, &os])?;
+    let (mut q, mut k, mut v) = (q, k, v);
+    if let Some(p) = strided_reads
+        .then(|| super::absorb::attention_in_place(g, node))
+        .flatten()
+    {
+        (q, k, v) = (p.source, p.source, p.source);
+        let row = |s: usize| [s * p.width, dims.head, p.width];
+        dims.q_strides = row(dims.sq);
+        dims.kv_strides = row(dims.skv);
+        dims.offsets = p.offsets;
+    }
     let scale = attrs
         .scale
         .unwrap_or_else(|| (1.0 / (dims.head as f64).sqrt()) as f32);

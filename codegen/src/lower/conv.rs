@@ -5,7 +5,7 @@
 
 use super::support::{check_float, input, opt_input, output, plan, typed, unsupported};
 use crate::Result;
-use gopt_ir::ops::fused::Activation;
+use gopt_ir::ops::fused::{Activation, EpilogueOrder};
 use gopt_ir::ops::FusedOp;
 use gopt_ir::{DType, Graph, Node, Op};
 
@@ -20,6 +20,7 @@ const ATTRS: &[&str] = &[
     "activation",
     "clip_min",
     "clip_max",
+    "epilogue",
     "layout",
     "output_dtype",
 ];
@@ -67,6 +68,8 @@ pub struct ConvSpec {
     pub residual: Option<(DType, Vec<usize>)>,
     /// The epilogue's activation.
     pub act: Activation,
+    /// Whether the residual is added before or after the activation.
+    pub order: EpilogueOrder,
     /// Y's shape (in its layout).
     pub y_shape: Vec<usize>,
 }
@@ -151,6 +154,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvSpec> {
             "output_dtype",
             "clip_min",
             "clip_max",
+            "epilogue",
         ]
         .iter()
         .any(|a| node.attrs.has(a))
@@ -285,6 +289,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvSpec> {
     } else {
         Activation::None
     };
+    let order = EpilogueOrder::from_node(node).map_err(|e| unsupported(node, &e.to_string()))?;
     let two = |v: &[usize], d: usize| {
         if spatial == 1 {
             (d, v[0])
@@ -313,6 +318,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvSpec> {
         bias: bias.map(|b| b.0),
         residual,
         act,
+        order,
         y_shape,
     })
 }

@@ -14,6 +14,7 @@
 //! `crate::wgsl`) each match exhaustively over [`Lowered`] and [`Kind`], spell these
 //! facts in their own language, and never import each other.
 
+pub mod absorb;
 pub mod arg;
 pub mod attention;
 pub mod body;
@@ -103,6 +104,9 @@ pub enum Lowered {
     ConvGemm,
     /// A generated kernel of this family.
     Kernel(Kind),
+    /// No step of its own: its neighbours do its work ([`absorb`]): attention reads a
+    /// Split's pieces in place, a row kernel stores a Cast's type.
+    Absorbed,
     /// No GPU kernel, and why (the op, or the mode of it).
     Unsupported(String),
 }
@@ -122,6 +126,12 @@ pub struct Views {
     /// Whether a graph output may alias another value's bytes (an arena: yes; a pool
     /// whose outputs are read back from their own buffers: no).
     pub alias_outputs: bool,
+    /// Whether attention kernels read Q, K and V with any row stride and column offset,
+    /// so a Split or Slice that cuts them from one tensor is absorbed ([`absorb`]).
+    pub strided_reads: bool,
+    /// Whether row kernels store a Cast's type next to (or instead of) their own, so
+    /// the Cast after a LayerNorm, RMSNorm or softmax is absorbed ([`absorb`]).
+    pub stores_casts: bool,
 }
 
 /// Whether `op` is a view op: its output is its input's bytes under another shape.
@@ -173,6 +183,11 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> Lowered {
     use Kind::*;
     let k = Lowered::Kernel;
     let none = |why: &str| Lowered::Unsupported(why.to_string());
+    if (views.stores_casts && absorb::cast_stored_by_producer(g, n))
+        || (views.strided_reads && absorb::cut_read_in_place(g, n))
+    {
+        return Lowered::Absorbed;
+    }
     match n.op {
         Op::Elementwise(e) => match e {
             ElementwiseOp::Bernoulli

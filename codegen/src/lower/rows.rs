@@ -104,6 +104,9 @@ pub struct Rows {
     pub bias: Option<Param>,
     /// The result.
     pub y: Output,
+    /// The result again in another float type, for a Cast among y's readers (stored
+    /// by the same kernel: [`super::absorb`]).
+    pub also: Option<Output>,
     /// LayerNorm's optional per-row mean.
     pub mean: Option<Output>,
     /// LayerNorm's optional per-row inverse standard deviation.
@@ -166,7 +169,7 @@ fn row_op(node: &Node) -> Result<RowOp> {
 
 /// Row node `node` of `g`, resolved; an `Err` is what no row kernel computes
 /// (symbolic shapes, non-float data, a scale that varies across rows).
-pub fn rows(g: &Graph, node: &Node) -> Result<Rows> {
+pub fn rows(g: &Graph, node: &Node, stores_casts: bool) -> Result<Rows> {
     let op = row_op(node)?;
     let x = input(node, 0)?;
     let (dtype, shape) = typed(g, node, x)?;
@@ -193,7 +196,21 @@ pub fn rows(g: &Graph, node: &Node) -> Result<Rows> {
         check_float(node, dtype, "outputs")?;
         Ok(Some(Output { value, dtype }))
     };
-    let y = output(0)?.ok_or_else(|| unsupported(node, "a missing output 0"))?;
+    let mut y = output(0)?.ok_or_else(|| unsupported(node, "a missing output 0"))?;
+    let mut also = None;
+    // A Cast after the row op is stored here, in its type (super::absorb).
+    if let Some((cast, only)) = stores_casts
+        .then(|| super::absorb::stored_cast(g, node))
+        .flatten()
+    {
+        let value = super::support::output(cast, 0)?;
+        let (dtype, _) = typed(g, cast, value)?;
+        if only {
+            y = Output { value, dtype };
+        } else {
+            also = Some(Output { value, dtype });
+        }
+    }
     let max_outputs = if op == RowOp::LayerNorm { 3 } else { 1 };
     if node.outputs.len() > max_outputs {
         return Err(unsupported(node, "more than one output"));
@@ -229,6 +246,7 @@ pub fn rows(g: &Graph, node: &Node) -> Result<Rows> {
         scale,
         bias,
         y,
+        also,
         mean: output(1)?,
         inv_std_dev: output(2)?,
         shape,

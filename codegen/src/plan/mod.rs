@@ -1,10 +1,11 @@
 //! What both backends' plans share: the graph's inputs and outputs ([`Io`]), the
 //! weights store that holds each distinct constant once across a model's buckets
-//! ([`WeightStore`]), the GPU index check and its error word ([`IndexCheck`]), and the
-//! refusal that lists every node a backend has no kernel for ([`refuse`]). Each backend
-//! lays its steps and memory out from the same lowering (`crate::lower`) and the same
-//! value lifetimes (`crate::memory`): `crate::cuda::plan` in one arena,
-//! `crate::wgsl::plan` in a pool of buffers.
+//! ([`WeightStore`]), the GPU index check and its error word ([`IndexCheck`]), the
+//! refusal that lists every node a backend has no kernel for ([`refuse`]), and the kind
+//! of each step for reports ([`kernel_kind`]). Each backend lays its steps and memory
+//! out from the same lowering (`crate::lower`) and the same value lifetimes
+//! (`crate::memory`): `crate::cuda::plan` in one arena, `crate::wgsl::plan` in a pool
+//! of buffers.
 
 use crate::memory::ALIGN;
 use crate::{CodegenError, Result};
@@ -82,6 +83,11 @@ pub struct Io {
     pub dtype: DType,
     /// Shape in this bucket.
     pub shape: Vec<usize>,
+    /// Elements between consecutive rows (last-dim runs) on the device, when an output
+    /// stays in the wider rows its producer wrote (a GEMM padded to aligned columns):
+    /// the copy back keeps the first `shape.last()` of each. `None`: contiguous.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub row_pitch: Option<usize>,
 }
 
 pub(crate) fn concrete(g: &Graph, v: ValueId) -> Result<(DType, Vec<usize>)> {
@@ -240,6 +246,7 @@ impl Frame {
                         value: v.0,
                         dtype,
                         shape,
+                        row_pitch: None,
                     })
                 })
                 .collect()
@@ -252,4 +259,23 @@ impl Frame {
             unplanned_bytes,
         })
     }
+}
+
+/// The kind a cuBLASLt matmul step counts as (its epilogue kernel included).
+pub const GEMM_KIND: &str = "gemm";
+
+/// The kind of a kernel named `k{i}_{kind}`, as both backends name them: the op
+/// (`transpose`, `layernormalization`, `attention`) or the part of one (`im2col`).
+/// A name without `_` is its own kind.
+pub fn kernel_kind(name: &str) -> &str {
+    name.split_once('_').map_or(name, |(_, kind)| kind)
+}
+
+/// How many of each kind `kinds` holds (a plan's steps per kind, for reports).
+pub fn count_kinds<'a>(kinds: impl IntoIterator<Item = &'a str>) -> BTreeMap<String, usize> {
+    let mut counts = BTreeMap::new();
+    for k in kinds {
+        *counts.entry(k.to_string()).or_default() += 1;
+    }
+    counts
 }

@@ -68,8 +68,16 @@ fn loader(name: &str, head: usize, vec4: bool) -> String {
 
 /// Emits the attention shader for `node`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let a = lower(g, node).map_err(|e| e.for_backend("WGSL"))?;
+    let a = lower(g, node, super::VIEWS.strided_reads).map_err(|e| e.for_backend("WGSL"))?;
     let (dt, d, scale, causal) = (a.dtype, a.dims, a.scale, a.causal);
+    // The shader writes the output with Q's strides from element 0 (VIEWS has no
+    // strided reads, so lowering never asks otherwise).
+    if d.offsets != [0; 3] || d.out_strides != d.q_strides {
+        return Err(unsupported(
+            node,
+            "Q, K and V read in place from a wider tensor",
+        ));
+    }
     let t = match dt {
         DType::F32 => "f32",
         DType::F16 => "f16",

@@ -1,5 +1,6 @@
-//! Convolutions in WGSL: ONNX `Conv` and `FusedConv` (`act(conv(X, W) + B) + residual`),
-//! 1-D and 2-D, any group, strides, dilations, explicit pads or `auto_pad`, NCHW or
+//! Convolutions in WGSL: ONNX `Conv` and `FusedConv` (`act(conv(X, W) + B) + residual`,
+//! or `act(conv(X, W) + B + residual)` with `epilogue="bias_residual_act"`), 1-D and
+//! 2-D, any group, strides, dilations, explicit pads or `auto_pad`, NCHW or
 //! channels-last (`layout="NHWC"`), f32/f16 data with f32 accumulation and one rounding
 //! at the store. The node is read by [`crate::lower::conv::spec`], as on CUDA (so
 //! both backends accept and refuse the same modes; bf16 has no WGSL form and is
@@ -18,7 +19,7 @@ use crate::lower::conv::ConvSpec;
 use crate::lower::index::strides;
 use crate::template::fill;
 use crate::{CodegenError, Result};
-use gopt_ir::ops::fused::Activation;
+use gopt_ir::ops::fused::{Activation, EpilogueOrder};
 use gopt_ir::{DType, Graph, Node};
 
 const GEMM: &str = include_str!("conv.wgsl");
@@ -56,7 +57,8 @@ fn activation(act: Activation) -> String {
 }
 
 /// The epilogue for `acc_` of output channel `oc`, image `n`, position `p` (u32 in
-/// scope): bias, activation, broadcast residual, one rounding at the store.
+/// scope): bias, then activation and broadcast residual in the node's order, one
+/// rounding at the store.
 fn epilogue(s: &ConvSpec, ost: &str, indent: usize) -> String {
     let (m, p) = (s.m, s.p());
     let y = if s.nhwc {
@@ -68,7 +70,7 @@ fn epilogue(s: &ConvSpec, ost: &str, indent: usize) -> String {
     if s.bias.is_some() {
         lines.push("v = v + f32(bias[oc]);".into());
     }
-    lines.push(activation(s.act));
+    let act_at = lines.len();
     if let Some((_, rs)) = &s.residual {
         let idx = if rs == &s.y_shape {
             y.clone()
@@ -94,6 +96,10 @@ fn epilogue(s: &ConvSpec, ost: &str, indent: usize) -> String {
             crate::lower::index::sum(&terms, "0u")
         };
         lines.push(format!("v = v + f32(res[{idx}]);"));
+    }
+    match s.order {
+        EpilogueOrder::ActThenResidual => lines.insert(act_at, activation(s.act)),
+        EpilogueOrder::ResidualThenAct => lines.push(activation(s.act)),
     }
     lines.push(format!("y[{y}] = {ost}(v);"));
     let pad = " ".repeat(indent);

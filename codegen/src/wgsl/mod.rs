@@ -114,6 +114,8 @@ pub const BACKEND: &str = "WGSL";
 /// from them), so a view that is a graph output is a copy.
 pub const VIEWS: Views = Views {
     alias_outputs: false,
+    strided_reads: false,
+    stores_casts: false,
 };
 
 /// The shader of family `kind` for node `n` (named `name`): one exhaustive match over
@@ -144,7 +146,7 @@ pub fn kernel(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel>
 pub fn write(g: &Graph, i: usize, n: &Node, lowered: &Lowered) -> Result<Option<WgslKernel>> {
     let name = format!("k{i}");
     let k = match lowered {
-        Lowered::View => return Ok(None),
+        Lowered::View | Lowered::Absorbed => return Ok(None),
         Lowered::Gemm(GemmForm::Gemm) => gemm::emit(g, n, &name),
         Lowered::Gemm(GemmForm::MatMul) => matmul::emit(g, n, &name),
         Lowered::ConvGemm => conv::emit(g, n, &name),

@@ -11,13 +11,15 @@
 //! naming it (and every other such node), never a skipped step.
 
 use super::{storage_type, write, WgslKernel, BACKEND, VIEWS};
-use crate::lower::{lower, Lowered};
+use crate::lower::{absorb, lower, Lowered};
 use crate::memory;
-use crate::plan::{concrete, largest_value, refuse, tensor_bytes, Frame, WeightStore};
+use crate::plan::{
+    concrete, count_kinds, kernel_kind, largest_value, refuse, tensor_bytes, Frame, WeightStore,
+};
 use crate::{CodegenError, Result};
 use gopt_ir::{DType, Graph, Tensor, ValueId};
 use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 /// Where a value lives.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -45,6 +47,17 @@ pub struct WgslPlan {
 }
 
 impl WgslPlan {
+    /// Each shader's kind, in dispatch order ([`kernel_kind`]: its op; matrix products
+    /// are shaders too, so they keep theirs: `fusedmatmul`, `matmul`, `gemm`).
+    pub fn step_kinds(&self) -> Vec<&str> {
+        self.kernels.iter().map(|k| kernel_kind(&k.name)).collect()
+    }
+
+    /// Shaders per kind ([`WgslPlan::step_kinds`]); the counts sum to the shaders.
+    pub fn kernel_kinds(&self) -> BTreeMap<String, usize> {
+        count_kinds(self.step_kinds())
+    }
+
     /// Bytes of the pooled buffers together.
     pub fn pool_bytes(&self) -> usize {
         self.buffers.iter().sum()
@@ -182,8 +195,8 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<WgslPlan> {
     if let Some(e) = refuse(BACKEND, missing) {
         return Err(e);
     }
-    let views: Vec<bool> = lowered.iter().map(|l| *l == Lowered::View).collect();
-    let lt = memory::lifetimes(g, &views, &HashMap::new());
+    let views = memory::aliasing(g, &lowered);
+    let lt = memory::lifetimes(g, &views, &absorb::early_writes(g, VIEWS));
     let pool = memory::pool(g, &lt, |v| bytes_of(g, v))?;
     let mut slots: BTreeMap<u32, Slot> = BTreeMap::new();
     let mut value_bytes: BTreeMap<u32, usize> = BTreeMap::new();

@@ -25,7 +25,7 @@ fn storage(node: &Node, dt: DType) -> Result<&'static str> {
 
 /// Emits the row kernel for `node` of `g`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let r = crate::lower::rows::rows(g, node)?;
+    let r = crate::lower::rows::rows(g, node, super::VIEWS.stores_casts)?;
     let (d, inner) = (r.d, r.inner);
     let (dt, odt) = (r.dtype, r.y.dtype);
     let (xs, os) = (storage(node, dt)?, storage(node, odt)?);

@@ -1,6 +1,7 @@
-//! Algebra: identities and no-ops removed, transposes and reshapes composed, constants
-//! moved to the right of commutative ops (so fusion patterns need one form), and
-//! BatchNorm or exact (power-of-two) scalings folded into weights. Folding of
+//! Algebra: identities and no-ops removed, transposes and reshapes composed, transposes
+//! moved out of element-wise math (toward where they cancel), constants moved to the
+//! right of commutative ops (so fusion patterns need one form), `1 / x` as `Reciprocal`,
+//! and BatchNorm or exact (power-of-two) scalings folded into weights. Folding of
 //! weight-only sub-graphs is the analysis's job; CSE is the e-graph's.
 
 use super::{
@@ -9,7 +10,7 @@ use super::{
 };
 use crate::analysis::Egraph;
 use egg::{Id, Subst};
-use gopt_ir::ops::{NnOp, ShapeOp};
+use gopt_ir::ops::{ElementwiseOp, NnOp, ShapeOp};
 use gopt_ir::{Attr, Attrs, Op, Tensor};
 
 /// The algebra table.
@@ -47,6 +48,8 @@ pub fn rules() -> Vec<Rule> {
         rule("algebra-mul-one", "(Mul ?a ?x ?c)", |eg, id, s| {
             neutral(eg, id, s, 1.0)
         }),
+        // 1 / x = Reciprocal(x) (torch exports rsqrt as Div(1, Sqrt(x)))
+        rule("algebra-div-one", "(Div ?a ?c ?x)", div_one),
         // c + x = x + c, c * x = x * c for constant c (one form for fusion to match)
         rule("algebra-add-const-right", "(Add ?a ?c ?x)", |eg, _, s| {
             const_right(eg, s, "Add")
@@ -54,6 +57,19 @@ pub fn rules() -> Vec<Rule> {
         rule("algebra-mul-const-right", "(Mul ?a ?c ?x)", |eg, _, s| {
             const_right(eg, s, "Mul")
         }),
+        // Tᵖ(x) · c = Tᵖ(x · Tᵖ⁻¹(c)) for constant c: transposes move out of element-wise
+        // math (rotary's q·cos), toward where they cancel or attention reads heads in place
+        rule(
+            "algebra-transpose-out-of-mul",
+            "(Mul ?m (Transpose ?t ?x) ?c)",
+            transpose_out_of_mul,
+        ),
+        // Tᵖ(a) + Tᵖ(b) = Tᵖ(a + b): one transpose instead of two
+        rule(
+            "algebra-transpose-out-of-add",
+            "(Add ?p (Transpose ?t ?a) (Transpose ?t ?b))",
+            transpose_out_of_add,
+        ),
         // BatchNorm(Conv(x, w, b)) = Conv(x, w·g, (b-m)·g + β), g = γ/√(σ²+ε)
         rule(
             "algebra-batchnorm-into-conv",
@@ -111,6 +127,65 @@ fn transpose_transpose(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
     Some(add_op(eg, Op::Shape(ShapeOp::Transpose), a, &[Some(x)]))
 }
 
+fn transpose_out_of_mul(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let (x, c) = (var(s, "?x"), var(s, "?c"));
+    let xs = shape(eg, x)?;
+    let cs = shape(eg, c)?;
+    // The product keeps the transpose's shape (c broadcasts into it, not the reverse).
+    if !is_const(eg, c) || is_const(eg, x) || cs.len() > xs.len() {
+        return None;
+    }
+    let t = attrs(eg, s, "?t")?;
+    let perm = perm(eg, s, "?t", xs.len())?;
+    let mut inv = vec![0i64; perm.len()];
+    for (i, &p) in perm.iter().enumerate() {
+        *inv.get_mut(p)? = i as i64;
+    }
+    // c with x's rank, then in x's axis order (both fold to constants).
+    let mut full = vec![1i64; xs.len() - cs.len()];
+    full.extend(cs.iter().map(|&d| d as i64));
+    let to = add_const(eg, Tensor::from_i64s(&full));
+    let c = add_op(
+        eg,
+        Op::Shape(ShapeOp::Reshape),
+        Attrs::default(),
+        &[Some(c), Some(to)],
+    );
+    let mut a = Attrs::default();
+    a.set("perm", Attr::Ints(inv));
+    let c = add_op(eg, Op::Shape(ShapeOp::Transpose), a, &[Some(c)]);
+    if !is_const(eg, c) {
+        return None;
+    }
+    let m = attrs(eg, s, "?m")?;
+    let prod = add_op(
+        eg,
+        Op::Elementwise(ElementwiseOp::Mul),
+        m,
+        &[Some(x), Some(c)],
+    );
+    if shape(eg, prod)? != xs {
+        return None;
+    }
+    Some(add_op(eg, Op::Shape(ShapeOp::Transpose), t, &[Some(prod)]))
+}
+
+fn transpose_out_of_add(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let (a, b) = (var(s, "?a"), var(s, "?b"));
+    if eg[a].data.ty()? != eg[b].data.ty()? {
+        return None;
+    }
+    let p = attrs(eg, s, "?p")?;
+    let sum = add_op(
+        eg,
+        Op::Elementwise(ElementwiseOp::Add),
+        p,
+        &[Some(a), Some(b)],
+    );
+    let t = attrs(eg, s, "?t")?;
+    Some(add_op(eg, Op::Shape(ShapeOp::Transpose), t, &[Some(sum)]))
+}
+
 fn reshape_reshape(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
     let x = var(s, "?x");
     let out = shape(eg, id)?;
@@ -134,6 +209,23 @@ fn neutral(eg: &mut Egraph, id: Id, s: &Subst, unit: f64) -> Option<Id> {
     }
     let same = eg[x].data.ty()? == eg[id].data.ty()?;
     (same && c.to_f64_vec().iter().all(|&v| v == unit)).then_some(x)
+}
+
+fn div_one(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
+    let x = var(s, "?x");
+    let c = konst(eg, var(s, "?c"))?;
+    let float = c.dtype().is_float() && dtype(eg, x)?.is_float();
+    // The constant must not broadcast x to a larger shape.
+    let same = eg[x].data.ty()? == eg[id].data.ty()?;
+    let ones = c.to_f64_vec().iter().all(|&v| v == 1.0);
+    (float && same && ones).then(|| {
+        add_op(
+            eg,
+            Op::Elementwise(ElementwiseOp::Reciprocal),
+            Attrs::default(),
+            &[Some(x)],
+        )
+    })
 }
 
 fn const_right(eg: &mut Egraph, s: &Subst, op: &str) -> Option<Id> {

@@ -1,8 +1,12 @@
 //! Fusion: the patterns exporters emit, recognized as the fused ops the backends have
 //! kernels for. GEMM + bias (+ activation) (+ residual) becomes one `FusedMatMul`;
-//! Conv + bias (+ ReLU / ReLU6-as-Clip / SiLU) (+ residual) one `FusedConv`;
-//! decomposed LayerNorm, RMSNorm, softmax and both GELU forms their ops; scaled
-//! dot-product attention one `Attention` (causal when its constant mask is); sibling
+//! Conv + bias (+ ReLU / ReLU6-as-Clip / SiLU) (+ residual) (+ ReLU / ReLU6 after the
+//! residual) one `FusedConv`;
+//! decomposed LayerNorm, RMSNorm (transformers' `x · rsqrt(..)` in both operand orders),
+//! softmax and both GELU forms their ops; scaled dot-product attention one `Attention`
+//! (causal when its constant mask is), reading grouped-query K/V heads in place instead
+//! of their `repeat_kv` copies; rotary's `rotate_half` of a projection folded into the
+//! projection's weight (so rotary becomes element-wise math on GEMM outputs); sibling
 //! GEMMs reading one input (Q/K/V) one GEMM whose output is sliced. Operand order is
 //! canonical (constants right, see algebra), so each pattern is written once, plus the
 //! residual's two sides.
@@ -57,6 +61,10 @@ pub fn rules() -> Vec<Rule> {
         // FusedConv(..) + r = FusedConv(.., residual = r)
         rule("fuse-conv-residual", "(Add ?p (FusedConv ?f ?x ?w ?b ?r) ?y)", conv_residual),
         rule("fuse-conv-residual-left", "(Add ?p ?y (FusedConv ?f ?x ?w ?b ?r))", conv_residual),
+        // act(FusedConv(.., residual = r)) = FusedConv(.., residual = r, activation = act,
+        // epilogue = bias_residual_act): ResNet's relu(conv(x) + b + identity)
+        rule("fuse-conv-residual-relu", "(Relu ?p (FusedConv ?f ?x ?w ?b ?r))", |eg, _, s| conv_residual_act(eg, s, "relu", None)),
+        rule("fuse-conv-residual-clip", "(Clip ?p (FusedConv ?f ?x ?w ?b ?r) ?lo ?hi)", conv_residual_clip),
         // x·½·(1 + erf(x/√2)) = Gelu(x), in the orders exporters use
         rule(
             "fuse-gelu-erf",
@@ -96,6 +104,12 @@ pub fn rules() -> Vec<Rule> {
             "(Mul ?q (Mul ?d ?x (Reciprocal ?v (Sqrt ?t (Add ?u (ReduceMean ?r2 (Pow ?w ?x ?two) ?ax) ?eps)))) ?gamma)",
             rmsnorm,
         ),
+        // γ·(rsqrt(mean(x²)+ε)·x) = RMSNormalization(x, γ): the rsqrt on the left
+        rule(
+            "fuse-rmsnorm-reciprocal-first",
+            "(Mul ?q (Mul ?d (Reciprocal ?v (Sqrt ?t (Add ?u (ReduceMean ?r2 (Pow ?w ?x ?two) ?ax) ?eps))) ?x) ?gamma)",
+            rmsnorm,
+        ),
         // exp(x - max x) / Σ exp(x - max x) = Softmax(x)
         rule(
             "fuse-softmax",
@@ -117,6 +131,20 @@ pub fn rules() -> Vec<Rule> {
             "fuse-attention-nomask",
             "(MatMul ?o (Softmax ?sm (Mul ?q (MatMul ?m ?qq ?kt) ?c)) ?v)",
             |eg, _, s| attention(eg, s, Scale::Mul, false),
+        ),
+        // rotate_half(T(R(x·W + b))) = T(R(x·W' + b')), W' = W's columns per head rotated by
+        // half and the moved-down half negated: rotary's rotate_half folded into a GEMM
+        rule(
+            "fuse-rotate-half-into-weight",
+            "(Concat ?c (Neg ?n (Slice ?s1 (Transpose ?t (Reshape ?r (FusedMatMul ?f ?x ?w ?b ?res) ?shape)) ?st1 ?en1 ?ax1 ?sp1)) (Slice ?s2 (Transpose ?t (Reshape ?r (FusedMatMul ?f ?x ?w ?b ?res) ?shape)) ?st2 ?en2 ?ax2 ?sp2))",
+            rotate_half,
+        ),
+        // Attention(q, repeat_kv(k), repeat_kv(v), m) = Attention(q, k, v, m): grouped-query
+        // heads (query head i reads key/value head i / n_rep) read in place
+        rule(
+            "fuse-attention-gqa",
+            "(Attention ?a ?q (Reshape ?rk (Expand ?ek (Unsqueeze ?uk ?k ?xk) ?sk) ?tk) (Reshape ?rv (Expand ?ev (Unsqueeze ?uv ?v ?xv) ?sv) ?tv) ?m)",
+            attention_gqa,
         ),
         // FusedMatMul(x, w1, b1), FusedMatMul(x, w2, b2), … = slices of FusedMatMul(x, [w1 w2 …], [b1 b2 …])
         rule("fuse-sibling-matmul", "(FusedMatMul ?f ?x ?w ?b ?r)", sibling_matmul),
@@ -314,8 +342,9 @@ fn conv_act(eg: &mut Egraph, s: &Subst, act: &str, clip: Option<(f32, f32)>) -> 
     remake_conv(eg, s, f, None)
 }
 
-fn conv_clip(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
-    let bound = |eg: &Egraph, name: &str, d: f32| -> Option<f32> {
+/// Clip's bounds `?lo` and `?hi` (absent: -inf and +inf), when constant scalars.
+fn clip_bounds(eg: &Egraph, s: &Subst) -> Option<(f32, f32)> {
+    let bound = |name: &str, d: f32| -> Option<f32> {
         let id = var(s, name);
         if is_absent(eg, id) {
             Some(d)
@@ -323,9 +352,42 @@ fn conv_clip(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
             scalar_of(eg, id).map(|v| v as f32)
         }
     };
-    let lo = bound(eg, "?lo", f32::NEG_INFINITY)?;
-    let hi = bound(eg, "?hi", f32::INFINITY)?;
-    conv_act(eg, s, "clip", Some((lo, hi)))
+    Some((
+        bound("?lo", f32::NEG_INFINITY)?,
+        bound("?hi", f32::INFINITY)?,
+    ))
+}
+
+fn conv_clip(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let bounds = clip_bounds(eg, s)?;
+    conv_act(eg, s, "clip", Some(bounds))
+}
+
+/// The matched FusedConv with a residual and no activation, taking activation `act`
+/// after its residual.
+fn conv_residual_act(
+    eg: &mut Egraph,
+    s: &Subst,
+    act: &str,
+    clip: Option<(f32, f32)>,
+) -> Option<Id> {
+    let mut f = attrs(eg, s, "?f")?;
+    let r = var(s, "?r");
+    if act_of(&f) != "none" || is_absent(eg, r) {
+        return None;
+    }
+    f.set("activation", Attr::Str(act.into()));
+    f.set("epilogue", Attr::Str("bias_residual_act".into()));
+    if let Some((lo, hi)) = clip {
+        f.set("clip_min", Attr::Float(lo));
+        f.set("clip_max", Attr::Float(hi));
+    }
+    remake_conv(eg, s, f, Some(r))
+}
+
+fn conv_residual_clip(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let bounds = clip_bounds(eg, s)?;
+    conv_residual_act(eg, s, "clip", Some(bounds))
 }
 
 fn conv_residual(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
@@ -530,6 +592,177 @@ fn attention(eg: &mut Egraph, s: &Subst, scale: Scale, masked: bool) -> Option<I
     ))
 }
 
+/// The class of an existing op node with these children (attribute class first), if the
+/// e-graph holds one.
+fn lookup(eg: &Egraph, op: ShapeOp, children: &[Id]) -> Option<Id> {
+    let ch = children.iter().map(|&c| eg.find(c)).collect();
+    eg.lookup(Term::Op(OpKey::one(Op::Shape(op)), ch))
+}
+
+/// How many times `repeat_kv` repeats the heads of `x` (`[b, h, s, d]`) in the matched
+/// `Reshape(Expand(Unsqueeze(x, axes), shape), target)` whose variables end in `t`
+/// (`?uk ?xk ?ek ?sk ?rk ?tk` for `t = "k"`): the unsqueeze adds an axis after the heads,
+/// the expand repeats it `n` times and the reshape merges it into the heads, so head
+/// `i` of the result is head `i / n` of `x`.
+fn repeat_kv_factor(eg: &Egraph, s: &Subst, x: Id, t: &str) -> Option<usize> {
+    let v = |p: &str| var(s, &format!("?{p}{t}"));
+    let [b, h, sq, d] = shape(eg, x)?[..] else {
+        return None;
+    };
+    let un = lookup(eg, ShapeOp::Unsqueeze, &[v("u"), x, v("x")])?;
+    let ex = lookup(eg, ShapeOp::Expand, &[v("e"), un, v("s")])?;
+    let re = lookup(eg, ShapeOp::Reshape, &[v("r"), ex, v("t")])?;
+    let n = *shape(eg, ex)?.get(2)?;
+    let ok = shape(eg, un)? == [b, h, 1, sq, d]
+        && shape(eg, ex)? == [b, h, n, sq, d]
+        && shape(eg, re)? == [b, h * n, sq, d];
+    ok.then_some(n)
+}
+
+fn attention_gqa(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let (k, v) = (var(s, "?k"), var(s, "?v"));
+    let n = repeat_kv_factor(eg, s, k, "k")?;
+    if n < 2 || repeat_kv_factor(eg, s, v, "v")? != n {
+        return None;
+    }
+    let (ks, vs) = (shape(eg, k)?, shape(eg, v)?);
+    if ks[..3] != vs[..3] {
+        return None;
+    }
+    let mut a = attrs(eg, s, "?a")?;
+    if a.0.contains_key("kv_num_heads") {
+        a.set("kv_num_heads", Attr::Int(ks[1] as i64));
+    }
+    let m = var(s, "?m");
+    let m = (!is_absent(eg, m)).then_some(m);
+    Some(add_op(
+        eg,
+        Op::Attention(AttentionOp::Attention),
+        a,
+        &[Some(var(s, "?q")), Some(k), Some(v), m],
+    ))
+}
+
+/// The matched Slice `?s{k}` of data `[.., d]` (rank `rank`) takes `[from, to)` of the
+/// last axis with step 1 (an end past `d` when `to` is `d`: exporters' "to the end").
+fn slices_last(
+    eg: &Egraph,
+    s: &Subst,
+    k: u8,
+    (rank, d): (usize, i64),
+    (from, to): (i64, i64),
+) -> bool {
+    let c = |p: &str| konst(eg, var(s, &format!("?{p}{k}"))).map(|t| t.to_i64_vec());
+    let last = rank as i64 - 1;
+    let axis_ok = matches!(c("ax").as_deref(), Some([a]) if *a == -1 || *a == last);
+    let step_ok = matches!(c("sp").as_deref(), Some([1]));
+    let start_ok = c("st").as_deref() == Some(&[from][..]);
+    let end_ok = match c("en").as_deref() {
+        Some([e]) => *e == to || (to == d && *e > d),
+        _ => false,
+    };
+    axis_ok && step_ok && start_ok && end_ok
+}
+
+/// `t` with the last axis, in blocks of `d`, rotated by half: column `i < d/2` of a block
+/// is minus column `i + d/2`, column `i >= d/2` is column `i - d/2` (exact in any dtype).
+fn rotate_half_columns(t: &Tensor, d: usize) -> Option<Tensor> {
+    use ndarray::{ArrayD, Axis};
+    fn go<T: Clone + std::ops::Neg<Output = T>>(a: &ArrayD<T>, d: usize) -> Option<ArrayD<T>> {
+        let axis = Axis(a.ndim().checked_sub(1)?);
+        let n = a.len_of(axis);
+        let h = d / 2;
+        let src: Vec<usize> = (0..n)
+            .map(|j| j - j % d + if j % d < h { j % d + h } else { j % d - h })
+            .collect();
+        let mut out = a.select(axis, &src);
+        for (j, mut col) in out.axis_iter_mut(axis).enumerate() {
+            if j % d < h {
+                col.mapv_inplace(|v| -v);
+            }
+        }
+        Some(out)
+    }
+    if d == 0 || d % 2 != 0 || t.shape().last()? % d != 0 {
+        return None;
+    }
+    match t {
+        Tensor::F32(a) => go(a, d).map(Tensor::F32),
+        Tensor::F16(a) => go(a, d).map(Tensor::F16),
+        Tensor::BF16(a) => go(a, d).map(Tensor::BF16),
+        Tensor::F64(a) => go(a, d).map(Tensor::F64),
+        _ => None,
+    }
+}
+
+fn rotate_half(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let f = attrs(eg, s, "?f")?;
+    let (x, w, b) = (var(s, "?x"), var(s, "?w"), var(s, "?b"));
+    let wt = konst(eg, w)?;
+    let plain = act_of(&f) == "none" && f.int_or("trans_b", 0).ok()? == 0;
+    if !plain || !absent(eg, s, "?res") || wt.rank() != 2 {
+        return None;
+    }
+    // The reshape splits the GEMM's last axis [.., n] into [.., heads, d]; the transpose
+    // keeps the last axis last.
+    let mm_id = lookup_fused_matmul(eg, s)?;
+    let mm = shape(eg, mm_id)?;
+    let shape_id = var(s, "?shape");
+    let split = shape(
+        eg,
+        lookup(eg, ShapeOp::Reshape, &[var(s, "?r"), mm_id, shape_id])?,
+    )?;
+    let (d, heads) = (*split.last()?, *split.get(split.len().checked_sub(2)?)?);
+    let n = *mm.last()?;
+    if split.len() != mm.len() + 1 || split[..mm.len() - 1] != mm[..mm.len() - 1] || heads * d != n
+    {
+        return None;
+    }
+    let t = attrs(eg, s, "?t")?;
+    let perm = t.ints("perm").ok()??.to_vec();
+    let last = split.len() as i64 - 1;
+    let h = d as i64 / 2;
+    if perm.last() != Some(&last)
+        || !slices_last(eg, s, 1, (split.len(), d as i64), (h, 2 * h))
+        || !slices_last(eg, s, 2, (split.len(), d as i64), (0, h))
+    {
+        return None;
+    }
+    let w2 = add_const(eg, rotate_half_columns(&wt, d)?);
+    let b2 = if is_absent(eg, b) {
+        None
+    } else {
+        let bt = konst(eg, b)?;
+        if bt.shape().last() != Some(&n) {
+            return None;
+        }
+        Some(add_const(eg, rotate_half_columns(&bt, d)?))
+    };
+    let r = attrs(eg, s, "?r")?;
+    let g = add_op(
+        eg,
+        fused(FusedOp::FusedMatMul),
+        f,
+        &[Some(x), Some(w2), b2, None],
+    );
+    let rs = add_op(
+        eg,
+        Op::Shape(ShapeOp::Reshape),
+        r,
+        &[Some(g), Some(shape_id)],
+    );
+    Some(add_op(eg, Op::Shape(ShapeOp::Transpose), t, &[Some(rs)]))
+}
+
+/// The class of the matched `(FusedMatMul ?f ?x ?w ?b ?res)`.
+fn lookup_fused_matmul(eg: &Egraph, s: &Subst) -> Option<Id> {
+    let ch = ["?f", "?x", "?w", "?b", "?res"].map(|v| eg.find(var(s, v)));
+    eg.lookup(Term::Op(
+        OpKey::one(fused(FusedOp::FusedMatMul)),
+        ch.to_vec(),
+    ))
+}
+
 /// Merges every FusedMatMul that reads the same input with the same attributes, no
 /// residual and constant 2-D weights of the same K into one GEMM over the concatenated
 /// weights; each member becomes a slice of its output.
@@ -567,6 +800,10 @@ fn sibling_matmul(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
             break;
         }
     }
+    // A GEMM whose slices already stand for other candidates is their merge (made by
+    // this rule or reached through casts moved into the slices), not a sibling.
+    let all = members.clone();
+    members.retain(|m| !is_merge_of(eg, m.0, &all));
     // The same weight twice is one GEMM seen with and without its bias (the bare form
     // is a child of the biased one): keep the biased form only.
     let weights: Vec<Id> = members.iter().map(|m| eg.find(m.1)).collect();
@@ -603,12 +840,21 @@ fn sibling_matmul(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
         return None;
     }
     let ns: Vec<usize> = ws.iter().map(|w| w.shape()[1]).collect();
+    let present: Vec<_> = members
+        .iter()
+        .filter_map(|m| m.2)
+        .map(|b| konst(eg, b))
+        .collect::<Option<_>>()?;
+    let bdt = match present.is_empty() {
+        true => dt,
+        false => bias_dtype(&present)?,
+    };
     let mut biases = Vec::with_capacity(members.len());
     for (i, m) in members.iter().enumerate() {
         let b = match m.2.and_then(|b| konst(eg, b)) {
-            Some(b) if b.len() == ns[i] && b.dtype() == dt => b.reshape(&[ns[i]]).ok()?,
+            Some(b) if b.len() == ns[i] => b.cast(bdt).reshape(&[ns[i]]).ok()?,
             Some(_) => return None,
-            None => Tensor::zeros(dt, &[ns[i]]),
+            None => Tensor::zeros(bdt, &[ns[i]]),
         };
         biases.push(std::sync::Arc::new(b));
     }
@@ -660,4 +906,32 @@ fn sibling_matmul(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
     }
     eg.analysis.groups.push(group);
     mine
+}
+
+/// True when a class of `members` other than `p` holds a slice of `p`.
+fn is_merge_of(eg: &Egraph, p: Id, members: &[(Id, Id, Option<Id>)]) -> bool {
+    let slice = Op::Shape(ShapeOp::Slice);
+    members.iter().any(|m| {
+        m.0 != p
+            && eg[m.0].nodes.iter().any(|n| match n {
+                Term::Op(k, ch) => k.0 == slice && ch.get(1).is_some_and(|&d| eg.find(d) == p),
+                Term::Out(_) | Term::Leaf(_) => false,
+            })
+    })
+}
+
+/// The dtype of the merged bias: the members' own (biases stay in the epilogue's type
+/// when precision rules lower the weights), or f32 for a mix of f32/f16/bf16 (exact
+/// widening); `None` for another mix.
+fn bias_dtype(biases: &[std::sync::Arc<Tensor>]) -> Option<gopt_ir::DType> {
+    use gopt_ir::DType;
+    let first = biases.first()?.dtype();
+    if biases.iter().all(|b| b.dtype() == first) {
+        return Some(first);
+    }
+    let narrow = |d: DType| matches!(d, DType::F32 | DType::F16 | DType::BF16);
+    biases
+        .iter()
+        .all(|b| narrow(b.dtype()))
+        .then_some(DType::F32)
 }

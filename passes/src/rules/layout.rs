@@ -7,12 +7,20 @@
 //! vector-load efficiency; the slice is one more pass over memory unless a consumer
 //! absorbs it). The padded GEMM records the logical size in `pad_n` / `pad_k` (for the
 //! report and the backends).
+//!
+//! Attention reads its heads in place: exporters move every head to `[batch, heads,
+//! seq, head]` with a Transpose before attention and back after it, two copies of Q, K,
+//! V and the output per layer. Attention over 3-D `[batch, seq, heads · head]` inputs
+//! (ONNX's own form, `q_num_heads` / `kv_num_heads`) computes the same thing from the
+//! untransposed tensors, so the transposes meet their inverses and vanish (algebra's
+//! transpose and reshape rules); extraction keeps whichever form the cost model prices
+//! lower (a transpose pays its bytes).
 
 use super::{absent, add_const, add_op, attrs, konst, rule, shape, var, Rule};
 use crate::analysis::{is_absent, Egraph};
 use egg::{Id, Subst};
-use gopt_ir::ops::{FusedOp, ShapeOp};
-use gopt_ir::{Attrs, Op, Tensor};
+use gopt_ir::ops::{AttentionOp, FusedOp, ShapeOp};
+use gopt_ir::{Attr, Attrs, Op, Tensor};
 
 /// GEMM dims are padded up to a multiple of this.
 pub const ALIGN: usize = 64;
@@ -28,7 +36,80 @@ pub fn rules() -> Vec<Rule> {
             "(FusedMatMul ?f (Slice ?p ?y ?st ?en ?ax) ?w ?b ?r)",
             pad_k,
         ),
+        // Attention(T(q), T(k), T(v)) = T(R(Attention₃(R(q), R(k), R(v)))), T = perm [0,2,1,3]
+        rule(
+            "layout-attention-heads-in-place",
+            "(Attention ?a (Transpose ?tq ?q) (Transpose ?tk ?k) (Transpose ?tv ?v) ?m)",
+            heads_in_place,
+        ),
     ]
+}
+
+/// True when the Transpose bound to `name` swaps heads and rows: perm `[0, 2, 1, 3]`.
+fn swaps_heads(eg: &Egraph, s: &Subst, name: &str) -> bool {
+    attrs(eg, s, name).is_some_and(|a| a.ints("perm").ok().flatten() == Some(&[0, 2, 1, 3][..]))
+}
+
+/// `x` (shape `[b, s, h, d]`) as `[b, s, h · d]`: a view.
+fn merge_heads(eg: &mut Egraph, x: Id, sh: &[usize]) -> Id {
+    let to = [sh[0], sh[1], sh[2] * sh[3]].map(|d| d as i64);
+    let to = add_const(eg, Tensor::from_i64s(&to));
+    add_op(
+        eg,
+        Op::Shape(ShapeOp::Reshape),
+        Attrs::default(),
+        &[Some(x), Some(to)],
+    )
+}
+
+fn heads_in_place(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    if !["?tq", "?tk", "?tv"].iter().all(|t| swaps_heads(eg, s, t)) {
+        return None;
+    }
+    let (q, k, v) = (var(s, "?q"), var(s, "?k"), var(s, "?v"));
+    let (qs, ks, vs) = (shape(eg, q)?, shape(eg, k)?, shape(eg, v)?);
+    if qs.len() != 4 || ks != vs || ks.len() != 4 || qs[3] != ks[3] || qs[0] != ks[0] {
+        return None;
+    }
+    let mut a = attrs(eg, s, "?a")?;
+    // Head counts already given must be these (they are for 4-D inputs).
+    for (key, h) in [("q_num_heads", qs[2]), ("kv_num_heads", ks[2])] {
+        match a.0.get(key) {
+            None => {}
+            Some(Attr::Int(n)) if *n == h as i64 => {}
+            Some(_) => return None,
+        }
+        a.set(key, Attr::Int(h as i64));
+    }
+    let (q3, k3, v3) = (
+        merge_heads(eg, q, &qs),
+        merge_heads(eg, k, &ks),
+        merge_heads(eg, v, &vs),
+    );
+    let m = var(s, "?m");
+    let m = (!is_absent(eg, m)).then_some(m);
+    let att = add_op(
+        eg,
+        Op::Attention(AttentionOp::Attention),
+        a,
+        &[Some(q3), Some(k3), Some(v3), m],
+    );
+    if eg[att].data.error.is_some() {
+        return None;
+    }
+    let split = add_const(
+        eg,
+        Tensor::from_i64s(&qs.iter().map(|&d| d as i64).collect::<Vec<_>>()),
+    );
+    let heads = add_op(
+        eg,
+        Op::Shape(ShapeOp::Reshape),
+        Attrs::default(),
+        &[Some(att), Some(split)],
+    );
+    let mut p = Attrs::default();
+    p.set("perm", Attr::Ints(vec![0, 2, 1, 3]));
+    Some(add_op(eg, Op::Shape(ShapeOp::Transpose), p, &[Some(heads)]))
 }
 
 fn up(n: usize) -> usize {

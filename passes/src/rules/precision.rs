@@ -8,7 +8,8 @@
 //!   `Attention` (its softmax runs in fp32 inside the kernel).
 //! - Deny (always fp32): softmax, LayerNorm, RMSNorm and every other normalization,
 //!   reductions, exp/log/pow/erf/tanh and other element-wise math, biases and residuals
-//!   (they are added in the fp32 epilogue).
+//!   (they are added in the fp32 epilogue), except a convolution's residual added
+//!   before its activation (ResNet's skip stream), read in the low type.
 //!
 //! The op that computes a graph output stays fp32 (standard mixed-precision practice:
 //! its rounding would go straight into the result).
@@ -104,7 +105,39 @@ pub fn rules(low: DType) -> Vec<Rule> {
             "(Cast ?c (FusedMatMul ?f ?a ?w ?b ?r))",
             cast_out,
         ),
+        // act(conv(low(x), low(w)) + b + r) ≈ act(conv(low(x), low(w)) + b + low(r)):
+        // ResNet's skip stream read in the low type, so the conv that computes it
+        // writes that type (precision-conv-output) and no fp32 copy is kept
+        rule(
+            "precision-conv-residual",
+            "(FusedConv ?f ?a ?w ?b ?r)",
+            match low {
+                DType::F16 => |e, _, s| residual_low(e, s, DType::F16),
+                _ => |e, _, s| residual_low(e, s, DType::BF16),
+            },
+        ),
     ]
+}
+
+/// `FusedConv(a, w, b, low(r))` for a matched convolution with low-type operands that
+/// adds an fp32 residual (not a constant) before its activation.
+fn residual_low(eg: &mut Egraph, s: &Subst, low: DType) -> Option<Id> {
+    let (a, r) = (var(s, "?a"), var(s, "?r"));
+    if is_absent(eg, r) || dtype(eg, a)? != low || dtype(eg, r)? != DType::F32 {
+        return None;
+    }
+    let f = attrs(eg, s, "?f")?;
+    if super::is_const(eg, r) || f.str_or("epilogue", "").ok()? != "bias_residual_act" {
+        return None;
+    }
+    let lr = cast(eg, r, low);
+    let b = opt(eg, var(s, "?b"));
+    Some(add_op(
+        eg,
+        Op::Fused(FusedOp::FusedConv),
+        f,
+        &[Some(a), Some(var(s, "?w")), b, Some(lr)],
+    ))
 }
 
 fn cast(eg: &mut Egraph, x: Id, to: DType) -> Id {

@@ -337,7 +337,16 @@ impl Executable {
         let mut outs = Vec::with_capacity(self.plan.frame.outputs.len());
         for io in &self.plan.frame.outputs {
             let n = io.shape.iter().product::<usize>() * elem_size(io.dtype);
-            let mut host = vec![0u8; n];
+            // Rows left padded on the device: read them whole, keep each row's first
+            // `cols` elements.
+            let width = io.shape.last().copied().unwrap_or(1);
+            let (cols, pitch) = match io.row_pitch {
+                Some(p) if p > width && width > 0 => (width, p),
+                _ => (1, 1),
+            };
+            let n_dev = n / cols * pitch;
+            let mut host = vec![0u8; n_dev];
+            let n = n_dev;
             match self.plan.places.get(&io.value) {
                 Some(Place::Arena(off)) => self
                     .stream
@@ -353,6 +362,10 @@ impl Executable {
                         io.name
                     )))
                 }
+            }
+            if pitch > cols {
+                let (row, keep) = (pitch * elem_size(io.dtype), cols * elem_size(io.dtype));
+                host = host.chunks(row).flat_map(|r| r[..keep].to_vec()).collect();
             }
             outs.push(from_bytes(io.dtype, &io.shape, &host)?);
         }

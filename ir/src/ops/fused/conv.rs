@@ -1,22 +1,27 @@
-//! `FusedConv(X, W, B?, residual?)`: `Y = act(conv(X, W) + B) + residual`. It exists
-//! because CNN blocks are a Conv followed by an activation (Relu, Clip for Relu6,
-//! SiLU, Sigmoid) and, in residual networks, an Add of the block's input; fused, they
-//! are one node a backend maps onto one convolution kernel with an epilogue. It also
-//! carries the layout a backend wants (`NHWC`), so that layout changes are decided once
-//! by the optimizer instead of as Transpose nodes around every Conv.
+//! `FusedConv(X, W, B?, residual?)`: `Y = act(conv(X, W) + B) + residual`, or
+//! `Y = act(conv(X, W) + B + residual)` (attribute `epilogue`). It exists because CNN
+//! blocks are a Conv followed by an activation (Relu, Clip for Relu6, SiLU, Sigmoid)
+//! and, in residual networks, an Add of the block's input; fused, they are one node a
+//! backend maps onto one convolution kernel with an epilogue. It also carries the
+//! layout a backend wants (`NHWC`), so that layout changes are decided once by the
+//! optimizer instead of as Transpose nodes around every Conv.
 //!
 //! Attributes: ONNX Conv's (`auto_pad`, `dilations`, `group`, `kernel_shape`, `pads`,
 //! `strides`, same defaults and meaning), `activation` (string, default `"none"`:
 //! `none`, `relu`, `clip` with float `clip_min`/`clip_max` (defaults -inf/+inf), `silu`,
-//! `sigmoid`), `layout` (`"NCHW"`, the default, or `"NHWC"`: X, residual and Y are
-//! channels-last `[N, *spatial, C]`, W stays `[M, C/group, *kernel]`) and
-//! `output_dtype` (dtype, default X's). B holds one value per output channel; residual
-//! broadcasts (unidirectionally) to Y's shape. X and W share one float dtype; B and
-//! residual may be any float dtype. f16/bf16 convolutions accumulate in f32 and the
-//! result rounds once.
+//! `sigmoid`), `epilogue` (string, the order of the epilogue's steps:
+//! `"bias_act_residual"`, the default, adds the residual after the activation, as
+//! MobileNetV2's linear bottlenecks do; `"bias_residual_act"` before it, as ResNet's
+//! `relu(conv(x) + b + identity)` and cuBLASLt's epilogue do), `layout` (`"NCHW"`, the
+//! default, or `"NHWC"`: X, residual and Y are channels-last `[N, *spatial, C]`, W
+//! stays `[M, C/group, *kernel]`) and `output_dtype` (dtype, default X's). B holds one
+//! value per output channel; residual broadcasts (unidirectionally) to Y's shape. X and
+//! W share one float dtype; B and residual may be any float dtype. f16/bf16
+//! convolutions accumulate in f32 and the result rounds once.
 
 use super::{
     check_arity, check_float, check_operands, epilogue, output_dtype, to_f64_array, Activation,
+    EpilogueOrder,
 };
 use crate::dim::{fmt_shape, Dim};
 use crate::error::{shape_err, IrError, Result};
@@ -76,6 +81,7 @@ pub(super) fn eval(node: &Node, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor
     let (x, w) = (input(inputs, 0)?, input(inputs, 1)?);
     check_operands(OP, ("X", "W"), x.dtype(), w.dtype())?;
     let act = Activation::from_node(node, ACTIVATIONS)?;
+    let order = EpilogueOrder::from_node(node)?;
     let nhwc = channels_last(node)?;
     let dtype = output_dtype(node, x.dtype())?;
     let rank = x.rank();
@@ -132,6 +138,7 @@ pub(super) fn eval(node: &Node, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor
         bias.as_ref(),
         act,
         residual.as_ref(),
+        order,
         dtype,
     )?])
 }
@@ -166,6 +173,7 @@ pub(super) fn infer(
     let (x, w) = (in_ty(inputs, 0)?.ty, in_ty(inputs, 1)?.ty);
     check_operands(OP, ("X", "W"), x.dtype, w.dtype)?;
     Activation::from_node(node, ACTIVATIONS)?;
+    EpilogueOrder::from_node(node)?;
     let nhwc = channels_last(node)?;
     let rank = x.shape.len();
     if rank < 3 {

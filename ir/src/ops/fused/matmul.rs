@@ -14,7 +14,7 @@
 
 use super::{
     check_arity, check_float, check_operands, epilogue, epilogue_dims, output_dtype, to_f64_array,
-    Activation,
+    Activation, EpilogueOrder,
 };
 use crate::dim::Dim;
 use crate::error::{shape_err, IrError, Result};
@@ -84,6 +84,7 @@ pub(super) fn eval(node: &Node, inputs: &[Option<&Tensor>]) -> Result<Vec<Tensor
         bias.as_ref(),
         act,
         residual.as_ref(),
+        EpilogueOrder::ActThenResidual,
         dtype,
     )?])
 }

@@ -5,7 +5,8 @@
 //!
 //! - `FusedMatMul(A, B, bias?, residual?)`: `act(alpha * matmul(A, B') + bias) + residual`,
 //!   B' being B or (`trans_b`) B transposed over its last two axes ([`matmul`]);
-//! - `FusedConv(X, W, B?, residual?)`: `act(conv(X, W) + B) + residual` with the Conv
+//! - `FusedConv(X, W, B?, residual?)`: `act(conv(X, W) + B) + residual`, or with
+//!   `epilogue="bias_residual_act"` `act(conv(X, W) + B + residual)`, with the Conv
 //!   attributes, in NCHW or channels-last layout ([`conv`]);
 //! - `FusedElementwise(x...)`: a sub-graph (`body`) of element-wise ops run as one
 //!   ([`elementwise`]).
@@ -188,6 +189,44 @@ impl Activation {
     }
 }
 
+/// Where a fused epilogue adds the residual: before or after the activation
+/// (attribute `epilogue`, FusedConv only). The two differ only when there is both an
+/// activation and a residual.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EpilogueOrder {
+    /// `act(acc + bias) + residual` (`"bias_act_residual"`, the default).
+    ActThenResidual,
+    /// `act(acc + bias + residual)` (`"bias_residual_act"`): ResNet's
+    /// `relu(conv(x) + b + identity)`, and a GEMM library's order (cuBLASLt applies its
+    /// activation to `alpha·A·B + beta·C + bias`).
+    ResidualThenAct,
+}
+
+impl EpilogueOrder {
+    /// The attribute's spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            EpilogueOrder::ActThenResidual => "bias_act_residual",
+            EpilogueOrder::ResidualThenAct => "bias_residual_act",
+        }
+    }
+
+    /// Reads `node`'s `epilogue` attribute (default `"bias_act_residual"`).
+    pub fn from_node(node: &Node) -> Result<EpilogueOrder> {
+        match node.attrs.str_or("epilogue", "bias_act_residual")? {
+            "bias_act_residual" => Ok(EpilogueOrder::ActThenResidual),
+            "bias_residual_act" => Ok(EpilogueOrder::ResidualThenAct),
+            other => Err(IrError::Attr {
+                name: "epilogue".into(),
+                msg: format!(
+                    "unknown epilogue order \"{other}\" for {} (expected \"bias_act_residual\" or \"bias_residual_act\")",
+                    node.op
+                ),
+            }),
+        }
+    }
+}
+
 /// Fails unless the node has between `min` and `max` inputs.
 pub(crate) fn check_arity(node: &Node, n: usize, min: usize, max: usize) -> Result<()> {
     if n < min || n > max {
@@ -248,7 +287,8 @@ pub(crate) fn to_f64_array(op: &str, what: &str, t: &Tensor) -> Result<ArrayD<f6
     array_from(t.shape(), t.to_f64_vec())
 }
 
-/// The fused epilogue on accumulator `acc`: `act(alpha * acc + bias) + residual`,
+/// The fused epilogue on accumulator `acc`: `act(alpha * acc + bias) + residual`, or
+/// `act(alpha * acc + bias + residual)` in [`EpilogueOrder::ResidualThenAct`] order,
 /// computed in f64 with numpy broadcasting of all three (the result may be larger than
 /// `acc`), rounded once to `dtype`.
 pub(crate) fn epilogue(
@@ -257,6 +297,7 @@ pub(crate) fn epilogue(
     bias: Option<&ArrayD<f64>>,
     act: Activation,
     residual: Option<&ArrayD<f64>>,
+    order: EpilogueOrder,
     dtype: DType,
 ) -> Result<Tensor> {
     let mut shape = acc.shape().to_vec();
@@ -272,6 +313,14 @@ pub(crate) fn epilogue(
     };
     // Every operand broadcasts to `shape` (it is their broadcast), so the zips below
     // cannot fail.
+    if let (Some(r), EpilogueOrder::ResidualThenAct) = (residual, order) {
+        match bias {
+            Some(b) => out.zip_mut_with(b, |o, &b| *o = alpha * *o + b),
+            None => out.mapv_inplace(|o| alpha * o),
+        }
+        out.zip_mut_with(r, |o, &r| *o = act.apply(*o + r));
+        return Ok(Tensor::F64(out).cast(dtype));
+    }
     match (bias, alpha == 1.0) {
         (Some(b), _) => out.zip_mut_with(b, |o, &b| *o = act.apply(alpha * *o + b)),
         (None, true) if act == Activation::None => {}

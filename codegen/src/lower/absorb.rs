@@ -1,0 +1,247 @@
+//! Nodes that run inside their neighbours instead of as kernels of their own, decided
+//! here once so that the node's lowering ([`super::Lowered::Absorbed`]), the kernel
+//! that does its work and the memory plan agree.
+//!
+//! - **A Split or Slice of Q, K and V read in place by attention.** When one fused
+//!   GEMM computes Q, K and V side by side (`[batch, seq, (hq + 2·hkv) · head]`) and a
+//!   Split or Slices cut it into the three inputs of one 3-D attention, the attention
+//!   kernel reads its heads straight from the GEMM's output with a wider row stride and
+//!   a column offset, so the copies are never made. Only where the backend's kernels
+//!   take strides ([`super::Views::strided_reads`]).
+//! - **A Cast stored by the row kernel before it.** A LayerNorm, RMSNorm or softmax
+//!   read by a Cast to another float type stores the cast's type itself (fp32 math
+//!   inside, one rounding at the store): instead of its own output when the Cast is its
+//!   only reader, next to it otherwise (BERT's LayerNorm feeds the next GEMMs in bf16
+//!   and the residual in fp32). The cast's output is then written at the row kernel's
+//!   step ([`early_writes`]). Only where the backend's row kernels have the second
+//!   store ([`super::Views::stores_casts`]).
+
+use gopt_ir::ops::{AttentionOp, ElementwiseOp, ReduceOp, ShapeOp};
+use gopt_ir::{Attr, DType, Graph, Node, Op, ValueId};
+use std::collections::HashMap;
+
+/// Where attention finds Q, K and V in one wider tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct InPlace {
+    /// The tensor Q, K and V are columns of (`[batch, seq, width]`, contiguous).
+    pub source: ValueId,
+    /// Its last dim: the row stride of Q, K and V.
+    pub width: usize,
+    /// The first column of Q, K and V.
+    pub offsets: [usize; 3],
+}
+
+/// The nodes reading each value.
+fn readers(g: &Graph, v: ValueId) -> Vec<&Node> {
+    g.nodes
+        .iter()
+        .filter(|n| n.inputs.iter().flatten().any(|i| *i == v))
+        .collect()
+}
+
+/// The node writing `v`, and which of its outputs `v` is.
+fn writer(g: &Graph, v: ValueId) -> Option<(&Node, usize)> {
+    g.nodes
+        .iter()
+        .find_map(|n| n.outputs.iter().position(|o| *o == v).map(|k| (n, k)))
+}
+
+fn shape(g: &Graph, v: ValueId) -> Option<Vec<usize>> {
+    gopt_ir::dim::concrete(&g.ty(v).ok()?.shape)
+}
+
+fn ints(g: &Graph, n: &Node, k: usize) -> Option<Vec<i64>> {
+    let v = n.inputs.get(k).copied().flatten()?;
+    Some(g.constant(v)?.to_i64_vec())
+}
+
+/// `(source, first column)` when `v` is a run of whole rows' columns of a 3-D source:
+/// output `k` of a Split along the last axis, or a unit-step Slice of the last axis only.
+fn columns_of(g: &Graph, v: ValueId) -> Option<(ValueId, usize)> {
+    let (n, k) = writer(g, v)?;
+    let src = n.inputs.first().copied().flatten()?;
+    let ss = shape(g, src)?;
+    let last = ss.len().checked_sub(1)?;
+    if ss.len() != 3 || g.outputs.contains(&v) {
+        return None;
+    }
+    let on_last = |a: i64| a == -1 || a == last as i64;
+    match n.op {
+        Op::Shape(ShapeOp::Split) => {
+            let axis = match n.attrs.0.get("axis") {
+                Some(Attr::Int(a)) => *a,
+                None => 0,
+                Some(_) => return None,
+            };
+            if !on_last(axis) {
+                return None;
+            }
+            let before: Option<usize> = n.outputs[..k]
+                .iter()
+                .map(|o| shape(g, *o).and_then(|s| s.last().copied()))
+                .sum();
+            Some((src, before?))
+        }
+        Op::Shape(ShapeOp::Slice) => {
+            let (starts, ends) = (ints(g, n, 1)?, ints(g, n, 2)?);
+            let axes = match n.inputs.get(3).copied().flatten() {
+                Some(_) => ints(g, n, 3)?,
+                None => vec![0],
+            };
+            let unit = match n.inputs.get(4).copied().flatten() {
+                Some(_) => ints(g, n, 4)? == [1],
+                None => true,
+            };
+            let ([s], [_], [a]) = (starts.as_slice(), ends.as_slice(), axes.as_slice()) else {
+                return None;
+            };
+            let w = *ss.last()? as i64;
+            let s = if *s < 0 { s + w } else { *s };
+            (unit && on_last(*a) && (0..w).contains(&s)).then_some((src, s as usize))
+        }
+        _ => None,
+    }
+}
+
+/// Where attention node `n` can read Q, K and V in place: each is columns of the same
+/// 3-D tensor, cut by Splits or Slices whose every output this node alone reads.
+pub fn attention_in_place(g: &Graph, n: &Node) -> Option<InPlace> {
+    if n.op != Op::Attention(AttentionOp::Attention) {
+        return None;
+    }
+    let qkv: Vec<ValueId> = (0..3)
+        .map(|k| n.inputs.get(k).copied().flatten())
+        .collect::<Option<_>>()?;
+    let mut cols = Vec::with_capacity(3);
+    for &v in &qkv {
+        let (src, off) = columns_of(g, v)?;
+        let (cutter, _) = writer(g, v)?;
+        // Every piece the Split/Slice makes is one of Q, K, V of this node, read by it
+        // only: the cut then has no other reader that would need the copies.
+        for o in &cutter.outputs {
+            if !qkv.contains(o) || readers(g, *o).iter().any(|r| r.name != n.name) {
+                return None;
+            }
+        }
+        cols.push((src, off));
+    }
+    let source = cols[0].0;
+    if cols.iter().any(|c| c.0 != source) || g.outputs.contains(&source) {
+        return None;
+    }
+    let ss = shape(g, source)?;
+    let qs = shape(g, qkv[0])?;
+    if qs.len() != 3 || qs[..2] != ss[..2] {
+        return None;
+    }
+    Some(InPlace {
+        source,
+        width: ss[2],
+        offsets: [cols[0].1, cols[1].1, cols[2].1],
+    })
+}
+
+/// Whether Split/Slice node `n` needs no copy: attention reads each of its outputs in
+/// place.
+pub fn cut_read_in_place(g: &Graph, n: &Node) -> bool {
+    if !matches!(n.op, Op::Shape(ShapeOp::Split | ShapeOp::Slice)) {
+        return false;
+    }
+    n.outputs.iter().all(|o| {
+        let rs = readers(g, *o);
+        !rs.is_empty() && rs.iter().all(|r| attention_in_place(g, r).is_some())
+    })
+}
+
+/// Whether `op` is a row op whose kernels may store another float type.
+fn is_row_op(op: Op) -> bool {
+    matches!(
+        op,
+        Op::Reduce(
+            ReduceOp::LayerNormalization
+                | ReduceOp::RMSNormalization
+                | ReduceOp::Softmax
+                | ReduceOp::LogSoftmax
+        )
+    )
+}
+
+fn is_float(d: DType) -> bool {
+    matches!(d, DType::F32 | DType::F16 | DType::BF16)
+}
+
+/// The Cast that row node `n` stores for, and whether it is the only reader of `n`'s
+/// first output: the first of its readers that is a Cast between float types (the
+/// cast's output not a graph output).
+pub fn stored_cast<'g>(g: &'g Graph, n: &Node) -> Option<(&'g Node, bool)> {
+    if !is_row_op(n.op) {
+        return None;
+    }
+    let y = *n.outputs.first()?;
+    let float = |v: ValueId| g.ty(v).is_ok_and(|t| is_float(t.dtype));
+    // The readers past views of y (which keep its element order), and whether any
+    // value on the way is a graph output.
+    let mut rs: Vec<&Node> = Vec::new();
+    let mut exposed = false;
+    let mut todo = vec![y];
+    while let Some(v) = todo.pop() {
+        exposed |= g.outputs.contains(&v);
+        for r in readers(g, v) {
+            match r.outputs.as_slice() {
+                [o] if super::is_view_op(r.op) => todo.push(*o),
+                _ => rs.push(r),
+            }
+        }
+    }
+    let cast = rs.iter().find(|c| {
+        c.op == Op::Elementwise(ElementwiseOp::Cast)
+            && c.outputs
+                .first()
+                .is_some_and(|o| float(*o) && !g.outputs.contains(o))
+    })?;
+    let only = rs.len() == 1 && !exposed;
+    float(y).then_some((*cast, only))
+}
+
+/// Whether Cast node `n` is stored by the row kernel before it.
+pub fn cast_stored_by_producer(g: &Graph, n: &Node) -> bool {
+    if n.op != Op::Elementwise(ElementwiseOp::Cast) {
+        return false;
+    }
+    // Back through views to the node that computes the cast's input.
+    let mut at = n
+        .inputs
+        .first()
+        .copied()
+        .flatten()
+        .and_then(|x| writer(g, x));
+    while let Some((p, 0)) = at {
+        if !super::is_view_op(p.op) {
+            break;
+        }
+        at = p
+            .inputs
+            .first()
+            .copied()
+            .flatten()
+            .and_then(|x| writer(g, x));
+    }
+    matches!(at, Some((p, 0)) if stored_cast(g, p).is_some_and(|(c, _)| c.name == n.name))
+}
+
+/// Values written before their node's turn: an absorbed Cast's output, by the row
+/// kernel at node index `i` (the memory plan keeps them alive from there).
+pub fn early_writes(g: &Graph, views: super::Views) -> HashMap<ValueId, usize> {
+    let mut early = HashMap::new();
+    if !views.stores_casts {
+        return early;
+    }
+    for (i, n) in g.nodes.iter().enumerate() {
+        if let Some((c, _)) = stored_cast(g, n) {
+            if let Some(&out) = c.outputs.first() {
+                early.insert(out, i);
+            }
+        }
+    }
+    early
+}
