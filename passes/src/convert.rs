@@ -298,8 +298,11 @@ impl Builder<'_> {
         if let Some(v) = self.made.get(&id) {
             return Ok(v.clone());
         }
-        // Depth-first with an explicit stack: models are deep.
+        // Depth-first with an explicit stack: models are deep. `open` holds the classes
+        // being expanded: meeting one again before it is made means the choice reads
+        // itself (a cycle), an error rather than a walk that never ends.
         let mut stack = vec![(id, false)];
+        let mut open = std::collections::HashSet::new();
         while let Some((c, ready)) = stack.pop() {
             if self.made.contains_key(&c) {
                 continue;
@@ -318,6 +321,11 @@ impl Builder<'_> {
                 .filter(|d| !crate::analysis::is_absent(self.eg, *d))
                 .collect();
             if !ready {
+                if !open.insert(c) {
+                    return Err(PassError::Internal(format!(
+                        "the extracted choice is cyclic at class {c}"
+                    )));
+                }
                 stack.push((c, true));
                 for d in deps.into_iter().rev() {
                     if !self.made.contains_key(&d) {
@@ -327,6 +335,7 @@ impl Builder<'_> {
                 continue;
             }
             let vs = self.emit(c, node)?;
+            open.remove(&c);
             self.made.insert(c, vs);
         }
         Ok(self.made[&id].clone())
