@@ -218,6 +218,8 @@ fn compile_bert_folds_shapes() {
     );
     assert!(out.stdout.contains("stages: import "), "{}", out.stdout);
     assert!(out.stdout.contains(", bind+fold "), "{}", out.stdout);
+    // Peak memory beside the stage times (Linux: CI and the GPU machine).
+    assert!(out.stdout.contains("; peak memory "), "{}", out.stdout);
     let json = gopt(&[
         "compile",
         &model_path("gpt2_small"),
@@ -235,6 +237,10 @@ fn compile_bert_folds_shapes() {
         after < before,
         "folding removed nothing: {before} -> {after}"
     );
+    // The process read the model, so its peak is above the model file's size.
+    let peak = v["peak_memory_bytes"].as_u64().unwrap_or(0);
+    let file = std::fs::metadata(model_path("gpt2_small")).map_or(0, |m| m.len());
+    assert!(peak > file, "peak memory {peak} bytes, model file {file}");
 }
 
 #[test]

@@ -267,7 +267,14 @@ pub fn host_available() -> Option<u64> {
     })
 }
 
-/// A `/proc/meminfo` field in bytes.
+/// This process's peak resident memory so far (Linux's `VmHWM`); `None` where it
+/// cannot be read.
+pub fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    meminfo_field(&status, "VmHWM:")
+}
+
+/// A `/proc/meminfo` (or `/proc/self/status`) field in bytes.
 fn meminfo_field(text: &str, key: &str) -> Option<u64> {
     let line = text.lines().find(|l| l.starts_with(key))?;
     let kb: u64 = line[key.len()..]
@@ -293,6 +300,16 @@ fn cgroup_headroom() -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peak_rss_covers_what_was_touched() {
+        // Linux only (CI and the GPU machine): 64 MiB written must show in the peak.
+        let Some(before) = peak_rss() else { return };
+        let v = vec![1u8; 64 << 20];
+        let after = peak_rss().unwrap_or(0);
+        assert!(after >= before.max(v.len() as u64), "{before} -> {after}");
+        assert_eq!(v.iter().map(|&x| x as u64).sum::<u64>(), 64 << 20);
+    }
 
     #[test]
     fn sizes_parse_in_binary_and_decimal_units() {

@@ -25,7 +25,7 @@ pub const MAX_TIME_LIMIT_S: f64 = 1e6;
                   symbolic shape). With --bind SYMBOL=SIZE for the model's symbolic dims, \
                   the graph is specialized: dims are bound and every computation that \
                   became constant (the Shape -> Gather -> Concat -> Reshape sub-graphs \
-                  exporters emit) is folded away. The report gives each stage's time, the \
+                  exporters emit) is folded away. The report gives each stage's time and the process's peak memory, the \
                   node count before and after folding, the op histogram, the shape \
                   computations and symbolic dims that remain, and the weights. Then \
                   the optimizer runs per shape bucket (the --bind sizes, or every \
@@ -209,6 +209,9 @@ struct Stage {
 struct Report {
     model: String,
     stages: Vec<Stage>,
+    /// The process's peak resident memory over the whole compile (Linux `VmHWM`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    peak_memory_bytes: Option<u64>,
     bindings: Vec<(String, u64)>,
     before: GraphSummary,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -467,6 +470,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     let report = Report {
         model: args.model.display().to_string(),
         stages,
+        peak_memory_bytes: gopt::ir::limit::peak_rss(),
         bindings: sorted,
         before,
         after,
@@ -547,7 +551,14 @@ fn print_text(r: &Report, input_symbols: &[String]) {
             )
         })
         .collect();
-    outln!("stages: {}", stages.join(", "));
+    match r.peak_memory_bytes {
+        Some(b) => outln!(
+            "stages: {}; peak memory {}",
+            stages.join(", "),
+            gopt::ir::limit::fmt_short(b as u128)
+        ),
+        None => outln!("stages: {}", stages.join(", ")),
+    }
     match &r.after {
         None => outln!("nodes: {}", b.nodes),
         Some(a) => {
