@@ -14,7 +14,7 @@
 use super::conv::spec;
 use super::conv_spec::ConvSpec;
 use super::elementwise::storage;
-use super::gemm::{finish, post_kernel_over, Epilogue, Gemm, Problem};
+use super::gemm::{broadcast_index, finish, post_kernel_over, Epilogue, Gemm, Problem};
 use super::support::activation;
 use super::Kernel;
 use crate::template::fill;
@@ -210,25 +210,6 @@ fn post_kernel(
         ys,
         t,
     )
-}
-
-/// The offset into a tensor of shape `s` broadcast (numpy rules) to `out`, from the
-/// coordinates `c0..` of `out`.
-fn broadcast_index(s: &[usize], out: &[usize]) -> String {
-    let lead = out.len() - s.len();
-    let mut terms = Vec::new();
-    let mut stride = 1usize;
-    for a in (0..s.len()).rev() {
-        if s[a] != 1 {
-            terms.push(format!("c{} * {stride}LL", a + lead));
-        }
-        stride *= s[a];
-    }
-    if terms.is_empty() {
-        "0".into()
-    } else {
-        terms.join(" + ")
-    }
 }
 
 /// `W[M, C, KH, KW]` → `[M, KH·KW·C]` padded with zero columns to `kp`.

@@ -303,9 +303,9 @@ fn act_code(act: Activation) -> String {
 }
 
 /// The index into a tensor of shape `s` that broadcasts to `out`, from coordinates
-/// `c0..` of `out`.
-fn broadcast_index(s: &[usize], out: &[usize]) -> String {
-    let off = out.len() - s.len();
+/// `c0..` of `out` (GEMM and convolution epilogues).
+pub(crate) fn broadcast_index(s: &[usize], out: &[usize]) -> String {
+    let off = out.len().saturating_sub(s.len());
     let mut terms = Vec::new();
     let mut stride = 1usize;
     for a in (0..s.len()).rev() {

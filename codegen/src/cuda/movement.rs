@@ -13,7 +13,7 @@
 //! division, 32-bit offsets within a row.
 
 use super::elementwise::storage;
-use super::support::{blocks, const_input, input, output, strides, typed};
+use super::support::{blocks, input, output, strides, typed};
 use super::Kernel;
 use crate::lower::index::{movement, Lit, Read};
 use crate::plan::{index_code, IndexCheck};
@@ -170,23 +170,8 @@ impl RowCrop {
         if r == 0 || ys.len() != r {
             return None;
         }
-        let ints = |k: usize| match const_input(g, node, k, "bounds") {
-            Ok(t) => Some(t.map(gopt_ir::Tensor::to_i64_vec)),
-            Err(_) => None,
-        };
-        let starts = ints(1)??;
-        let axes = ints(3)?.unwrap_or_else(|| (0..starts.len() as i64).collect());
-        let steps = ints(4)?.unwrap_or_else(|| vec![1; starts.len()]);
-        let (mut start, mut step) = (vec![0usize; r], vec![1i64; r]);
-        for ((&a, &s), &st) in axes.iter().zip(&starts).zip(&steps) {
-            let a = usize::try_from(if a < 0 { a + r as i64 } else { a }).ok()?;
-            if a >= r || st <= 0 {
-                return None;
-            }
-            let d = xs[a] as i64;
-            start[a] = (if s < 0 { s + d } else { s }).clamp(0, d) as usize;
-            step[a] = st;
-        }
+        let (start, step) = crate::lower::index::slice_window(g, node, &xs).ok()?;
+        let start: Vec<usize> = start.into_iter().map(|s| s as usize).collect();
         let last = r - 1;
         let unit = |a: usize| ys[a] <= 1 || step[a] == 1;
         let whole = |a: usize| ys[a] == xs[a] && (xs[a] <= 1 || (start[a] == 0 && step[a] == 1));

@@ -181,9 +181,10 @@ pub fn movement(g: &Graph, node: &Node, lit: Lit) -> Result<MovementSpec> {
     })
 }
 
-/// A Slice's terms: `(start + c × step) × stride` per axis (constant bounds, positive
-/// steps).
-fn slice(g: &Graph, node: &Node, xs: &[usize], lit: Lit) -> Result<Vec<String>> {
+/// A Slice's window per axis of an input of shape `xs`: the first element read
+/// (negative starts counted from the end, clamped) and the step (1 on axes it does not
+/// name). Constant bounds and positive steps only.
+pub fn slice_window(g: &Graph, node: &Node, xs: &[usize]) -> Result<(Vec<i64>, Vec<i64>)> {
     let ints = |k: usize, what: &str| {
         const_input(g, node, k, what).map(|t| t.map(gopt_ir::Tensor::to_i64_vec))
     };
@@ -202,6 +203,14 @@ fn slice(g: &Graph, node: &Node, xs: &[usize], lit: Lit) -> Result<Vec<String>> 
         start[a] = (if s < 0 { s + d } else { s }).clamp(0, d);
         step[a] = st;
     }
+    Ok((start, step))
+}
+
+/// A Slice's terms: `(start + c × step) × stride` per axis (constant bounds, positive
+/// steps).
+fn slice(g: &Graph, node: &Node, xs: &[usize], lit: Lit) -> Result<Vec<String>> {
+    let r = xs.len();
+    let (start, step) = slice_window(g, node, xs)?;
     let st = strides(xs);
     Ok((0..r)
         .map(|a| {
