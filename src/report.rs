@@ -92,7 +92,7 @@ pub fn shape_computations(graph: &Graph) -> Vec<NodeId> {
             .iter()
             .flatten()
             .copied()
-            .filter(|v| graph.constant(*v).is_none())
+            .filter(|v| graph.konst(*v).is_none())
             .collect();
         let is_shape = SHAPE_SOURCE_OPS.contains(&node.op.name())
             || (!dynamic.is_empty() && dynamic.iter().all(|v| derived.contains(v)));
@@ -113,10 +113,7 @@ pub fn constant_nodes(graph: &Graph) -> Vec<NodeId> {
         .enumerate()
         .filter(|(_, n)| {
             n.attrs.graphs().next().is_none()
-                && n.inputs
-                    .iter()
-                    .flatten()
-                    .all(|v| graph.constant(*v).is_some())
+                && n.inputs.iter().flatten().all(|v| graph.konst(*v).is_some())
         })
         .map(|(i, _)| NodeId(i as u32))
         .collect()

@@ -72,7 +72,7 @@ pub fn specialize(
     let g = &mut m.model.graph;
     for &k in positions.iter().rev() {
         let v = g.inputs.remove(k);
-        g.constants.insert(v, inputs[k].clone());
+        g.constants.insert(v, inputs[k].clone().into());
     }
     m
 }

@@ -612,7 +612,7 @@ fn dims_whose_product_overflows() {
         name: Some("W".into()),
         dims: vec![1 << 40, 1 << 40, 1 << 40],
         data_type: Some(F32),
-        raw_data: Some(vec![0u8; 16]),
+        raw_data: Some(vec![0u8; 16].into()),
         ..Default::default()
     };
     let m = write_model(&dir, &add_init_model(w));

@@ -163,7 +163,7 @@ fn check(dev: &WgpuDevice, b: &mut G) -> usize {
         .collect();
     let mut values: HashMap<u32, Tensor> = b.feeds.clone();
     for (v, c) in &g.constants {
-        values.insert(v.0, c.clone());
+        values.insert(v.0, c.tensor().clone());
     }
     for (node, k) in g.nodes.iter().zip(&kernels) {
         let ins: Vec<Option<&Tensor>> = node

@@ -26,6 +26,23 @@ pub fn open_regular(path: &Path, max: u64) -> io::Result<(File, u64)> {
     Ok((f, meta.len()))
 }
 
+/// Maps a whole regular file of at most `max` bytes (see [`open_regular`]) read-only,
+/// as shared bytes that slices of it (a model's weights) keep alive. A file that
+/// cannot be mapped (an empty one, a filesystem without mmap) is read instead.
+pub fn map_regular(path: &Path, max: u64) -> io::Result<bytes::Bytes> {
+    let (f, len) = open_regular(path, max)?;
+    if len > 0 {
+        // SAFETY: a read-only private mapping of a regular file. If another process
+        // truncates or rewrites it while gopt runs, the mapped bytes change or reading
+        // them faults: the contract every mmap-based model loader has.
+        if let Ok(m) = unsafe { memmap2::Mmap::map(&f) } {
+            return Ok(bytes::Bytes::from_owner(m));
+        }
+    }
+    drop(f);
+    read_regular(path, max).map(bytes::Bytes::from)
+}
+
 /// Reads a whole regular file of at most `max` bytes (see [`open_regular`]).
 pub fn read_regular(path: &Path, max: u64) -> io::Result<Vec<u8>> {
     let (f, len) = open_regular(path, max)?;

@@ -293,7 +293,7 @@ fn unsupported_dtypes_are_reported_as_unsupported() {
     // A float8 initializer.
     let mut t = tf32("w", &[2], &[]);
     t.data_type = Some(17);
-    t.raw_data = Some(vec![1, 2]);
+    t.raw_data = Some(vec![1, 2].into());
     let m = model(
         graph(
             "g",
@@ -360,7 +360,7 @@ fn unsupported_attribute_kinds_are_named() {
 fn bad_tensor_data_is_invalid() {
     // Raw data of the wrong length.
     let mut t = tf32("w", &[3], &[]);
-    t.raw_data = Some(vec![0; 8]);
+    t.raw_data = Some(vec![0; 8].into());
     let m = model(
         graph(
             "g",

@@ -7,8 +7,10 @@ use crate::budget::{elements, with_fuel, FOLD_FUEL};
 use crate::dim::{concrete, Bindings};
 use crate::error::{IrError, Result};
 use crate::graph::Graph;
+use crate::graph::{Node, TensorType};
 use crate::infer::infer_types;
-use crate::ops::{EvalCx, Op, ShapeOp};
+use crate::konst::Const;
+use crate::ops::{ElementwiseOp, EvalCx, Op, ShapeOp};
 use crate::tensor::Tensor;
 
 /// Largest result (in elements) folding materialises; bigger ones stay computed at run
@@ -77,6 +79,15 @@ fn fold_pass(graph: &mut Graph) -> Result<FoldStats> {
         if !node.op.is_deterministic() || node.attrs.graphs().next().is_some() {
             continue;
         }
+        if let Some(k) = fold_large(graph, node) {
+            let v = node.outputs[0];
+            graph.values[v.index()].ty =
+                Some(TensorType::new(k.dtype(), crate::dim::shape_of(k.shape())));
+            graph.constants.insert(v, k);
+            remove[nid.index()] = true;
+            stats.folded += 1;
+            continue;
+        }
         let outs: Option<Vec<Tensor>> = match node.op {
             Op::Shape(ShapeOp::Shape) | Op::Shape(ShapeOp::Size) => {
                 let Some(x) = node.inputs.first().copied().flatten() else {
@@ -93,9 +104,11 @@ fn fold_pass(graph: &mut Graph) -> Result<FoldStats> {
                     .iter()
                     .map(|i| match i {
                         None => Some(None),
-                        Some(v) => graph.constant(*v).map(Some),
+                        Some(v) => graph.small_constant(*v).map(Some),
                     })
                     .collect();
+                // Constants too large to decode freely are only folded as views
+                // (`fold_large`): a weight is never decoded here.
                 let Some(ins) = ins else { continue };
                 // Re-infer with the inputs folded so far: the types inferred up front
                 // predate them (Range over a folded Shape had a fresh length).
@@ -106,7 +119,7 @@ fn fold_pass(graph: &mut Graph) -> Result<FoldStats> {
                         None => Some(None),
                         Some(v) => Some(Some(crate::ops::InferInput {
                             ty: graph.value(*v).ty.as_ref()?,
-                            value: graph.constant(*v),
+                            value: graph.small_constant(*v),
                         })),
                     })
                     .collect();
@@ -142,7 +155,7 @@ fn fold_pass(graph: &mut Graph) -> Result<FoldStats> {
                 t.dtype(),
                 crate::dim::shape_of(t.shape()),
             ));
-            graph.constants.insert(v, t);
+            graph.constants.insert(v, t.into());
         }
         remove[nid.index()] = true;
         stats.folded += 1;
@@ -156,4 +169,55 @@ fn fold_pass(graph: &mut Graph) -> Result<FoldStats> {
     graph.prune();
     infer_types(graph)?;
     Ok(stats)
+}
+
+/// Folds a node over constants, one of them large, when it only converts or moves
+/// elements (Cast, Identity, Reshape and its kin, Transpose, Concat): the result is a
+/// lazy view of the inputs ([`Const::cast`] and friends), so no weight is decoded.
+fn fold_large(graph: &Graph, node: &Node) -> Option<Const> {
+    let ins: Option<Vec<Option<&Const>>> = node
+        .inputs
+        .iter()
+        .map(|i| match i {
+            None => Some(None),
+            Some(v) => graph.konst(*v).map(Some),
+        })
+        .collect();
+    let ins = ins?;
+    if ins.iter().flatten().all(|k| k.is_small()) || node.outputs.len() != 1 {
+        return None;
+    }
+    let out = graph.value(node.outputs[0]).ty.as_ref()?;
+    fold_view(node, &ins, out)
+}
+
+/// The lazy view a data-movement or cast node over constants computes: `Some` for
+/// Cast, Identity, Reshape, Flatten, Squeeze, Unsqueeze, Transpose and Concat whose
+/// output type `out` is concrete and agrees with the inputs; `None` for anything else
+/// (the caller evaluates it or leaves it to run time). The optimizer's analysis folds
+/// weight casts and merged weights through this too.
+pub fn fold_view(node: &Node, inputs: &[Option<&Const>], out: &TensorType) -> Option<Const> {
+    let shape = concrete(&out.shape)?;
+    let x = *inputs.first()?;
+    let x = x?;
+    let k = match node.op {
+        Op::Elementwise(ElementwiseOp::Cast) => x.cast(out.dtype),
+        Op::Shape(ShapeOp::Identity) => x.clone(),
+        Op::Shape(ShapeOp::Reshape | ShapeOp::Flatten | ShapeOp::Squeeze | ShapeOp::Unsqueeze) => {
+            x.reshape(&shape).ok()?
+        }
+        Op::Shape(ShapeOp::Transpose) => {
+            let perm = crate::ops::shape::layout::perm_of(node, x.shape().len()).ok()?;
+            x.transpose(&perm).ok()?
+        }
+        Op::Shape(ShapeOp::Concat) => {
+            let parts: Option<Vec<Const>> = inputs.iter().map(|i| i.cloned()).collect();
+            let parts = parts?;
+            let axis = node.attrs.req_int("axis").ok()?;
+            let axis = crate::ops::util::norm_axis(axis, x.shape().len()).ok()?;
+            Const::concat(&parts, axis).ok()?
+        }
+        _ => return None,
+    };
+    (k.dtype() == out.dtype && k.shape() == shape.as_slice()).then_some(k)
 }

@@ -6,6 +6,7 @@ use crate::attr::Attrs;
 use crate::dim::Shape;
 use crate::dtype::DType;
 use crate::error::{IrError, Result};
+use crate::konst::Const;
 use crate::ops::Op;
 use crate::tensor::Tensor;
 use petgraph::graph::DiGraph;
@@ -101,8 +102,9 @@ pub struct Graph {
     pub inputs: Vec<ValueId>,
     /// Graph outputs, in order.
     pub outputs: Vec<ValueId>,
-    /// Constant data of values that are constants.
-    pub constants: BTreeMap<ValueId, Tensor>,
+    /// Constant data of values that are constants (shared handles: cloning a graph
+    /// copies no weight).
+    pub constants: BTreeMap<ValueId, Const>,
     /// Values of a sub-graph that stand for outer-scope values of the same name.
     pub captures: Vec<ValueId>,
 }
@@ -133,8 +135,9 @@ impl Graph {
         id
     }
 
-    /// Adds a constant value holding `t`.
-    pub fn add_const(&mut self, name: &str, t: Tensor) -> ValueId {
+    /// Adds a constant value holding `t` (a [`Tensor`] or a [`Const`]).
+    pub fn add_const(&mut self, name: &str, t: impl Into<Const>) -> ValueId {
+        let t = t.into();
         let ty = TensorType::new(t.dtype(), crate::dim::shape_of(t.shape()));
         let id = self.add_value(name, Some(ty));
         self.constants.insert(id, t);
@@ -172,9 +175,22 @@ impl Graph {
         &self.nodes[n.index()]
     }
 
-    /// The constant data of `v`, if it is a constant.
+    /// The constant data of `v`, if it is a constant, decoded (and kept decoded: for
+    /// weights, prefer [`Graph::konst`] and [`Const::write_le`]).
     pub fn constant(&self, v: ValueId) -> Option<&Tensor> {
+        self.constants.get(&v).map(Const::tensor)
+    }
+
+    /// The constant handle of `v`, if it is a constant (nothing decoded).
+    pub fn konst(&self, v: ValueId) -> Option<&Const> {
         self.constants.get(&v)
+    }
+
+    /// The decoded data of `v` when it is a constant small enough to read freely
+    /// ([`crate::konst::SMALL_ELEMENTS`]) or decoded already: what shape inference and
+    /// folding read, so they never decode a weight.
+    pub fn small_constant(&self, v: ValueId) -> Option<&Tensor> {
+        self.constants.get(&v).and_then(Const::small)
     }
 
     /// The type of `v`, or an error naming it.

@@ -33,7 +33,7 @@ pub fn infer_types(graph: &mut Graph) -> Result<()> {
                 None => Ok(None),
                 Some(v) => Ok(Some(InferInput {
                     ty: graph.ty(*v)?,
-                    value: graph.constant(*v),
+                    value: graph.small_constant(*v),
                 })),
             })
             .collect::<Result<_>>()

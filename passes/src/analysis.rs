@@ -11,9 +11,8 @@ use crate::lang::{Leaf, OpKey, Term};
 use egg::{Analysis, DidMerge, EGraph, Id};
 use gopt_ir::budget;
 use gopt_ir::ops::{EvalCx, InferCx, InferInput};
-use gopt_ir::{Attrs, DType, Node, Op, Tensor, TensorType, ValueId};
+use gopt_ir::{Attrs, Const, DType, Node, Op, Tensor, TensorType, ValueId};
 use std::collections::HashMap;
-use std::sync::Arc;
 
 /// The e-graph type of the optimizer.
 pub type Egraph = EGraph<Term, Facts>;
@@ -30,8 +29,9 @@ pub struct Data {
     /// Output types: one for a value, several for a multi-output node, none for an
     /// attribute, integer or absent leaf.
     pub tys: Vec<TensorType>,
-    /// The value when it is a compile-time constant.
-    pub konst: Option<Arc<Tensor>>,
+    /// The value when it is a compile-time constant (a shared handle: weights are
+    /// never copied into the e-graph).
+    pub konst: Option<Const>,
     /// Why inference rejected the node that made this class (a rule's candidate that is
     /// not well-typed is never merged into a live class).
     pub error: Option<String>,
@@ -63,7 +63,7 @@ pub struct Facts {
     /// Graph input types, by input position.
     pub inputs: Vec<TensorType>,
     /// Constants, by `Leaf::Const` index.
-    pub consts: Vec<Arc<Tensor>>,
+    pub consts: Vec<Const>,
     const_index: HashMap<(DType, Vec<usize>, Vec<u8>), u32>,
     /// Attribute sets, by `Leaf::Attrs` index; 0 is the empty set.
     pub attrs: Vec<Attrs>,
@@ -101,9 +101,9 @@ impl Facts {
     }
 
     /// The leaf for a constant (small ones shared by content).
-    pub fn intern_const(&mut self, t: Arc<Tensor>) -> Leaf {
+    pub fn intern_const(&mut self, t: Const) -> Leaf {
         if t.byte_size() <= INTERN_MAX_BYTES {
-            let key = (t.dtype(), t.shape().to_vec(), const_bytes(&t));
+            let key = (t.dtype(), t.shape().to_vec(), const_bytes(t.tensor()));
             if let Some(&i) = self.const_index.get(&key) {
                 return Leaf::Const(i);
             }
@@ -169,7 +169,7 @@ fn with_node<R>(
 ) -> Option<R> {
     let attrs = attrs_of(eg, *children.first()?)?.clone();
     let ins = &children[1..];
-    let mut tys: Vec<Option<(TensorType, Option<Arc<Tensor>>)>> = Vec::with_capacity(ins.len());
+    let mut tys: Vec<Option<(TensorType, Option<Const>)>> = Vec::with_capacity(ins.len());
     for &c in ins {
         if is_absent(eg, c) {
             tys.push(None);
@@ -194,7 +194,7 @@ fn with_node<R>(
         .map(|t| {
             t.as_ref().map(|(ty, k)| InferInput {
                 ty,
-                value: k.as_deref(),
+                value: k.as_ref().and_then(Const::small),
             })
         })
         .collect();
@@ -202,10 +202,15 @@ fn with_node<R>(
 }
 
 fn make_op(eg: &Egraph, op: Op, outs: usize, children: &[Id]) -> Data {
+    let consts: Vec<Option<Const>> = children
+        .iter()
+        .skip(1)
+        .map(|&c| eg[c].data.konst.clone())
+        .collect();
     let r = with_node(eg, op, outs, children, |node, inputs| {
         let mut tys = op.infer(&mut InferCx::default(), node, inputs)?;
         tys.truncate(outs);
-        let konst = fold(op, node, inputs, &tys);
+        let konst = fold(op, node, inputs, &consts, &tys);
         Ok::<_, gopt_ir::IrError>((tys, konst))
     });
     match r {
@@ -225,26 +230,35 @@ fn make_op(eg: &Egraph, op: Op, outs: usize, children: &[Id]) -> Data {
     }
 }
 
-/// Evaluates a node whose inputs are all constant, within the size policy.
+/// Evaluates a node whose inputs are all constant, within the size policy. A cast or
+/// data movement of a large constant (a weight cast to bf16, merged Q/K/V weights) is
+/// folded as a lazy view ([`gopt_ir::fold::fold_view`]): nothing is decoded until the
+/// plan's weights are written. Other ops decode their inputs into temporaries.
 fn fold(
     op: Op,
     node: &Node,
     inputs: &[Option<InferInput>],
+    consts: &[Option<Const>],
     tys: &[TensorType],
-) -> Option<Arc<Tensor>> {
+) -> Option<Const> {
     if tys.len() != 1 || !op.is_deterministic() || inputs.iter().all(Option::is_none) {
         return None;
     }
-    let mut vals = Vec::with_capacity(inputs.len());
+    let mut ks: Vec<Option<&Const>> = Vec::with_capacity(inputs.len());
     let mut in_bytes = 0;
-    for i in inputs {
-        match i {
-            None => vals.push(None),
-            Some(InferInput { value: Some(v), .. }) => {
-                in_bytes += v.byte_size();
-                vals.push(Some(*v));
+    for (i, k) in inputs.iter().zip(consts) {
+        match (i, k) {
+            (None, _) => ks.push(None),
+            (Some(_), Some(k)) => {
+                in_bytes += k.byte_size();
+                ks.push(Some(k));
             }
-            Some(_) => return None,
+            (Some(_), None) => return None,
+        }
+    }
+    if ks.iter().flatten().any(|k| !k.is_small()) {
+        if let Some(k) = gopt_ir::fold::fold_view(node, &ks, &tys[0]) {
+            return Some(k);
         }
     }
     let out = gopt_ir::dim::concrete(&tys[0].shape)?;
@@ -254,6 +268,11 @@ fn fold(
     }
     let lookup = |_: &str| None;
     let cx = EvalCx { lookup: &lookup };
+    // Large inputs are decoded for this evaluation only (folded BatchNorm parameters
+    // of a convolution's weight): the result is kept, the decoded inputs are not.
+    let temps: Vec<Option<std::borrow::Cow<'_, Tensor>>> =
+        ks.iter().map(|k| k.map(Const::decoded)).collect();
+    let vals: Vec<Option<&Tensor>> = temps.iter().map(|t| t.as_deref()).collect();
     // A deterministic budget: what the size policy allows plus a fixed allowance for the
     // work in between (a Loop's iterations), so a constant Loop of 2^62 iterations stays
     // unevaluated instead of hanging the optimizer.
@@ -261,7 +280,7 @@ fn fold(
         .saturating_add(budget::elements(&out)?)
         .saturating_add(vals.iter().flatten().map(|t| t.len() as u64).sum());
     let mut outs = budget::with_fuel(fuel, || op.eval(&cx, node, &vals)).ok()?;
-    (!outs.is_empty()).then(|| Arc::new(outs.remove(0)))
+    (!outs.is_empty()).then(|| Const::from(outs.remove(0)))
 }
 
 impl Analysis<Term> for Facts {
@@ -376,6 +395,6 @@ mod tests {
             .konst
             .clone()
             .expect("a short loop folds");
-        assert_eq!(k.to_f64_vec(), vec![1024.0]);
+        assert_eq!(k.tensor().to_f64_vec(), vec![1024.0]);
     }
 }

@@ -191,11 +191,12 @@ pub fn plan(g: &Graph, overrides: &[(String, Vec<u64>)]) -> Result<Plan> {
 pub fn bounds(g: &Graph) -> BTreeMap<String, (u64, String)> {
     let mut out: BTreeMap<String, (u64, String)> = BTreeMap::new();
     let producers = g.producers();
-    let ints = |v: Option<gopt_ir::ValueId>| v.and_then(|v| g.constant(v)).map(|t| t.to_i64_vec());
+    let ints =
+        |v: Option<gopt_ir::ValueId>| v.and_then(|v| g.small_constant(v)).map(|t| t.to_i64_vec());
     for n in &g.nodes {
         let Op::Shape(op) = n.op else { continue };
         let input = |i: usize| n.inputs.get(i).copied().flatten();
-        let Some(table) = input(0).and_then(|v| g.constant(v)) else {
+        let Some(table) = input(0).and_then(|v| g.konst(v)) else {
             continue;
         };
         let table_name = input(0)
@@ -304,7 +305,7 @@ fn symbols_of(
                     .inputs
                     .iter()
                     .flat_map(|i| match i {
-                        Some(i) if g.constant(*i).is_some() => {
+                        Some(i) if g.konst(*i).is_some() => {
                             vec![None; g.constant(*i).map_or(0, |t| t.to_i64_vec().len())]
                         }
                         Some(i) => {

@@ -29,7 +29,7 @@ pub struct Loaded {
     pub pinned: Vec<(Id, String)>,
 }
 
-/// Adds a verified graph to a fresh e-graph (its constants copied).
+/// Adds a verified graph to a fresh e-graph (its constants shared, not copied).
 pub fn to_egraph(g: &Verified) -> Result<Loaded> {
     to_egraph_parts(g, g.constants.clone())
 }
@@ -37,7 +37,7 @@ pub fn to_egraph(g: &Verified) -> Result<Loaded> {
 /// [`to_egraph`] with the constants handed over instead of copied.
 pub fn to_egraph_parts(
     g: &Graph,
-    consts: std::collections::BTreeMap<ValueId, gopt_ir::Tensor>,
+    consts: std::collections::BTreeMap<ValueId, gopt_ir::Const>,
 ) -> Result<Loaded> {
     let inputs: Vec<TensorType> = g
         .inputs
@@ -78,14 +78,14 @@ pub fn add_graph(eg: &mut Egraph, g: &Verified) -> Result<Added> {
 pub fn add_parts(
     eg: &mut Egraph,
     g: &Graph,
-    consts: std::collections::BTreeMap<ValueId, gopt_ir::Tensor>,
+    consts: std::collections::BTreeMap<ValueId, gopt_ir::Const>,
 ) -> Result<Added> {
     let mut class: HashMap<ValueId, Id> = HashMap::new();
     for (i, &v) in g.inputs.iter().enumerate() {
         class.insert(v, eg.add(Term::Leaf(Leaf::Input(i as u32))));
     }
     for (v, t) in consts {
-        let leaf = eg.analysis.intern_const(std::sync::Arc::new(t));
+        let leaf = eg.analysis.intern_const(t);
         class.insert(v, eg.add(Term::Leaf(leaf)));
     }
     let absent = eg.add(Term::Leaf(Leaf::Absent));
@@ -235,24 +235,13 @@ pub struct Rebuilt {
 }
 
 impl Rebuilt {
-    /// Fills the constants from the table (moving each tensor when nothing else holds
-    /// it, as after the e-graph is dropped).
-    pub fn fill_constants(self, table: Vec<std::sync::Arc<gopt_ir::Tensor>>) -> Graph {
-        let mut table: Vec<Option<std::sync::Arc<gopt_ir::Tensor>>> =
-            table.into_iter().map(Some).collect();
+    /// Fills the constants from the table (shared handles: nothing is copied).
+    pub fn fill_constants(self, table: &[gopt_ir::Const]) -> Graph {
         let mut g = self.graph;
-        let mut first: HashMap<u32, ValueId> = HashMap::new();
         for (v, i) in self.consts {
-            let t = match table[i as usize].take() {
-                Some(a) => std::sync::Arc::try_unwrap(a).unwrap_or_else(|a| (*a).clone()),
-                // One table entry read by two values: the second one copies the first.
-                None => match first.get(&i).and_then(|f| g.constants.get(f)) {
-                    Some(t) => t.clone(),
-                    None => continue,
-                },
-            };
-            first.entry(i).or_insert(v);
-            g.constants.insert(v, t);
+            if let Some(k) = table.get(i as usize) {
+                g.constants.insert(v, k.clone());
+            }
         }
         g
     }

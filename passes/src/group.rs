@@ -108,8 +108,7 @@ fn build(g: &Graph, m: &[usize], k: usize) -> Result<Option<Node>> {
     }
     let out_ty = g.ty(root_out)?.clone();
     for inline_scalars in [true, false] {
-        let is_inline =
-            |v: &ValueId| inline_scalars && g.constant(*v).is_some_and(|t| t.len() == 1);
+        let is_inline = |v: &ValueId| inline_scalars && g.konst(*v).is_some_and(|t| t.len() == 1);
         let inputs: Vec<ValueId> = externals
             .iter()
             .copied()
@@ -124,7 +123,7 @@ fn build(g: &Graph, m: &[usize], k: usize) -> Result<Option<Node>> {
             let val = g.value(*v);
             let nv = if is_inline(v) {
                 let t = g
-                    .constant(*v)
+                    .konst(*v)
                     .cloned()
                     .ok_or_else(|| PassError::Internal("lost constant".into()))?;
                 body.add_const(&val.name, t)

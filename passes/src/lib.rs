@@ -346,7 +346,7 @@ pub fn optimize(g: Verified, cfg: &Config) -> Result<Optimized> {
     } = runner;
     let table = egraph.analysis.consts.clone();
     drop(egraph);
-    let out = rebuilt.fill_constants(table);
+    let out = rebuilt.fill_constants(&table);
     let mut out = gopt_ir::verify(out)
         .map_err(|e| PassError::Internal(format!("extracted graph does not verify: {e}")))?
         .into_inner();

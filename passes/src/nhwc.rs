@@ -306,7 +306,7 @@ fn sink_plan(
     let mut perm: Option<Vec<usize>> = None;
     for (slot, v) in n.inputs.iter().enumerate() {
         let Some(v) = *v else { continue };
-        if g.constant(v)
+        if g.konst(v)
             .is_some_and(|t| t.len() == 1 && t.rank() <= out_rank)
         {
             continue;

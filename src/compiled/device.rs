@@ -106,7 +106,7 @@ impl Compiled {
             let _gpu = gopt_runtime::cuda::gpu_lock();
             if !uploaded {
                 self.loaded = Loaded::Cuda {
-                    weights: Weights::upload(&dev, &self.weights.blob)?,
+                    weights: Weights::upload(&dev, self.weights.blob())?,
                     exes: BTreeMap::new(),
                 };
             }
@@ -151,7 +151,7 @@ impl Compiled {
                     weights,
                     self.opts.memory_limit,
                 )?;
-                let exe = WgpuExecutable::new(dev, plan, weights, &self.weights.blob)?;
+                let exe = WgpuExecutable::new(dev, plan, weights, self.weights.blob())?;
                 Ok(e.insert(exe))
             }
         }

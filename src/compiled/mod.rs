@@ -46,6 +46,7 @@ use gopt_codegen::plan::WeightStore;
 use gopt_codegen::wgsl::plan::WgslPlan;
 use gopt_ir::{interp, Tensor};
 use gopt_passes::{bucket, Budgets, PassError, Precision};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -185,8 +186,17 @@ pub fn compile_buckets(
 ) -> Result<Compiled> {
     let budgets = opts.config.budgets.start();
     let mut c = Compiled::empty(model, opts);
-    for b in buckets {
-        let i = c.build_bucket(b, budgets)?;
+    // Buckets are specialized and optimized in parallel, then planned in order (their
+    // weights go into one shared store, so the artifact does not depend on timing).
+    let variants: Vec<Result<Variant>> = {
+        let (m, o, sk) = (&c.model, &c.opts, &c.skipped);
+        buckets
+            .par_iter()
+            .map(|b| specialize_bucket(m, o, sk, b, budgets))
+            .collect()
+    };
+    for (b, v) in buckets.iter().zip(variants) {
+        let i = c.plan_bucket(b, v?, budgets)?;
         progress(&c.buckets[i]);
     }
     Ok(c)
@@ -207,8 +217,16 @@ pub fn compile_plan(
     let mut c = Compiled::empty(model, opts);
     let combos = plan.combinations();
     let mut first_error = None;
-    for b in &combos {
-        match c.build_bucket(b, budgets) {
+    // Specialized and optimized in parallel, planned in order (see compile_buckets).
+    let variants: Vec<Result<Variant>> = {
+        let (m, o, sk) = (&c.model, &c.opts, &c.skipped);
+        combos
+            .par_iter()
+            .map(|b| specialize_bucket(m, o, sk, b, budgets))
+            .collect()
+    };
+    for (b, v) in combos.iter().zip(variants) {
+        match v.and_then(|v| c.plan_bucket(b, v, budgets)) {
             Ok(i) => progress(&c.buckets[i]),
             Err(e @ GoptError::Passes(PassError::TimeLimit { .. })) => return Err(e),
             Err(e) if b.keys().any(|s| !plan.given.contains(s)) => {
@@ -254,6 +272,33 @@ pub fn compile_plan(
         }
     }
     Ok(c)
+}
+
+/// Specializes and optimizes one bucket of `model`: nothing shared is touched, so
+/// buckets run this in parallel ([`compile_plan`], [`compile_buckets`]).
+fn specialize_bucket(
+    model: &Imported,
+    opts: &Options,
+    skipped: &[Skipped],
+    sizes: &BTreeMap<String, u64>,
+    budgets: Budgets,
+) -> Result<pipeline::Variant> {
+    let name = bucket_name(sizes);
+    if let Some(k) = skipped.iter().find(|k| k.sizes == *sizes) {
+        return Err(GoptError::Usage(format!(
+            "bucket {name} was skipped when the model was compiled: {}",
+            k.reason
+        )));
+    }
+    let in_bucket = |e: GoptError| match e {
+        GoptError::Passes(p) => GoptError::Passes(p.in_bucket(&name)),
+        e => e,
+    };
+    let mut opts = opts.clone();
+    opts.config.budgets = budgets;
+    let v = pipeline::specialize(&model.model, sizes, &opts).map_err(in_bucket)?;
+    budgets.check("optimize").map_err(|e| in_bucket(e.into()))?;
+    Ok(v)
 }
 
 /// `batch=1 seq=128` (or `static shapes`).
@@ -346,7 +391,7 @@ impl Compiled {
 
     /// The weights blob the buckets' plans share.
     pub fn weights_bytes(&self) -> usize {
-        self.weights.blob.len()
+        self.weights.len()
     }
 
     /// Default buckets the compile skipped, with the reason.
@@ -372,21 +417,22 @@ impl Compiled {
 
     /// Compiles one bucket under `budgets` (whose deadline is the running compile's).
     fn build_bucket(&mut self, sizes: &BTreeMap<String, u64>, budgets: Budgets) -> Result<usize> {
+        let v = specialize_bucket(&self.model, &self.opts, &self.skipped, sizes, budgets)?;
+        self.plan_bucket(sizes, v, budgets)
+    }
+
+    /// Plans a specialized bucket into this model's shared weights and keeps it.
+    fn plan_bucket(
+        &mut self,
+        sizes: &BTreeMap<String, u64>,
+        v: pipeline::Variant,
+        budgets: Budgets,
+    ) -> Result<usize> {
         let name = bucket_name(sizes);
-        if let Some(k) = self.skipped.iter().find(|k| k.sizes == *sizes) {
-            return Err(GoptError::Usage(format!(
-                "bucket {name} was skipped when the model was compiled: {}",
-                k.reason
-            )));
-        }
         let in_bucket = |e: GoptError| match e {
             GoptError::Passes(p) => GoptError::Passes(p.in_bucket(&name)),
             e => e,
         };
-        let mut opts = self.opts.clone();
-        opts.config.budgets = budgets;
-        let v = pipeline::specialize(&self.model.model, sizes, &opts).map_err(in_bucket)?;
-        budgets.check("optimize").map_err(|e| in_bucket(e.into()))?;
         let plan = match self.opts.backend {
             Backend::Cpu => BackendPlan::Cpu,
             Backend::Cuda => {
@@ -478,7 +524,7 @@ fn check_gather_indices(g: &gopt_ir::Graph, inputs: &[Tensor]) -> Result<()> {
         let (Some(Some(data)), Some(Some(idx))) = (n.inputs.first(), n.inputs.get(1)) else {
             continue;
         };
-        let (Some(table), Some(k)) = (g.constant(*data), g.inputs.iter().position(|v| v == idx))
+        let (Some(table), Some(k)) = (g.konst(*data), g.inputs.iter().position(|v| v == idx))
         else {
             continue;
         };

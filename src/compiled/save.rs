@@ -115,7 +115,15 @@ impl Compiled {
             Backend::Cuda | Backend::Cpu => ("kernels.cu", self.cuda_source()),
         };
         write(kernels, text.as_bytes())?;
-        write("weights.bin", &self.weights.blob)?;
+        let p = dir.join("weights.bin");
+        let mut f = std::io::BufWriter::with_capacity(
+            1 << 20,
+            std::fs::File::create(&p).map_err(|e| GoptError::io(&p, e))?,
+        );
+        self.weights
+            .write(&mut f)
+            .and_then(|_| std::io::Write::flush(&mut f))
+            .map_err(|e| GoptError::io(&p, e))?;
         let dst = dir.join("model.onnx");
         if std::fs::canonicalize(source).ok() != std::fs::canonicalize(&dst).ok() {
             std::fs::copy(source, &dst).map_err(|e| GoptError::io(source.clone(), e))?;
@@ -183,7 +191,7 @@ impl Compiled {
     ) -> Result<Compiled> {
         let p = dir.join("weights.bin");
         let blob =
-            gopt_frontends::fs::read_regular(&p, u64::MAX).map_err(|e| GoptError::io(&p, e))?;
+            gopt_frontends::fs::map_regular(&p, u64::MAX).map_err(|e| GoptError::io(&p, e))?;
         let backend = match art.backend.as_str() {
             "cuda" => Backend::Cuda,
             "wgpu" => Backend::Wgpu,
@@ -200,8 +208,7 @@ impl Compiled {
             opts = opts.precision(p);
         }
         let mut c = Compiled::with_parts(model, opts, Vec::new(), art.skipped);
-        c.weights = WeightStore::default();
-        c.weights.blob = blob;
+        c.weights = WeightStore::from_blob(blob);
         c.buckets = art
             .buckets
             .into_iter()

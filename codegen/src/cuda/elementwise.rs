@@ -214,7 +214,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         sig.push("unsigned int* __restrict__ gopt_err".into());
     }
     for (&v, t) in &body.constants {
-        let lit = literal(t)
+        let lit = literal(t.tensor())
             .filter(|_| t.len() == 1)
             .ok_or_else(|| plan_err(node, "a non-scalar constant inside the body"))?;
         names.insert(v, lit);

@@ -204,7 +204,7 @@ fn finish_scaled(
         let (dt, s) = shape(g, node, v)?;
         Ok(s.iter().product::<usize>() == n
             && s.last().copied().unwrap_or(1) == n
-            && (dt == ddt || g.constant(v).is_some()))
+            && (dt == ddt || g.konst(v).is_some()))
     };
     let residual_fusable = |v: ValueId| -> Result<bool> {
         let (dt, s) = shape(g, node, v)?;

@@ -12,11 +12,10 @@ use super::{kernel, kernel_name, Kernel, BACKEND, VIEWS};
 use crate::lower::{absorb, lower, Lowered};
 use crate::memory::{self, ALIGN};
 use crate::plan::{
-    concrete, count_kinds, kernel_kind, largest_value, refuse, tensor_bytes, Frame, WeightStore,
-    GEMM_KIND,
+    concrete, count_kinds, kernel_kind, largest_value, refuse, Frame, WeightStore, GEMM_KIND,
 };
 use crate::{CodegenError, Result};
-use gopt_ir::{Graph, Tensor, ValueId};
+use gopt_ir::{Const, Graph, Tensor, ValueId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -62,7 +61,7 @@ pub struct CudaPlan {
 pub fn build(g: &Graph) -> Result<(CudaPlan, Vec<u8>)> {
     let mut store = WeightStore::default();
     let p = build_with(g, &mut store)?;
-    Ok((p, store.blob))
+    Ok((p, store.blob().to_vec()))
 }
 
 /// Builds the plan of `g` with its constants in `store` (shared across buckets).
@@ -129,8 +128,8 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
     for (v, &slot) in &layout.slots {
         places.insert(v.0, Place::Arena(layout.buffers[slot].offset));
     }
-    let mut add_weight = |places: &mut BTreeMap<u32, Place>, id: u32, t: &Tensor| {
-        places.insert(id, Place::Weight(store.add(&tensor_bytes(t))));
+    let mut add_weight = |places: &mut BTreeMap<u32, Place>, id: u32, t: &Const| {
+        places.insert(id, Place::Weight(store.add_const(t)));
     };
     let mut used: Vec<u32> = Vec::new();
     for s in &steps {
@@ -149,13 +148,13 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
     used.sort_unstable();
     used.dedup();
     for v in used {
-        if let Some(t) = g.constant(ValueId(v)) {
+        if let Some(t) = g.konst(ValueId(v)) {
             add_weight(&mut places, v, t);
         }
     }
     let mut value_bytes = BTreeMap::new();
     for (id, t) in &synth_weights {
-        add_weight(&mut places, *id, t);
+        add_weight(&mut places, *id, &Const::from(t.clone()));
         value_bytes.insert(*id, t.len() * t.dtype().size());
     }
     // The im2col matrices live above the planned activations, one step each.
@@ -170,7 +169,7 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
         if let Step::Gemm(gm) = s {
             if let (Some(b), Some(bd)) = (gm.bias, gm.bias_dtype) {
                 if bd != gm.d_dtype {
-                    let t = g.constant(ValueId(b)).ok_or_else(|| {
+                    let t = g.konst(ValueId(b)).ok_or_else(|| {
                         CodegenError::Plan(format!(
                             "GEMM `{}`: a {bd} bias that is not a constant cannot be fused into a {} output",
                             gm.node, gm.d_dtype
@@ -228,7 +227,7 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
         } else {
             layout.peak_bytes
         },
-        weights_bytes: store.blob.len(),
+        weights_bytes: store.len(),
         tf32: false,
     };
     Ok(plan)

@@ -334,5 +334,5 @@ pub fn as_gemm(g: &Graph, node: &Node) -> bool {
             .get(1)
             .copied()
             .flatten()
-            .is_some_and(|w| g.constant(w).is_some())
+            .is_some_and(|w| g.konst(w).is_some())
 }

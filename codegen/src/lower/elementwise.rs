@@ -264,7 +264,7 @@ impl Dropout {
 pub fn dropout(g: &Graph, body: &Graph, params: &[ValueId], bn: &Node) -> R<Dropout> {
     // A body value's constant: moved into the body, or a parameter that is one.
     let constant = |v: ValueId| {
-        body.constants.get(&v).or_else(|| {
+        body.constant(v).or_else(|| {
             let k = body.inputs.iter().position(|&b| b == v)?;
             g.constant(*params.get(k)?)
         })

@@ -9,7 +9,8 @@
 
 use crate::memory::ALIGN;
 use crate::{CodegenError, Result};
-use gopt_ir::{DType, Graph, Tensor, ValueId};
+use bytes::Bytes;
+use gopt_ir::{Const, DType, Graph, Tensor, ValueId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -113,34 +114,124 @@ pub fn tensor_bytes(t: &Tensor) -> Vec<u8> {
     gopt_ir::with_tensor!(t, a => raw(a))
 }
 
-/// The weights blob of one or more plans: each distinct constant once (the buckets of a
-/// model share their weights), 256-byte aligned.
+/// The weights of one or more plans: each distinct constant once (the buckets of a
+/// model share their weights), 256-byte aligned, at offsets the plans name. Entries
+/// are shared constant handles, not bytes: a compile that only writes an artifact
+/// streams each weight once into `weights.bin` ([`WeightStore::write`]), converting a
+/// lazily cast weight on the way, and never holds the blob. A run in the same process
+/// builds the blob once ([`WeightStore::blob`]); a loaded artifact maps its file.
 #[derive(Clone, Debug, Default)]
 pub struct WeightStore {
-    /// The bytes.
-    pub blob: Vec<u8>,
-    index: std::collections::HashMap<u64, Vec<(usize, usize)>>,
+    entries: Vec<(usize, Const)>,
+    len: usize,
+    /// Offsets of entries by shared handle (the same weight read by two buckets).
+    by_addr: std::collections::HashMap<usize, usize>,
+    /// Entries of small constants by content hash (equal small constants share).
+    by_content: std::collections::HashMap<u64, Vec<usize>>,
+    blob: std::sync::OnceLock<Bytes>,
 }
 
+/// Small constants are de-duplicated by content; larger ones by handle only (hashing
+/// every weight would read them all).
+const CONTENT_DEDUP_BYTES: usize = 64 << 10;
+
 impl WeightStore {
-    /// Adds `bytes` (or finds an identical entry) and returns its offset.
+    /// A store over the bytes of a saved `weights.bin` (entries are not known: only
+    /// [`WeightStore::blob`] and [`WeightStore::len`] are meaningful).
+    pub fn from_blob(blob: Bytes) -> WeightStore {
+        WeightStore {
+            len: blob.len(),
+            blob: std::sync::OnceLock::from(blob),
+            ..Default::default()
+        }
+    }
+
+    /// Adds `bytes` (or finds an identical small entry) and returns its offset.
     pub fn add(&mut self, bytes: &[u8]) -> usize {
-        let h = bytes.iter().fold(0xcbf29ce484222325u64, |h, &x| {
-            (h ^ u64::from(x)).wrapping_mul(0x100000001b3)
-        }) ^ bytes.len() as u64;
-        if let Some(list) = self.index.get(&h) {
-            for &(off, len) in list {
-                if len == bytes.len() && self.blob[off..off + len] == *bytes {
+        let k = Const::from_le_bytes(DType::U8, vec![bytes.len()], Bytes::copy_from_slice(bytes))
+            .expect("a byte vector's length matches its shape");
+        self.add_const(&k)
+    }
+
+    /// Adds a constant (or finds it) and returns its offset. Nothing is copied or
+    /// decoded for a large constant.
+    pub fn add_const(&mut self, k: &Const) -> usize {
+        if let Some(&off) = self.by_addr.get(&k.addr()) {
+            return off;
+        }
+        let small = k.byte_size() <= CONTENT_DEDUP_BYTES;
+        let key = small.then(|| {
+            let bytes = k.to_le_bytes();
+            let h = bytes.iter().fold(0xcbf29ce484222325u64, |h, &x| {
+                (h ^ u64::from(x)).wrapping_mul(0x100000001b3)
+            }) ^ bytes.len() as u64;
+            (h, bytes)
+        });
+        if let Some((h, bytes)) = &key {
+            for &e in self.by_content.get(h).into_iter().flatten() {
+                let (off, other) = &self.entries[e];
+                if other.byte_size() == bytes.len() && other.to_le_bytes() == *bytes {
+                    let off = *off;
+                    self.by_addr.insert(k.addr(), off);
                     return off;
                 }
             }
         }
-        let off = self.blob.len();
-        self.blob.extend_from_slice(bytes);
-        self.blob
-            .resize(self.blob.len().div_ceil(ALIGN).max(1) * ALIGN, 0);
-        self.index.entry(h).or_default().push((off, bytes.len()));
+        let off = self.len;
+        if let Some((h, _)) = key {
+            self.by_content
+                .entry(h)
+                .or_default()
+                .push(self.entries.len());
+        }
+        self.entries.push((off, k.clone()));
+        self.by_addr.insert(k.addr(), off);
+        self.len = off + k.byte_size().div_ceil(ALIGN).max(1) * ALIGN;
+        self.blob = std::sync::OnceLock::new();
         off
+    }
+
+    /// Bytes of the blob.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// True when the store holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Streams the blob to `w`, one weight at a time (zero padding between entries).
+    pub fn write(&self, w: &mut dyn std::io::Write) -> std::io::Result<()> {
+        if let Some(b) = self.blob.get() {
+            return w.write_all(b);
+        }
+        let mut at = 0;
+        let zeros = [0u8; ALIGN];
+        for (off, k) in &self.entries {
+            while at < *off {
+                let n = (*off - at).min(ALIGN);
+                w.write_all(&zeros[..n])?;
+                at += n;
+            }
+            k.write_le(&mut |b| w.write_all(b))?;
+            at += k.byte_size();
+        }
+        while at < self.len {
+            let n = (self.len - at).min(ALIGN);
+            w.write_all(&zeros[..n])?;
+            at += n;
+        }
+        Ok(())
+    }
+
+    /// The whole blob, built on first use (for an upload in this process) and kept.
+    pub fn blob(&self) -> &[u8] {
+        self.blob.get_or_init(|| {
+            let mut v = Vec::with_capacity(self.len);
+            self.write(&mut v).expect("writing to memory does not fail");
+            Bytes::from(v)
+        })
     }
 }
 

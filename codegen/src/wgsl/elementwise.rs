@@ -68,7 +68,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         params.len()
     );
     for (&v, t) in &body.constants {
-        let lit = types::literal(t).ok_or_else(|| {
+        let lit = types::literal(t.tensor()).ok_or_else(|| {
             unsupported(
                 node,
                 format!("a constant that is not one {} value", t.dtype()),

@@ -209,8 +209,15 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<WgslPlan> {
             continue;
         }
         let id = ValueId(v);
-        let slot = if let Some(t) = g.constant(lt.root(id)) {
-            Slot::Weight(store.add(&storage_bytes(t)))
+        let slot = if let Some(k) = g.konst(lt.root(id)) {
+            // Types WGSL stores as they are go in as shared handles (nothing copied);
+            // 8- and 16-bit integers and bool are widened to 32 bits.
+            match k.dtype() {
+                DType::Bool | DType::U8 | DType::I8 | DType::U16 | DType::I16 => {
+                    Slot::Weight(store.add(&storage_bytes(&k.decoded())))
+                }
+                _ => Slot::Weight(store.add_const(k)),
+            }
         } else {
             let b = pool.slots.get(&id).ok_or_else(|| {
                 CodegenError::Plan(format!(
@@ -237,5 +244,5 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<WgslPlan> {
 pub fn build(g: &Graph) -> Result<(WgslPlan, Vec<u8>)> {
     let mut store = WeightStore::default();
     let p = build_with(g, &mut store)?;
-    Ok((p, store.blob))
+    Ok((p, store.blob().to_vec()))
 }

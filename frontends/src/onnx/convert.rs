@@ -10,7 +10,7 @@ use super::attrs::{self, Converted};
 use super::error::{ImportError, Result};
 use super::proto;
 use super::support::{self, Opsets};
-use super::tensor::{sparse_to_dense, tensor_from_proto};
+use super::tensor::{const_from_proto, sparse_to_dense};
 use super::upgrade::{self, OnnxNode};
 use gopt_ir::{Attrs, Dim, Graph, Model, Node, Op, Tensor, TensorType, ValueId};
 use std::collections::{HashMap, HashSet};
@@ -237,7 +237,7 @@ impl Cx<'_> {
             if name.is_empty() {
                 return Err(ImportError::invalid("", "an initializer has no name"));
             }
-            let data = tensor_from_proto(t, self.base_dir)?;
+            let data = const_from_proto(t, self.base_dir)?;
             let v = b.g.add_const(name, data);
             b.define(name, v, "an initializer", "")?;
         }
@@ -257,7 +257,7 @@ impl Cx<'_> {
         for vi in &gp.input {
             let name = vi.name.as_deref().unwrap_or("");
             if let Some(&v) = b.names.get(name) {
-                if b.g.constant(v).is_some() {
+                if b.g.konst(v).is_some() {
                     // An input with an initializer is a constant with a default.
                     continue;
                 }
@@ -328,7 +328,7 @@ impl Cx<'_> {
             let Some(&v) = b.names.get(name) else {
                 continue;
             };
-            let is_input = b.g.inputs.contains(&v) || b.g.constant(v).is_some();
+            let is_input = b.g.inputs.contains(&v) || b.g.konst(v).is_some();
             if is_input || b.g.value(v).ty.is_some() {
                 continue;
             }

@@ -66,7 +66,7 @@ pub fn inspect_bytes(bytes: &[u8]) -> Result<Inspection> {
 }
 
 fn inspect_named(bytes: &[u8], what: &str) -> Result<Inspection> {
-    let m = super::decode_model(bytes, what)?;
+    let m = super::decode_model(bytes::Bytes::copy_from_slice(bytes), what)?;
     let g = m.graph.as_ref().expect("decode_model checks the graph");
     let init: HashSet<&str> = g
         .initializer

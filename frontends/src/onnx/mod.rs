@@ -22,6 +22,7 @@ pub use tensor::{
     write_tensor_file,
 };
 
+use bytes::Bytes;
 use prost::Message;
 use std::path::Path;
 
@@ -42,8 +43,11 @@ pub struct Imported {
 
 /// Reads and imports a model file; external data is resolved relative to its directory.
 /// Errors name the file.
+///
+/// The file is memory-mapped, and the decoded model's weights are slices of the
+/// mapping: nothing is copied, and pages are read only when a weight is used.
 pub fn load(path: &Path) -> Result<Imported> {
-    let bytes = crate::fs::read_regular(path, crate::fs::MAX_MODEL_BYTES).map_err(|source| {
+    let bytes = crate::fs::map_regular(path, crate::fs::MAX_MODEL_BYTES).map_err(|source| {
         ImportError::Io {
             path: path.to_path_buf(),
             source,
@@ -56,17 +60,17 @@ pub fn load(path: &Path) -> Result<Imported> {
             p
         }
     });
-    let mut m = import_named(&bytes, base, &file_label(path)).map_err(|e| e.in_file(path))?;
+    let mut m = import_named(bytes, base, &file_label(path)).map_err(|e| e.in_file(path))?;
     m.source = Some(path.to_path_buf());
     Ok(m)
 }
 
 /// Imports a model from bytes; `base_dir` is where external data files are looked up.
 pub fn import(bytes: &[u8], base_dir: Option<&Path>) -> Result<Imported> {
-    import_named(bytes, base_dir, "model")
+    import_named(Bytes::copy_from_slice(bytes), base_dir, "model")
 }
 
-fn import_named(bytes: &[u8], base_dir: Option<&Path>, what: &str) -> Result<Imported> {
+fn import_named(bytes: Bytes, base_dir: Option<&Path>, what: &str) -> Result<Imported> {
     let m = decode_model(bytes, what)?;
     let opsets = opset_list(&m);
     let model = convert::convert_model(&m, base_dir)?;
@@ -88,7 +92,7 @@ fn file_label(path: &Path) -> String {
 
 /// Decodes a `ModelProto` and checks it is a model: it has a graph, an IR version and
 /// at least one opset import.
-pub(crate) fn decode_model(bytes: &[u8], what: &str) -> Result<proto::ModelProto> {
+pub(crate) fn decode_model(bytes: Bytes, what: &str) -> Result<proto::ModelProto> {
     let m = proto::ModelProto::decode(bytes).map_err(|e| ImportError::Decode {
         what: what.to_string(),
         msg: e.to_string(),

@@ -425,8 +425,9 @@ pub struct TensorProto {
     pub name: Option<String>,
     #[prost(string, optional, tag = "12")]
     pub doc_string: Option<String>,
-    #[prost(bytes = "vec", optional, tag = "9")]
-    pub raw_data: Option<Vec<u8>>,
+    /// Shared bytes: decoding from a memory-mapped file slices it, copying nothing.
+    #[prost(bytes = "bytes", optional, tag = "9")]
+    pub raw_data: Option<bytes::Bytes>,
     /// Keys: `location`, `offset`, `length`, `checksum`.
     #[prost(message, repeated, tag = "13")]
     pub external_data: Vec<StringStringEntryProto>,

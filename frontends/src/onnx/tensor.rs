@@ -3,7 +3,8 @@
 
 use super::error::{ImportError, Result};
 use super::proto;
-use gopt_ir::{DType, Tensor};
+use bytes::Bytes;
+use gopt_ir::{Const, DType, Tensor};
 use half::{bf16, f16};
 use ndarray::{ArrayD, IxDyn};
 use prost::Message;
@@ -94,6 +95,14 @@ fn overflow(name: &str, dims: &[i64]) -> ImportError {
 /// Converts a `TensorProto` to a tensor. `base_dir` is the model's directory, where
 /// external data files are looked up (none: external data is an error).
 pub fn tensor_from_proto(t: &proto::TensorProto, base_dir: Option<&Path>) -> Result<Tensor> {
+    const_from_proto(t, base_dir).map(Const::into_tensor)
+}
+
+/// Converts a `TensorProto` to a shared constant without copying its data: `raw_data`
+/// stays a slice of the buffer the model was decoded from (the memory-mapped file when
+/// it was loaded from one), and external data is memory-mapped from its file. Only the
+/// typed `*_data` fields are decoded here. Lengths are checked against the dims.
+pub fn const_from_proto(t: &proto::TensorProto, base_dir: Option<&Path>) -> Result<Const> {
     let name = t.name.as_deref().unwrap_or("");
     let dtype = require_dtype(t.data_type.unwrap_or(0), name)?;
     let (shape, n) = checked_dims(name, &t.dims)?;
@@ -108,13 +117,13 @@ pub fn tensor_from_proto(t: &proto::TensorProto, base_dir: Option<&Path>) -> Res
         .ok_or_else(|| overflow(name, &t.dims))?;
     let external = t.data_location == Some(proto::tensor_proto::DataLocation::External as i32);
     if external {
-        let bytes = read_external(t, name, nbytes, base_dir)?;
-        return from_raw(name, dtype, &shape, n, &bytes);
+        let bytes = map_external(t, name, nbytes, base_dir)?;
+        return from_raw(name, dtype, shape, bytes);
     }
     if let Some(raw) = &t.raw_data {
-        return from_raw(name, dtype, &shape, n, raw);
+        return from_raw(name, dtype, shape, raw.clone());
     }
-    from_typed(t, name, dtype, &shape, n)
+    from_typed(t, name, dtype, &shape, n).map(Const::from)
 }
 
 fn bad_len(name: &str, field: &str, found: usize, want: usize) -> ImportError {
@@ -134,9 +143,9 @@ fn array<T>(name: &str, shape: &[usize], v: Vec<T>) -> Result<ArrayD<T>> {
     })
 }
 
-/// Decodes little-endian raw bytes.
-fn from_raw(name: &str, dtype: DType, shape: &[usize], n: usize, raw: &[u8]) -> Result<Tensor> {
-    let want = n * dtype.size();
+/// Wraps little-endian raw bytes (shared, not copied) after checking their length.
+fn from_raw(name: &str, dtype: DType, shape: Vec<usize>, raw: Bytes) -> Result<Const> {
+    let want = shape.iter().product::<usize>() * dtype.size();
     if raw.len() != want {
         return Err(ImportError::invalid(
             "",
@@ -146,36 +155,8 @@ fn from_raw(name: &str, dtype: DType, shape: &[usize], n: usize, raw: &[u8]) -> 
             ),
         ));
     }
-    macro_rules! le {
-        ($t:ty, $w:expr) => {{
-            let v: Vec<$t> = raw
-                .chunks_exact($w)
-                .map(|c| <$t>::from_le_bytes(c.try_into().expect("chunk width")))
-                .collect();
-            array(name, shape, v)?
-        }};
-    }
-    Ok(match dtype {
-        DType::F32 => Tensor::F32(le!(f32, 4)),
-        DType::F64 => Tensor::F64(le!(f64, 8)),
-        DType::F16 => {
-            let a: ArrayD<u16> = le!(u16, 2);
-            Tensor::F16(a.mapv(f16::from_bits))
-        }
-        DType::BF16 => {
-            let a: ArrayD<u16> = le!(u16, 2);
-            Tensor::BF16(a.mapv(bf16::from_bits))
-        }
-        DType::I8 => Tensor::I8(le!(i8, 1)),
-        DType::I16 => Tensor::I16(le!(i16, 2)),
-        DType::I32 => Tensor::I32(le!(i32, 4)),
-        DType::I64 => Tensor::I64(le!(i64, 8)),
-        DType::U8 => Tensor::U8(le!(u8, 1)),
-        DType::U16 => Tensor::U16(le!(u16, 2)),
-        DType::U32 => Tensor::U32(le!(u32, 4)),
-        DType::U64 => Tensor::U64(le!(u64, 8)),
-        DType::Bool => Tensor::Bool(array(name, shape, raw.iter().map(|&b| b != 0).collect())?),
-    })
+    Const::from_le_bytes(dtype, shape, raw)
+        .map_err(|e| ImportError::invalid("", format!("tensor `{name}`: {e}")))
 }
 
 /// Decodes the typed `*_data` fields.
@@ -224,13 +205,15 @@ fn from_typed(
     })
 }
 
-/// Reads the bytes of an external tensor, refusing locations outside `base_dir`.
-fn read_external(
+/// Maps the bytes of an external tensor (read-only, private: nothing is read until
+/// used, and pages the OS may drop again), refusing locations outside `base_dir`. A
+/// file that cannot be mapped is read instead.
+fn map_external(
     t: &proto::TensorProto,
     name: &str,
     nbytes: usize,
     base_dir: Option<&Path>,
-) -> Result<Vec<u8>> {
+) -> Result<Bytes> {
     let err = |msg: String| ImportError::ExternalData {
         tensor: name.to_string(),
         msg,
@@ -307,11 +290,27 @@ fn read_external(
             "`{location}` has {file_len} bytes, shorter than offset {offset} + length {length}"
         )));
     }
+    if nbytes == 0 {
+        return Ok(Bytes::new());
+    }
+    // SAFETY: a read-only private mapping of a regular file inside the model's
+    // directory. If another process truncates or rewrites the file while gopt runs, the
+    // mapped bytes change or reading them faults: the same contract as onnxruntime's
+    // and safetensors' mapped weights.
+    let mapped = unsafe {
+        memmap2::MmapOptions::new()
+            .offset(offset)
+            .len(nbytes)
+            .map(&f)
+    };
+    if let Ok(m) = mapped {
+        return Ok(Bytes::from_owner(m));
+    }
     let mut buf = vec![0u8; nbytes];
     f.seek(SeekFrom::Start(offset))
         .and_then(|_| f.read_exact(&mut buf))
         .map_err(|e| err(format!("reading `{location}`: {e}")))?;
-    Ok(buf)
+    Ok(Bytes::from(buf))
 }
 
 /// Largest dense tensor a sparse one may expand to (its size is not backed by file
@@ -427,7 +426,7 @@ pub fn tensor_to_proto(name: &str, t: &Tensor) -> proto::TensorProto {
         dims: t.shape().iter().map(|&d| d as i64).collect(),
         data_type: Some(dtype_to_onnx(t.dtype())),
         name: Some(name.to_string()),
-        raw_data: Some(raw),
+        raw_data: Some(raw.into()),
         ..Default::default()
     }
 }

@@ -404,7 +404,7 @@ impl Parser {
             let shape = crate::dim::concrete(&ty.shape)
                 .ok_or_else(|| self.err("a constant needs a concrete shape"))?;
             let t = self.data(ty.dtype, &shape)?;
-            s.g.constants.insert(v, t);
+            s.g.constants.insert(v, t.into());
             return Ok(());
         }
         let op =

@@ -4,6 +4,7 @@
 
 use crate::attr::{Attr, Attrs};
 use crate::graph::{Graph, ValueId};
+use crate::konst::Const;
 use crate::tensor::Tensor;
 use crate::with_tensor;
 use std::collections::HashMap;
@@ -110,7 +111,7 @@ impl Printer<'_> {
         self.out.push_str(" {\n");
         for (&v, t) in &g.constants {
             let _ = write!(self.out, "{}{} = const ", indent(depth + 1), decl(v));
-            self.tensor_data(t);
+            self.const_data(t);
             self.out.push('\n');
         }
         for &i in &order {
@@ -184,9 +185,22 @@ impl Printer<'_> {
         }
     }
 
-    fn tensor_data(&mut self, t: &Tensor) {
+    fn const_data(&mut self, t: &Const) {
         if t.len() > self.opts.max_inline_elements {
             let _ = write!(self.out, "<{} elements, fnv {:016x}>", t.len(), fnv(t));
+            return;
+        }
+        self.tensor_data(t.tensor());
+    }
+
+    fn tensor_data(&mut self, t: &Tensor) {
+        if t.len() > self.opts.max_inline_elements {
+            let _ = write!(
+                self.out,
+                "<{} elements, fnv {:016x}>",
+                t.len(),
+                fnv(&Const::from(t.clone()))
+            );
             return;
         }
         let is_f32 = matches!(t, Tensor::F32(_) | Tensor::F16(_) | Tensor::BF16(_));
@@ -218,24 +232,41 @@ pub fn quote(s: &str) -> String {
     format!("{s:?}")
 }
 
-/// FNV-1a over the tensor's dtype, shape and elements (as f64 bits): a cheap content
-/// fingerprint for elided constants.
-fn fnv(t: &Tensor) -> u64 {
+/// FNV-1a over the constant's dtype, shape and little-endian bytes, taken a 64-bit
+/// word at a time: a cheap content fingerprint for elided constants, streamed from the
+/// constant's data without decoding it.
+fn fnv(t: &Const) -> u64 {
     let mut h: u64 = 0xcbf29ce484222325;
-    let mut eat = |b: u64| {
-        for byte in b.to_le_bytes() {
-            h ^= byte as u64;
-            h = h.wrapping_mul(0x100000001b3);
-        }
+    let mut eat = |w: u64| {
+        h ^= w;
+        h = h.wrapping_mul(0x100000001b3);
     };
     eat(t.dtype() as u64);
     for &d in t.shape() {
         eat(d as u64);
     }
-    with_tensor!(t, a => {
-        for x in a.iter() {
-            eat(crate::tensor::Elem::to_f64(*x).to_bits() ^ crate::tensor::Elem::to_i64(*x) as u64);
+    let mut tail: Vec<u8> = Vec::new();
+    let _ = t.write_le::<std::convert::Infallible>(&mut |b| {
+        let mut b = b;
+        if !tail.is_empty() {
+            let take = (8 - tail.len()).min(b.len());
+            tail.extend_from_slice(&b[..take]);
+            b = &b[take..];
+            if tail.len() == 8 {
+                eat(u64::from_le_bytes(tail[..].try_into().expect("8 bytes")));
+                tail.clear();
+            }
         }
+        let words = b.chunks_exact(8);
+        tail.extend_from_slice(words.remainder());
+        for w in words {
+            eat(u64::from_le_bytes(w.try_into().expect("8 bytes")));
+        }
+        Ok(())
     });
+    if !tail.is_empty() {
+        tail.resize(8, 0);
+        eat(u64::from_le_bytes(tail[..].try_into().expect("8 bytes")));
+    }
     h
 }

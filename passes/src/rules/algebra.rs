@@ -208,7 +208,7 @@ fn neutral(eg: &mut Egraph, id: Id, s: &Subst, unit: f64) -> Option<Id> {
         return None;
     }
     let same = eg[x].data.ty()? == eg[id].data.ty()?;
-    (same && c.to_f64_vec().iter().all(|&v| v == unit)).then_some(x)
+    (same && c.decoded().to_f64_vec().iter().all(|&v| v == unit)).then_some(x)
 }
 
 fn div_one(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
@@ -217,7 +217,7 @@ fn div_one(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
     let float = c.dtype().is_float() && dtype(eg, x)?.is_float();
     // The constant must not broadcast x to a larger shape.
     let same = eg[x].data.ty()? == eg[id].data.ty()?;
-    let ones = c.to_f64_vec().iter().all(|&v| v == 1.0);
+    let ones = c.decoded().to_f64_vec().iter().all(|&v| v == 1.0);
     (float && same && ones).then(|| {
         add_op(
             eg,
@@ -252,20 +252,21 @@ fn batchnorm_into_conv(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
         return None;
     }
     let bias = match konst(eg, var(s, "?b")) {
-        Some(b) if b.len() == cout => b.to_f64_vec(),
+        Some(b) if b.len() == cout => b.decoded().to_f64_vec(),
         Some(_) => return None,
         None if super::is_absent(eg, var(s, "?b")) => vec![0.0; cout],
         None => return None,
     };
     let (g, beta, m, v) = (
-        g.to_f64_vec(),
-        beta.to_f64_vec(),
-        m.to_f64_vec(),
-        v.to_f64_vec(),
+        g.decoded().to_f64_vec(),
+        beta.decoded().to_f64_vec(),
+        m.decoded().to_f64_vec(),
+        v.decoded().to_f64_vec(),
     );
     let scale: Vec<f64> = (0..cout).map(|o| g[o] / (v[o] + eps).sqrt()).collect();
     let per = w.len() / cout;
     let wv: Vec<f64> = w
+        .decoded()
         .to_f64_vec()
         .iter()
         .enumerate()
@@ -292,7 +293,7 @@ fn pow2_into_weight(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
     if m != 0.5 || !w.dtype().is_float() || !(-60..60).contains(&e) {
         return None;
     }
-    let scaled: Vec<f64> = w.to_f64_vec().iter().map(|x| x * c).collect();
+    let scaled: Vec<f64> = w.decoded().to_f64_vec().iter().map(|x| x * c).collect();
     let w2 = add_const(eg, Tensor::from_f64s(w.dtype(), w.shape(), &scaled).ok()?);
     Some(add_op(
         eg,

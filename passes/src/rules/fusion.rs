@@ -449,7 +449,7 @@ fn last_axis_kept(eg: &Egraph, s: &Subst, x: Id, reductions: &[&str]) -> bool {
     let Some(rank) = eg[x].data.ty().map(|t| t.shape.len() as i64) else {
         return false;
     };
-    let axes = konst(eg, var(s, "?ax")).map(|t| t.to_i64_vec());
+    let axes = konst(eg, var(s, "?ax")).map(|t| t.tensor().to_i64_vec());
     let last = matches!(axes.as_deref(), Some([a]) if *a == -1 || *a == rank - 1);
     last && reductions
         .iter()
@@ -506,7 +506,7 @@ fn rmsnorm(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
 fn softmax(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
     let x = var(s, "?x");
     let rank = eg[x].data.ty()?.shape.len() as i64;
-    let axes = konst(eg, var(s, "?ax"))?.to_i64_vec();
+    let axes = konst(eg, var(s, "?ax"))?.tensor().to_i64_vec();
     let [axis] = axes.as_slice() else { return None };
     let keep = |r: &str| attrs(eg, s, r).is_some_and(|a| a.int_or("keepdims", 1).ok() == Some(1));
     if !(keep("?m") && keep("?r")) || !(-rank..rank).contains(axis) {
@@ -569,7 +569,7 @@ fn attention(eg: &mut Egraph, s: &Subst, scale: Scale, masked: bool) -> Option<I
         let ms = shape(eg, m)?;
         let (sq, skv) = (qs[2], ks[3]);
         match konst(eg, m) {
-            Some(t) if sq == skv && is_causal_mask(&t, sq) => {
+            Some(t) if sq == skv && is_causal_mask(&t.decoded(), sq) => {
                 a.set("is_causal", Attr::Int(1));
             }
             _ => {
@@ -652,7 +652,7 @@ fn slices_last(
     (rank, d): (usize, i64),
     (from, to): (i64, i64),
 ) -> bool {
-    let c = |p: &str| konst(eg, var(s, &format!("?{p}{k}"))).map(|t| t.to_i64_vec());
+    let c = |p: &str| konst(eg, var(s, &format!("?{p}{k}"))).map(|t| t.tensor().to_i64_vec());
     let last = rank as i64 - 1;
     let axis_ok = matches!(c("ax").as_deref(), Some([a]) if *a == -1 || *a == last);
     let step_ok = matches!(c("sp").as_deref(), Some([1]));
@@ -728,7 +728,7 @@ fn rotate_half(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
     {
         return None;
     }
-    let w2 = add_const(eg, rotate_half_columns(&wt, d)?);
+    let w2 = add_const(eg, rotate_half_columns(&wt.decoded(), d)?);
     let b2 = if is_absent(eg, b) {
         None
     } else {
@@ -736,7 +736,7 @@ fn rotate_half(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
         if bt.shape().last() != Some(&n) {
             return None;
         }
-        Some(add_const(eg, rotate_half_columns(&bt, d)?))
+        Some(add_const(eg, rotate_half_columns(&bt.decoded(), d)?))
     };
     let r = attrs(eg, s, "?r")?;
     let g = add_op(
@@ -854,9 +854,9 @@ fn sibling_matmul(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
         let b = match m.2.and_then(|b| konst(eg, b)) {
             Some(b) if b.len() == ns[i] => b.cast(bdt).reshape(&[ns[i]]).ok()?,
             Some(_) => return None,
-            None => Tensor::zeros(bdt, &[ns[i]]),
+            None => Tensor::zeros(bdt, &[ns[i]]).into(),
         };
-        biases.push(std::sync::Arc::new(b));
+        biases.push(b);
     }
     let wcat = super::concat(&ws, 1)?;
     let any_bias = members.iter().any(|m| m.2.is_some());
@@ -923,7 +923,7 @@ fn is_merge_of(eg: &Egraph, p: Id, members: &[(Id, Id, Option<Id>)]) -> bool {
 /// The dtype of the merged bias: the members' own (biases stay in the epilogue's type
 /// when precision rules lower the weights), or f32 for a mix of f32/f16/bf16 (exact
 /// widening); `None` for another mix.
-fn bias_dtype(biases: &[std::sync::Arc<Tensor>]) -> Option<gopt_ir::DType> {
+fn bias_dtype(biases: &[gopt_ir::Const]) -> Option<gopt_ir::DType> {
     use gopt_ir::DType;
     let first = biases.first()?.dtype();
     if biases.iter().all(|b| b.dtype() == first) {

@@ -20,7 +20,7 @@ use super::{absent, add_const, add_op, attrs, konst, rule, shape, var, Rule};
 use crate::analysis::{is_absent, Egraph};
 use egg::{Id, Subst};
 use gopt_ir::ops::{AttentionOp, FusedOp, ShapeOp};
-use gopt_ir::{Attr, Attrs, Op, Tensor};
+use gopt_ir::{Attr, Attrs, Const, Op, Tensor};
 
 /// GEMM dims are padded up to a multiple of this.
 pub const ALIGN: usize = 64;
@@ -116,15 +116,10 @@ fn up(n: usize) -> usize {
     n.div_ceil(ALIGN) * ALIGN
 }
 
-/// Pads a 2-D weight to `[k2, n2]` with zeros (and keeps its dtype).
-fn pad2(w: &Tensor, k2: usize, n2: usize) -> Option<Tensor> {
-    let (k, n) = (w.shape()[0], w.shape()[1]);
-    let v = w.to_f64_vec();
-    let mut out = vec![0.0; k2 * n2];
-    for r in 0..k {
-        out[r * n2..r * n2 + n].copy_from_slice(&v[r * n..(r + 1) * n]);
-    }
-    Tensor::from_f64s(w.dtype(), &[k2, n2], &out).ok()
+/// Pads a 2-D weight to `[k2, n2]` with zeros (and keeps its dtype): a lazy view,
+/// computed when the plan's weights are written.
+fn pad2(w: &Const, k2: usize, n2: usize) -> Option<Const> {
+    w.pad_end(&[k2, n2]).ok()
 }
 
 fn pad_n(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
@@ -151,7 +146,7 @@ fn pad_n(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
         if bt.len() != n {
             return None;
         }
-        let mut v = bt.to_f64_vec();
+        let mut v = bt.decoded().to_f64_vec();
         v.resize(n2, 0.0);
         Some(add_const(
             eg,
@@ -185,9 +180,9 @@ fn pad_k(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
     if f.int_or("trans_b", 0).ok()? != 0 || w.rank() != 2 || !w.dtype().is_float() {
         return None;
     }
-    let st = konst(eg, var(s, "?st"))?.to_i64_vec();
-    let en = konst(eg, var(s, "?en"))?.to_i64_vec();
-    let ax = konst(eg, var(s, "?ax"))?.to_i64_vec();
+    let st = konst(eg, var(s, "?st"))?.tensor().to_i64_vec();
+    let en = konst(eg, var(s, "?en"))?.tensor().to_i64_vec();
+    let ax = konst(eg, var(s, "?ax"))?.tensor().to_i64_vec();
     let (k, n) = (w.shape()[0], w.shape()[1]);
     let last = ys.len() as i64 - 1;
     let kp = *ys.last()?;

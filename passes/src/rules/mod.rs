@@ -14,8 +14,7 @@ pub mod precision;
 use crate::analysis::{attrs_of, is_absent, Egraph, Facts};
 use crate::lang::{Leaf, OpKey, Term};
 use egg::{Applier, Id, Pattern, PatternAst, Rewrite, Subst, Symbol, Var};
-use gopt_ir::{Attrs, DType, Op, Tensor};
-use std::sync::Arc;
+use gopt_ir::{Attrs, Const, DType, Op};
 
 /// One rewrite rule.
 pub type Rule = Rewrite<Term, Facts>;
@@ -118,13 +117,13 @@ pub fn add_op(eg: &mut Egraph, op: Op, attrs: Attrs, inputs: &[Option<Id>]) -> I
 }
 
 /// Adds a constant leaf.
-pub fn add_const(eg: &mut Egraph, t: Tensor) -> Id {
-    let leaf = eg.analysis.intern_const(Arc::new(t));
+pub fn add_const(eg: &mut Egraph, t: impl Into<Const>) -> Id {
+    let leaf = eg.analysis.intern_const(t.into());
     eg.add(Term::Leaf(leaf))
 }
 
-/// The value of a constant class.
-pub fn konst(eg: &Egraph, id: Id) -> Option<Arc<Tensor>> {
+/// The value of a constant class (a shared handle; `.tensor()` decodes it).
+pub fn konst(eg: &Egraph, id: Id) -> Option<Const> {
     eg[id].data.konst.clone()
 }
 
@@ -136,7 +135,7 @@ pub fn is_const(eg: &Egraph, id: Id) -> bool {
 /// The value of a one-element constant, as f64.
 pub fn scalar_of(eg: &Egraph, id: Id) -> Option<f64> {
     let k = konst(eg, id)?;
-    (k.len() == 1 && k.dtype().is_float()).then(|| k.to_f64_vec()[0])
+    (k.len() == 1 && k.dtype().is_float()).then(|| k.tensor().to_f64_vec()[0])
 }
 
 /// The concrete shape of a class's value.
@@ -159,32 +158,13 @@ pub fn absent(eg: &Egraph, s: &Subst, name: &str) -> bool {
     is_absent(eg, var(s, name))
 }
 
-/// Concatenates tensors of one float dtype along `axis`, in their own dtype (weights
-/// are large: no round trip through f64).
-pub fn concat(ts: &[Arc<Tensor>], axis: usize) -> Option<Tensor> {
-    use ndarray::{concatenate, ArrayD, ArrayViewD, Axis};
-    fn cat<T: Clone>(v: Vec<ArrayViewD<'_, T>>, axis: usize) -> Option<ArrayD<T>> {
-        concatenate(Axis(axis), &v).ok()
+/// Concatenates constants of one float dtype along `axis`: a lazy view (weights are
+/// large: nothing is copied until the plan's weights are written).
+pub fn concat(ts: &[Const], axis: usize) -> Option<Const> {
+    if !ts.first()?.dtype().is_float() {
+        return None;
     }
-    macro_rules! arm {
-        ($variant:ident) => {{
-            let views: Option<Vec<_>> = ts
-                .iter()
-                .map(|t| match &**t {
-                    Tensor::$variant(a) => Some(a.view()),
-                    _ => None,
-                })
-                .collect();
-            cat(views?, axis).map(Tensor::$variant)
-        }};
-    }
-    match ts.first()?.dtype() {
-        DType::F32 => arm!(F32),
-        DType::F16 => arm!(F16),
-        DType::BF16 => arm!(BF16),
-        DType::F64 => arm!(F64),
-        _ => None,
-    }
+    Const::concat(ts, axis).ok()
 }
 
 /// The absent-input class.

@@ -93,7 +93,7 @@ pub fn check_rewrite_within(rule: &str, before: &str, after: &str, l2: Option<f6
     let ex = extract(&eg, &Target::h200(), &l.roots);
     let g = to_graph(&eg, &ex.choice, &l.roots, &l.names, &l.pinned, &b)
         .expect("extracts")
-        .fill_constants(eg.analysis.consts.clone());
+        .fill_constants(&eg.analysis.consts);
     let g = verify(g).unwrap_or_else(|e| panic!("{rule}: extracted graph does not verify: {e}"));
     let ins = inputs(&b);
     let want = interp::run(&b, &ins).expect("before runs");

@@ -13,7 +13,7 @@ use crate::tensor::{Elem, Tensor};
 use ndarray::{ArrayD, Axis, Slice};
 
 /// Transpose's permutation: the `perm` attribute, reversed dims by default.
-fn perm_of(node: &Node, rank: usize) -> Result<Vec<usize>> {
+pub(crate) fn perm_of(node: &Node, rank: usize) -> Result<Vec<usize>> {
     let Some(p) = node.attrs.ints("perm")? else {
         return Ok((0..rank).rev().collect());
     };

@@ -15,7 +15,7 @@ use crate::{dim::Dim, dtype::DType};
 mod common;
 mod gather;
 mod generate;
-mod layout;
+pub(crate) mod layout;
 mod reshape;
 mod scatter;
 mod slice;
