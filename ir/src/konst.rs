@@ -15,6 +15,7 @@ use crate::error::{IrError, Result};
 use crate::tensor::{Elem, Tensor};
 use crate::{map_tensor, with_tensor};
 use bytes::Bytes;
+use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use ndarray::{ArrayD, Axis, IxDyn};
 use std::fmt;
@@ -51,7 +52,12 @@ enum Source {
     Concat(Vec<Const>, usize),
     /// The source zero-padded at the end of each axis.
     Pad(Const),
+    /// The source through a transform named for reports (a rule's weight rewrite).
+    Map(Const, &'static str, MapFn),
 }
+
+/// A lazy transform's function: the source tensor to the result.
+type MapFn = Arc<dyn Fn(&Tensor) -> Tensor + Send + Sync>;
 
 impl From<Tensor> for Const {
     fn from(t: Tensor) -> Const {
@@ -282,6 +288,20 @@ impl Const {
         ))
     }
 
+    /// A lazy transform of this constant into one of `dtype` and `shape`: `f` runs when
+    /// the data is needed (written, or decoded) and must return exactly that type.
+    /// Optimizer rules that rewrite a weight (rotating its columns, folding a scale)
+    /// record their rewrite this way instead of materializing a copy.
+    pub fn map(
+        &self,
+        kind: &'static str,
+        dtype: DType,
+        shape: Vec<usize>,
+        f: impl Fn(&Tensor) -> Tensor + Send + Sync + 'static,
+    ) -> Const {
+        Const::lazy(dtype, shape, Source::Map(self.clone(), kind, Arc::new(f)))
+    }
+
     /// Runs `f` on the decoded tensor: the kept one when there is one, else a
     /// temporary that is dropped afterwards (nothing stays decoded).
     pub fn with_tensor<R>(&self, f: impl FnOnce(&Tensor) -> R) -> R {
@@ -298,7 +318,7 @@ impl Const {
             Source::Raw(b) => decode_le(self.0.dtype, shape, b),
             Source::Cast(s) => s.with_tensor(|t| t.cast(self.0.dtype)),
             Source::Transpose(s, perm) => s.with_tensor(|t| {
-                map_tensor!(t, a => a.clone().permuted_axes(IxDyn(perm)).as_standard_layout().into_owned())
+                map_tensor!(t, a => a.view().permuted_axes(IxDyn(perm)).as_standard_layout().into_owned())
             }),
             Source::Reshape(s) => s.with_tensor(|t| {
                 t.reshape(shape)
@@ -307,6 +327,17 @@ impl Const {
             Source::Concat(parts, axis) => {
                 let tensors: Vec<Tensor> = parts.iter().map(|p| p.with_tensor(Tensor::clone)).collect();
                 concat_tensors(&tensors, *axis)
+            }
+            Source::Map(s, kind, f) => {
+                let t = s.with_tensor(|t| f(t));
+                assert!(
+                    t.dtype() == self.0.dtype && t.shape() == shape.as_slice(),
+                    "lazy `{kind}` made {}{:?}, declared {}{shape:?}",
+                    t.dtype(),
+                    t.shape(),
+                    self.0.dtype
+                );
+                t
             }
             Source::Pad(s) => s.with_tensor(|t| {
                 fn pad<T: Elem>(a: &ArrayD<T>, shape: &[usize]) -> ArrayD<T> {
@@ -334,17 +365,15 @@ impl Const {
         match &self.0.src {
             Source::Raw(b) => out(b),
             Source::Reshape(s) => s.write_le(out),
-            Source::Cast(s) if s.0.dense.get().is_none() => {
-                match (&s.0.src, s.dtype(), self.dtype()) {
-                    (Source::Raw(b), DType::F32, DType::BF16) => {
-                        chunked(b, out, |x| bf16::from_f32(x).to_bits())
-                    }
-                    (Source::Raw(b), DType::F32, DType::F16) => {
-                        chunked(b, out, |x| f16::from_f32(x).to_bits())
-                    }
-                    _ => write_tensor(&self.compute(), out),
+            Source::Cast(s) => match (s.dtype(), self.dtype()) {
+                (DType::F32, DType::BF16) => {
+                    narrow(s, out, |h: &mut [bf16], f| h.convert_from_f32_slice(f))
                 }
-            }
+                (DType::F32, DType::F16) => {
+                    narrow(s, out, |h: &mut [f16], f| h.convert_from_f32_slice(f))
+                }
+                _ => write_tensor(&self.compute(), out),
+            },
             _ => write_tensor(&self.compute(), out),
         }
     }
@@ -357,6 +386,49 @@ impl Const {
             Ok(())
         });
         v
+    }
+
+    /// A content fingerprint (FNV-1a, 64-bit words) that reads at most 64 KiB of any
+    /// constant: raw data up to that size is hashed whole, larger raw data (a weight)
+    /// by 16 evenly spaced 4 KiB blocks, and a lazy view hashes its recipe (kind and
+    /// parameters) over its sources' fingerprints instead of computing its elements.
+    /// Equal recipes over equal data agree; the same values reached two ways may not,
+    /// and two large weights differing only between the sampled blocks collide. For
+    /// elided constants in IR text, where reading every weight would cost seconds.
+    pub fn fingerprint(&self) -> u64 {
+        let mut h = Fnv::default();
+        h.eat(self.dtype() as u64);
+        for &d in self.shape() {
+            h.eat(d as u64);
+        }
+        if let Some(t) = self.0.dense.get() {
+            let _ = write_tensor::<std::convert::Infallible>(t, &mut |b| {
+                sampled(&mut h, b);
+                Ok(())
+            });
+            return h.finish();
+        }
+        match &self.0.src {
+            Source::Dense => {}
+            Source::Raw(b) => sampled(&mut h, b),
+            Source::Cast(s) | Source::Reshape(s) | Source::Pad(s) => {
+                h.eat(s.fingerprint());
+                h.eat(self.kind().len() as u64);
+            }
+            Source::Transpose(s, perm) => {
+                h.eat(s.fingerprint());
+                perm.iter().for_each(|&p| h.eat(p as u64));
+            }
+            Source::Concat(parts, axis) => {
+                parts.iter().for_each(|p| h.eat(p.fingerprint()));
+                h.eat(*axis as u64);
+            }
+            Source::Map(s, kind, _) => {
+                h.eat(s.fingerprint());
+                h.bytes(kind.as_bytes());
+            }
+        }
+        h.finish()
     }
 
     /// What the constant is, for reports: `raw`, `dense` or the lazy view's kind.
@@ -372,26 +444,103 @@ impl Const {
             Source::Reshape(_) => "reshape",
             Source::Concat(..) => "concat",
             Source::Pad(_) => "pad",
+            Source::Map(_, kind, _) => kind,
         }
     }
 }
 
-/// f32 raw bytes converted to 16-bit floats in chunks of 16 Ki elements.
-fn chunked<E>(
-    raw: &[u8],
+/// f32 elements (little-endian bytes, streamed by `src` in whole elements) written as
+/// a 16-bit float type, 16 Ki elements at a time through `half`'s slice conversion.
+fn narrow<E, H: Copy + Default>(
+    src: &Const,
     out: &mut dyn FnMut(&[u8]) -> std::result::Result<(), E>,
-    f: impl Fn(f32) -> u16,
+    convert: fn(&mut [H], &[f32]),
 ) -> std::result::Result<(), E> {
-    let mut buf = Vec::with_capacity(32 << 10);
-    for chunk in raw.chunks(64 << 10) {
-        buf.clear();
-        for c in chunk.chunks_exact(4) {
-            let x = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-            buf.extend_from_slice(&f(x).to_le_bytes());
+    const N: usize = 16 << 10;
+    let mut f = vec![0f32; N];
+    let mut h = vec![H::default(); N];
+    let mut carry: Vec<u8> = Vec::new();
+    src.write_le(&mut |mut b: &[u8]| {
+        if !carry.is_empty() {
+            let take = (4 - carry.len()).min(b.len());
+            carry.extend_from_slice(&b[..take]);
+            b = &b[take..];
+            if carry.len() == 4 {
+                let x = [f32::from_le_bytes([carry[0], carry[1], carry[2], carry[3]])];
+                convert(&mut h[..1], &x);
+                out(as_bytes(&h[..1]))?;
+                carry.clear();
+            }
         }
-        out(&buf)?;
+        let whole = b.len() / 4 * 4;
+        carry.extend_from_slice(&b[whole..]);
+        for chunk in b[..whole].chunks(4 * N) {
+            let n = chunk.len() / 4;
+            for (d, c) in f[..n].iter_mut().zip(chunk.chunks_exact(4)) {
+                *d = f32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            }
+            convert(&mut h[..n], &f[..n]);
+            out(as_bytes(&h[..n]))?;
+        }
+        Ok(())
+    })
+}
+
+/// FNV-1a over 64-bit words (bytes are taken 8 at a time, the tail zero-padded).
+struct Fnv(u64);
+
+impl Default for Fnv {
+    fn default() -> Fnv {
+        Fnv(0xcbf29ce484222325)
     }
-    Ok(())
+}
+
+impl Fnv {
+    fn eat(&mut self, w: u64) {
+        self.0 ^= w;
+        self.0 = self.0.wrapping_mul(0x100000001b3);
+    }
+
+    fn bytes(&mut self, b: &[u8]) {
+        let words = b.chunks_exact(8);
+        let tail = words.remainder();
+        for w in words {
+            self.eat(u64::from_le_bytes([
+                w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7],
+            ]));
+        }
+        if !tail.is_empty() {
+            let mut last = [0u8; 8];
+            last[..tail.len()].copy_from_slice(tail);
+            self.eat(u64::from_le_bytes(last));
+        }
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+/// Hashes `b` whole up to 64 KiB, else 16 evenly spaced 4 KiB blocks and the length.
+fn sampled(h: &mut Fnv, b: &[u8]) {
+    const BLOCK: usize = 4 << 10;
+    const BLOCKS: usize = 16;
+    if b.len() <= BLOCK * BLOCKS {
+        h.bytes(b);
+        return;
+    }
+    let step = (b.len() - BLOCK) / (BLOCKS - 1);
+    for i in 0..BLOCKS {
+        h.bytes(&b[i * step..i * step + BLOCK]);
+    }
+    h.eat(b.len() as u64);
+}
+
+/// The bytes of a slice of plain numbers.
+fn as_bytes<T: Copy>(s: &[T]) -> &[u8] {
+    // SAFETY: only called with plain numeric types (f32, the 16-bit halves, `Elem`s),
+    // little-endian on every target gopt supports, so their bytes are their values.
+    unsafe { std::slice::from_raw_parts(s.as_ptr() as *const u8, std::mem::size_of_val(s)) }
 }
 
 fn write_tensor<E>(

@@ -305,6 +305,15 @@ impl Tensor {
         if self.dtype() == dtype {
             return self.clone();
         }
+        // The weight conversions, directly (the same rounding as through f64, which
+        // represents every f32 exactly).
+        match (self, dtype) {
+            (Tensor::F32(a), DType::BF16) => return Tensor::BF16(a.mapv(bf16::from_f32)),
+            (Tensor::F32(a), DType::F16) => return Tensor::F16(a.mapv(f16::from_f32)),
+            (Tensor::BF16(a), DType::F32) => return Tensor::F32(a.mapv(bf16::to_f32)),
+            (Tensor::F16(a), DType::F32) => return Tensor::F32(a.mapv(f16::to_f32)),
+            _ => {}
+        }
         match dtype {
             DType::F32 => Tensor::F32(cast_to(self)),
             DType::F16 => Tensor::F16(cast_to(self)),

@@ -232,41 +232,8 @@ pub fn quote(s: &str) -> String {
     format!("{s:?}")
 }
 
-/// FNV-1a over the constant's dtype, shape and little-endian bytes, taken a 64-bit
-/// word at a time: a cheap content fingerprint for elided constants, streamed from the
-/// constant's data without decoding it.
+/// A cheap content fingerprint for elided constants ([`Const::fingerprint`]: a lazy
+/// weight view hashes its recipe, so printing never computes a weight).
 fn fnv(t: &Const) -> u64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    let mut eat = |w: u64| {
-        h ^= w;
-        h = h.wrapping_mul(0x100000001b3);
-    };
-    eat(t.dtype() as u64);
-    for &d in t.shape() {
-        eat(d as u64);
-    }
-    let mut tail: Vec<u8> = Vec::new();
-    let _ = t.write_le::<std::convert::Infallible>(&mut |b| {
-        let mut b = b;
-        if !tail.is_empty() {
-            let take = (8 - tail.len()).min(b.len());
-            tail.extend_from_slice(&b[..take]);
-            b = &b[take..];
-            if tail.len() == 8 {
-                eat(u64::from_le_bytes(tail[..].try_into().expect("8 bytes")));
-                tail.clear();
-            }
-        }
-        let words = b.chunks_exact(8);
-        tail.extend_from_slice(words.remainder());
-        for w in words {
-            eat(u64::from_le_bytes(w.try_into().expect("8 bytes")));
-        }
-        Ok(())
-    });
-    if !tail.is_empty() {
-        tail.resize(8, 0);
-        eat(u64::from_le_bytes(tail[..].try_into().expect("8 bytes")));
-    }
-    h
+    t.fingerprint()
 }

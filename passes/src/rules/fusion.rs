@@ -666,6 +666,22 @@ fn slices_last(
 
 /// `t` with the last axis, in blocks of `d`, rotated by half: column `i < d/2` of a block
 /// is minus column `i + d/2`, column `i >= d/2` is column `i - d/2` (exact in any dtype).
+/// [`rotate_half_columns`] as a lazy view of the weight (computed when the plan's
+/// weights are written), for the float types it handles.
+fn rotate_half_lazy(k: &gopt_ir::Const, d: usize) -> Option<gopt_ir::Const> {
+    let dt = k.dtype();
+    let ok = matches!(
+        dt,
+        gopt_ir::DType::F32 | gopt_ir::DType::F16 | gopt_ir::DType::BF16 | gopt_ir::DType::F64
+    );
+    if !ok || d == 0 || d % 2 != 0 || k.shape().last()? % d != 0 {
+        return None;
+    }
+    Some(k.map("rotate-half", dt, k.shape().to_vec(), move |t| {
+        rotate_half_columns(t, d).unwrap_or_else(|| t.clone())
+    }))
+}
+
 fn rotate_half_columns(t: &Tensor, d: usize) -> Option<Tensor> {
     use ndarray::{ArrayD, Axis};
     fn go<T: Clone + std::ops::Neg<Output = T>>(a: &ArrayD<T>, d: usize) -> Option<ArrayD<T>> {
@@ -728,7 +744,7 @@ fn rotate_half(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
     {
         return None;
     }
-    let w2 = add_const(eg, rotate_half_columns(&wt.decoded(), d)?);
+    let w2 = add_const(eg, rotate_half_lazy(&wt, d)?);
     let b2 = if is_absent(eg, b) {
         None
     } else {
@@ -736,7 +752,7 @@ fn rotate_half(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
         if bt.shape().last() != Some(&n) {
             return None;
         }
-        Some(add_const(eg, rotate_half_columns(&bt.decoded(), d)?))
+        Some(add_const(eg, rotate_half_lazy(&bt, d)?))
     };
     let r = attrs(eg, s, "?r")?;
     let g = add_op(
