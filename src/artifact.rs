@@ -41,6 +41,41 @@ pub fn file_sha256(dir: &Path, name: &str) -> Result<String> {
     Ok(hex(&h.finalize()))
 }
 
+/// A writer that hashes what passes through it (a large file is hashed as it is
+/// written instead of read back).
+pub struct HashingWriter<W> {
+    inner: W,
+    hash: Sha256,
+}
+
+impl<W: std::io::Write> HashingWriter<W> {
+    /// Wraps `inner`.
+    pub fn new(inner: W) -> Self {
+        HashingWriter {
+            inner,
+            hash: Sha256::new(),
+        }
+    }
+
+    /// Flushes and returns the hex SHA-256 of everything written.
+    pub fn finish(mut self) -> std::io::Result<String> {
+        self.inner.flush()?;
+        Ok(hex(&self.hash.finalize()))
+    }
+}
+
+impl<W: std::io::Write> std::io::Write for HashingWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.hash.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()
+    }
+}
+
 /// The hashes of `names` in `dir`, by name.
 pub fn hash_files(dir: &Path, names: &[String]) -> Result<BTreeMap<String, String>> {
     names

@@ -115,24 +115,25 @@ impl Compiled {
             Backend::Cuda | Backend::Cpu => ("kernels.cu", self.cuda_source()),
         };
         write(kernels, text.as_bytes())?;
+        // weights.bin is hashed as it is streamed out (a 1B model's weights are
+        // gigabytes: reading them back would double the write's cost).
         let p = dir.join("weights.bin");
-        let mut f = std::io::BufWriter::with_capacity(
-            1 << 20,
-            std::fs::File::create(&p).map_err(|e| GoptError::io(&p, e))?,
-        );
+        let f = std::fs::File::create(&p).map_err(|e| GoptError::io(&p, e))?;
+        let mut w = artifact::HashingWriter::new(std::io::BufWriter::with_capacity(1 << 20, f));
         self.weights
-            .write(&mut f)
-            .and_then(|_| std::io::Write::flush(&mut f))
+            .write(&mut w)
             .map_err(|e| GoptError::io(&p, e))?;
+        let weights_hash = w.finish().map_err(|e| GoptError::io(&p, e))?;
         let dst = dir.join("model.onnx");
         if std::fs::canonicalize(source).ok() != std::fs::canonicalize(&dst).ok() {
             std::fs::copy(source, &dst).map_err(|e| GoptError::io(source.clone(), e))?;
         }
-        let mut names: Vec<String> = REQUIRED_FILES.iter().map(|s| s.to_string()).collect();
-        names.push(kernels.into());
+        let mut names: Vec<String> = vec!["model.onnx".into(), kernels.into()];
         let extra = extra.iter().filter(|n| n.as_str() != artifact::PLAN);
         names.extend(extra.cloned());
+        names.extend(link_external_data(source, dir)?);
         art.files = artifact::hash_files(dir, &names)?;
+        art.files.insert("weights.bin".into(), weights_hash);
         let json = serde_json::to_vec_pretty(&art).map_err(|e| GoptError::Usage(e.to_string()))?;
         // plan.json last: an interrupted save leaves no loadable artifact.
         write(artifact::PLAN, &artifact::seal(&json)?)
@@ -216,6 +217,33 @@ impl Compiled {
             .collect::<Result<_>>()?;
         Ok(c)
     }
+}
+
+/// Places the external data files of the source model (weights kept beside an ONNX
+/// file over 2 GB) in the artifact, under the same relative names, so its
+/// `model.onnx` imports from there: a hard link when the artifact is on the same file
+/// system (no copy), else a copy. Returns their names (hashed with the artifact).
+fn link_external_data(source: &Path, dir: &Path) -> Result<Vec<String>> {
+    let from = source.parent().unwrap_or(Path::new("."));
+    let locations = gopt_frontends::onnx::external_locations(source)
+        .map_err(|e| GoptError::Usage(format!("{}: {e}", source.display())))?;
+    let mut names = Vec::new();
+    for loc in locations {
+        let (src, dst) = (from.join(&loc), dir.join(&loc));
+        if std::fs::canonicalize(&src).ok() == std::fs::canonicalize(&dst).ok() {
+            names.push(loc);
+            continue;
+        }
+        if let Some(parent) = dst.parent() {
+            std::fs::create_dir_all(parent).map_err(|e| GoptError::io(parent, e))?;
+        }
+        let _ = std::fs::remove_file(&dst);
+        if std::fs::hard_link(&src, &dst).is_err() {
+            std::fs::copy(&src, &dst).map_err(|e| GoptError::io(&src, e))?;
+        }
+        names.push(loc);
+    }
+    Ok(names)
 }
 
 /// `batch=1 seq=128` for a kernels file's bucket header (empty for static shapes).

@@ -145,3 +145,46 @@ pub(crate) fn producer(m: &proto::ModelProto) -> String {
     .trim()
     .to_string()
 }
+
+/// The external data files a model file's tensors name (`location` entries, relative
+/// to its directory), each once, sorted: what must travel with a copy of the model.
+/// Decoding maps the file and reads no weight.
+pub fn external_locations(path: &Path) -> Result<Vec<String>> {
+    let bytes = crate::fs::map_regular(path, crate::fs::MAX_MODEL_BYTES).map_err(|source| {
+        ImportError::Io {
+            path: path.to_path_buf(),
+            source,
+        }
+    })?;
+    let m = decode_model(bytes, &file_label(path))?;
+    let mut out = std::collections::BTreeSet::new();
+    fn tensor(t: &proto::TensorProto, out: &mut std::collections::BTreeSet<String>) {
+        if t.data_location == Some(proto::tensor_proto::DataLocation::External as i32) {
+            for e in &t.external_data {
+                if e.key.as_deref() == Some("location") {
+                    out.insert(e.value.clone().unwrap_or_default());
+                }
+            }
+        }
+    }
+    fn graph(g: &proto::GraphProto, out: &mut std::collections::BTreeSet<String>) {
+        g.initializer.iter().for_each(|t| tensor(t, out));
+        for s in &g.sparse_initializer {
+            s.values
+                .iter()
+                .chain(&s.indices)
+                .for_each(|t| tensor(t, out));
+        }
+        for n in &g.node {
+            for a in &n.attribute {
+                a.t.iter().chain(&a.tensors).for_each(|t| tensor(t, out));
+                a.g.iter().chain(&a.graphs).for_each(|g| graph(g, out));
+            }
+        }
+    }
+    if let Some(g) = &m.graph {
+        graph(g, &mut out);
+    }
+    out.remove("");
+    Ok(out.into_iter().collect())
+}
