@@ -1504,3 +1504,31 @@ fn test_rel_l2_bound_is_a_flag() {
         strict.stdout
     );
 }
+
+/// A model whose weights live in an external data file (how exporters write models
+/// over 2 GB): the artifact takes the file along (hard-linked or copied, hashed), so
+/// it loads from its own folder, and its weights.bin holds the weights read through
+/// the mapping.
+#[test]
+fn an_external_data_models_artifact_loads_from_its_own_folder() {
+    let dir = scratch("external_artifact");
+    let w: Vec<u8> = [1.5f32, -2.0, 3.25, 4.0]
+        .iter()
+        .flat_map(|x| x.to_le_bytes())
+        .collect();
+    std::fs::write(dir.join("w.data"), &w).expect("write");
+    let wt = external_tensor("W", &[4], &[("location", "w.data"), ("length", "16")]);
+    let m = write_model(&dir, &add_init_model(wt));
+    let art = dir.join("out.gopt");
+    let _ = std::fs::remove_dir_all(&art);
+    let out = gopt(&["compile", &m, "-o", &art.display().to_string()]);
+    assert_ok(&out);
+    assert_eq!(std::fs::read(art.join("w.data")).expect("copied"), w);
+    let plan = std::fs::read_to_string(art.join("plan.json")).expect("plan");
+    assert!(plan.contains("\"w.data\""), "external data is hashed: {plan}");
+    let blob = std::fs::read(art.join("weights.bin")).expect("weights");
+    assert!(blob.windows(16).any(|s| s == w.as_slice()), "W in weights.bin");
+    // The source folder can go: the artifact is whole.
+    std::fs::remove_file(dir.join("w.data")).expect("rm");
+    gopt::Compiled::load(&art, &gopt::Options::default()).expect("loads from its folder");
+}
