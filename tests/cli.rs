@@ -1525,9 +1525,15 @@ fn an_external_data_models_artifact_loads_from_its_own_folder() {
     assert_ok(&out);
     assert_eq!(std::fs::read(art.join("w.data")).expect("copied"), w);
     let plan = std::fs::read_to_string(art.join("plan.json")).expect("plan");
-    assert!(plan.contains("\"w.data\""), "external data is hashed: {plan}");
+    assert!(
+        plan.contains("\"w.data\""),
+        "external data is hashed: {plan}"
+    );
     let blob = std::fs::read(art.join("weights.bin")).expect("weights");
-    assert!(blob.windows(16).any(|s| s == w.as_slice()), "W in weights.bin");
+    assert!(
+        blob.windows(16).any(|s| s == w.as_slice()),
+        "W in weights.bin"
+    );
     // The source folder can go: the artifact is whole.
     std::fs::remove_file(dir.join("w.data")).expect("rm");
     gopt::Compiled::load(&art, &gopt::Options::default()).expect("loads from its folder");

@@ -157,11 +157,29 @@ pub fn extract_until(
         .iter()
         .map(|b| b.as_ref().map_or(usize::MAX, |b| b.node))
         .collect();
+    // Each node's children as class indices, once: the local search walks the chosen
+    // graph thousands of times.
+    let kids: Vec<Vec<Vec<usize>>> = classes
+        .iter()
+        .map(|&c| {
+            eg[c]
+                .nodes
+                .iter()
+                .map(|n| {
+                    node_children(n)
+                        .iter()
+                        .map(|ch| index[&eg.find(*ch)])
+                        .collect()
+                })
+                .collect()
+        })
+        .collect();
     let cx = Search {
         eg,
         classes: &classes,
         index: &index,
         own: &own,
+        kids: &kids,
     };
     let root_ix: Vec<usize> = roots.iter().map(|r| index[&eg.find(*r)]).collect();
     // The greedy's sets can be stale when a child's choice changed after its parents
@@ -302,6 +320,8 @@ struct Search<'a> {
     classes: &'a [Id],
     index: &'a HashMap<Id, usize>,
     own: &'a [Vec<f64>],
+    /// `kids[class][node]`: the node's children as class indices.
+    kids: &'a [Vec<Vec<usize>>],
 }
 
 impl Search<'_> {
@@ -329,8 +349,7 @@ impl Search<'_> {
             state[ci] = 1;
             sum += self.own[ci][ni];
             stack.push((ci, true));
-            for &ch in node_children(&self.eg[self.classes[ci]].nodes[ni]) {
-                let k = self.index[&self.eg.find(ch)];
+            for &k in &self.kids[ci][ni] {
                 if state[k] == 1 {
                     return f64::INFINITY;
                 }
@@ -351,8 +370,8 @@ impl Search<'_> {
                 continue;
             }
             out.push(ci);
-            for &ch in node_children(&self.eg[self.classes[ci]].nodes[pick[ci]]) {
-                stack.push(self.index[&self.eg.find(ch)]);
+            for &k in &self.kids[ci][pick[ci]] {
+                stack.push(k);
             }
         }
         out.sort_unstable();
