@@ -186,15 +186,7 @@ pub fn compile_buckets(
 ) -> Result<Compiled> {
     let budgets = opts.config.budgets.start();
     let mut c = Compiled::empty(model, opts);
-    // Buckets are specialized and optimized in parallel, then planned in order (their
-    // weights go into one shared store, so the artifact does not depend on timing).
-    let variants: Vec<Result<Variant>> = {
-        let (m, o, sk) = (&c.model, &c.opts, &c.skipped);
-        buckets
-            .par_iter()
-            .map(|b| specialize_bucket(m, o, sk, b, budgets))
-            .collect()
-    };
+    let variants = specialize_all(&c, buckets, budgets);
     for (b, v) in buckets.iter().zip(variants) {
         let i = c.plan_bucket(b, v?, budgets)?;
         progress(&c.buckets[i]);
@@ -217,14 +209,7 @@ pub fn compile_plan(
     let mut c = Compiled::empty(model, opts);
     let combos = plan.combinations();
     let mut first_error = None;
-    // Specialized and optimized in parallel, planned in order (see compile_buckets).
-    let variants: Vec<Result<Variant>> = {
-        let (m, o, sk) = (&c.model, &c.opts, &c.skipped);
-        combos
-            .par_iter()
-            .map(|b| specialize_bucket(m, o, sk, b, budgets))
-            .collect()
-    };
+    let variants = specialize_all(&c, &combos, budgets);
     for (b, v) in combos.iter().zip(variants) {
         match v.and_then(|v| c.plan_bucket(b, v, budgets)) {
             Ok(i) => progress(&c.buckets[i]),
@@ -272,6 +257,21 @@ pub fn compile_plan(
         }
     }
     Ok(c)
+}
+
+/// Specializes and optimizes `buckets` in parallel, results in order. The callers plan
+/// them in that order (their weights go into one shared store), so the artifact does not
+/// depend on timing.
+fn specialize_all(
+    c: &Compiled,
+    buckets: &[BTreeMap<String, u64>],
+    budgets: Budgets,
+) -> Vec<Result<Variant>> {
+    let (m, o, sk) = (&c.model, &c.opts, &c.skipped);
+    buckets
+        .par_iter()
+        .map(|b| specialize_bucket(m, o, sk, b, budgets))
+        .collect()
 }
 
 /// Specializes and optimizes one bucket of `model`: nothing shared is touched, so
