@@ -363,6 +363,12 @@ impl Const {
             return write_tensor(t, out);
         }
         match &self.0.src {
+            // ONNX bools are bytes, and a file may hold 2 for true: written as 0/1, as
+            // the decoded tensor would be (kernels read the byte as a value).
+            Source::Raw(b) if self.dtype() == DType::Bool && b.iter().any(|&x| x > 1) => {
+                let norm: Vec<u8> = b.iter().map(|&x| u8::from(x != 0)).collect();
+                out(&norm)
+            }
             Source::Raw(b) => out(b),
             Source::Reshape(s) => s.write_le(out),
             Source::Cast(s) => match (s.dtype(), self.dtype()) {
@@ -665,6 +671,12 @@ mod tests {
         assert_eq!(c.kind(), "raw", "streaming decodes nothing");
         assert_eq!(*c.tensor(), f32s(&[2, 2], &[1.0, 2.0, 3.0, 4.0]));
         assert_eq!(c.kind(), "dense");
+    }
+
+    #[test]
+    fn raw_bools_are_written_as_zero_or_one() {
+        let c = Const::from_le_bytes(DType::Bool, vec![3], Bytes::from(vec![0u8, 2, 1])).unwrap();
+        assert_eq!(c.to_le_bytes(), vec![0, 1, 1]);
     }
 
     #[test]
