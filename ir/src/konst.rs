@@ -408,18 +408,14 @@ impl Const {
             h.eat(d as u64);
         }
         if let Some(t) = self.0.dense.get() {
-            let _ = write_tensor::<std::convert::Infallible>(t, &mut |b| {
-                sampled(&mut h, b);
-                Ok(())
-            });
-            return h.finish();
+            return fingerprint_tensor(t);
         }
         match &self.0.src {
             Source::Dense => {}
             Source::Raw(b) => sampled(&mut h, b),
             Source::Cast(s) | Source::Reshape(s) | Source::Pad(s) => {
                 h.eat(s.fingerprint());
-                h.eat(self.kind().len() as u64);
+                h.bytes(self.kind().as_bytes());
             }
             Source::Transpose(s, perm) => {
                 h.eat(s.fingerprint());
@@ -525,6 +521,20 @@ impl Fnv {
     fn finish(&self) -> u64 {
         self.0
     }
+}
+
+/// [`Const::fingerprint`] of a decoded tensor (its dtype, shape and sampled bytes).
+pub fn fingerprint_tensor(t: &Tensor) -> u64 {
+    let mut h = Fnv::default();
+    h.eat(t.dtype() as u64);
+    for &d in t.shape() {
+        h.eat(d as u64);
+    }
+    let _ = write_tensor::<std::convert::Infallible>(t, &mut |b| {
+        sampled(&mut h, b);
+        Ok(())
+    });
+    h.finish()
 }
 
 /// Hashes `b` whole up to 64 KiB, else 16 evenly spaced 4 KiB blocks and the length.

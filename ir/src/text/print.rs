@@ -199,7 +199,7 @@ impl Printer<'_> {
                 self.out,
                 "<{} elements, fnv {:016x}>",
                 t.len(),
-                fnv(&Const::from(t.clone()))
+                crate::konst::fingerprint_tensor(t)
             );
             return;
         }
