@@ -9,15 +9,26 @@
 
 pub mod arg;
 pub mod attention;
+pub mod conv_transpose;
 pub mod cumulative;
+pub mod einsum;
 pub mod elementwise;
 mod fold;
 pub mod gather_elements;
 pub mod gemm;
+pub mod glu;
+pub mod indexed;
 pub mod loss;
 pub mod movement;
+pub mod norm;
 pub mod plan;
+pub mod quant;
+pub mod resize;
+pub mod rotary;
 pub mod rows;
+pub mod sample;
+pub mod scatter;
+pub mod topk;
 pub mod trilu;
 // Convolutions, pools, reductions, split and pad (CNN kernels).
 pub mod conv;
@@ -95,6 +106,17 @@ pub fn kernel(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::Conv => conv::emit(g, n, name),
         Kind::Pool => pool::emit(g, n, name),
         Kind::Attention => attention::emit(g, n, name),
+        Kind::Resize => resize::emit(g, n, name),
+        Kind::Sample => sample::emit(g, n, name),
+        Kind::Scatter => scatter::emit(g, n, name),
+        Kind::Indexed => indexed::emit(g, n, name),
+        Kind::ConvTranspose => conv_transpose::emit(g, n, name),
+        Kind::Norm => norm::emit(g, n, name),
+        Kind::TopK => topk::emit(g, n, name),
+        Kind::Quant => quant::emit(g, n, name),
+        Kind::Einsum => einsum::emit(g, n, name),
+        Kind::Glu => glu::emit(g, n, name),
+        Kind::Rotary => rotary::emit(g, n, name),
     }
 }
 

@@ -19,17 +19,28 @@ pub mod arg;
 pub mod attention;
 pub mod body;
 pub mod conv;
+pub mod conv_transpose;
 pub mod cumulative;
+pub mod einsum;
 pub mod elementwise;
 pub mod gather_elements;
 pub mod gemm;
+pub mod glu;
 pub mod index;
+pub mod indexed;
 pub mod loss;
+pub mod norm;
 pub mod pool;
+pub mod quant;
 pub mod reduce;
+pub mod resize;
+pub mod rotary;
 pub mod rows;
+pub mod sample;
+pub mod scatter;
 pub mod split_pad;
 pub mod support;
+pub mod topk;
 pub mod trilu;
 
 use gopt_ir::ops::{
@@ -68,6 +79,28 @@ pub enum Kind {
     Pool,
     /// Scaled dot-product attention (flash-style).
     Attention,
+    /// Resize (every mode of ONNX Resize/Upsample).
+    Resize,
+    /// GridSample, AffineGrid, RoiAlign.
+    Sample,
+    /// ScatterND, ScatterElements, Scatter, TensorScatter.
+    Scatter,
+    /// GatherND, Tile, DepthToSpace, SpaceToDepth, CenterCropPad, ReverseSequence, OneHot, EyeLike, Range, ConstantOfShape.
+    Indexed,
+    /// ConvTranspose, Col2Im, MaxUnpool, DeformConv.
+    ConvTranspose,
+    /// BatchNormalization, InstanceNormalization, GroupNormalization, LRN, MeanVarianceNormalization.
+    Norm,
+    /// TopK.
+    TopK,
+    /// QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, MatMulInteger, QLinearMatMul, ConvInteger, QLinearConv.
+    Quant,
+    /// Einsum, Det.
+    Einsum,
+    /// SwiGLU.
+    Glu,
+    /// RotaryEmbedding.
+    Rotary,
 }
 
 impl Kind {
@@ -87,6 +120,17 @@ impl Kind {
             Kind::Conv => "conv",
             Kind::Pool => "pool",
             Kind::Attention => "attention",
+            Kind::Resize => "resize",
+            Kind::Sample => "sample",
+            Kind::Scatter => "scatter",
+            Kind::Indexed => "indexed",
+            Kind::ConvTranspose => "conv_transpose",
+            Kind::Norm => "norm",
+            Kind::TopK => "topk",
+            Kind::Quant => "quant",
+            Kind::Einsum => "einsum",
+            Kind::Glu => "glu",
+            Kind::Rotary => "rotary",
         }
     }
 }
@@ -293,12 +337,12 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> Lowered {
             | ReduceOp::LpNormalization => k(Rows),
             ReduceOp::CumSum | ReduceOp::CumProd => k(Cumulative),
             ReduceOp::NegativeLogLikelihoodLoss | ReduceOp::SoftmaxCrossEntropyLoss => k(Loss),
-            ReduceOp::TopK
-            | ReduceOp::GroupNormalization
+            ReduceOp::TopK => k(TopK),
+            ReduceOp::GroupNormalization
             | ReduceOp::InstanceNormalization
             | ReduceOp::BatchNormalization
             | ReduceOp::MeanVarianceNormalization
-            | ReduceOp::LRN => none("this op"),
+            | ReduceOp::LRN => k(Norm),
         },
         Op::Shape(s) => match s {
             ShapeOp::Reshape
@@ -320,24 +364,23 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> Lowered {
             ShapeOp::Split | ShapeOp::Pad => k(SplitPad),
             ShapeOp::GatherElements => k(GatherElements),
             ShapeOp::Trilu => k(Trilu),
-            ShapeOp::Shape
-            | ShapeOp::Size
-            | ShapeOp::Tile
+            ShapeOp::Tile
             | ShapeOp::DepthToSpace
             | ShapeOp::SpaceToDepth
             | ShapeOp::CenterCropPad
             | ShapeOp::ReverseSequence
             | ShapeOp::GatherND
-            | ShapeOp::Compress
-            | ShapeOp::NonZero
-            | ShapeOp::ScatterElements
-            | ShapeOp::ScatterND
-            | ShapeOp::Scatter
             | ShapeOp::ConstantOfShape
             | ShapeOp::Range
             | ShapeOp::EyeLike
-            | ShapeOp::OneHot
-            | ShapeOp::Unique => none("this op"),
+            | ShapeOp::OneHot => k(Indexed),
+            ShapeOp::ScatterElements | ShapeOp::ScatterND | ShapeOp::Scatter => k(Scatter),
+            ShapeOp::Shape | ShapeOp::Size => {
+                none("Shape and Size (constants once shapes are specialized; not on a GPU)")
+            }
+            ShapeOp::Compress | ShapeOp::NonZero | ShapeOp::Unique => {
+                none("an op whose output size depends on the data")
+            }
         },
         Op::Nn(o) => match o {
             NnOp::MatMul => Lowered::Gemm(GemmForm::MatMul),
@@ -347,35 +390,29 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> Lowered {
             NnOp::GlobalAveragePool | NnOp::GlobalMaxPool => k(Reduce),
             NnOp::MatMulInteger
             | NnOp::QLinearMatMul
-            | NnOp::ConvTranspose
             | NnOp::ConvInteger
             | NnOp::QLinearConv
-            | NnOp::DeformConv
             | NnOp::QuantizeLinear
             | NnOp::DequantizeLinear
-            | NnOp::DynamicQuantizeLinear
-            | NnOp::LpPool
-            | NnOp::GlobalLpPool
-            | NnOp::MaxUnpool
-            | NnOp::Einsum
-            | NnOp::Det => none("this op"),
+            | NnOp::DynamicQuantizeLinear => k(Quant),
+            NnOp::ConvTranspose | NnOp::DeformConv | NnOp::MaxUnpool => k(ConvTranspose),
+            NnOp::LpPool | NnOp::GlobalLpPool => none("this op"),
+            NnOp::Einsum | NnOp::Det => k(Einsum),
         },
         Op::Attention(a) => match a {
             AttentionOp::Attention => k(Attention),
+            AttentionOp::RotaryEmbedding => k(Rotary),
+            AttentionOp::SwiGLU => k(Glu),
+            AttentionOp::TensorScatter => k(Scatter),
             AttentionOp::FlexAttention
-            | AttentionOp::RotaryEmbedding
-            | AttentionOp::TensorScatter
             | AttentionOp::LinearAttention
-            | AttentionOp::CausalConvWithState
-            | AttentionOp::SwiGLU => none("this op"),
+            | AttentionOp::CausalConvWithState => none("this op"),
         },
         Op::Image(i) => match i {
-            ImageOp::Resize
-            | ImageOp::GridSample
-            | ImageOp::AffineGrid
-            | ImageOp::RoiAlign
-            | ImageOp::Col2Im
-            | ImageOp::NonMaxSuppression
+            ImageOp::Resize => k(Resize),
+            ImageOp::GridSample | ImageOp::AffineGrid | ImageOp::RoiAlign => k(Sample),
+            ImageOp::Col2Im => k(ConvTranspose),
+            ImageOp::NonMaxSuppression
             | ImageOp::DFT
             | ImageOp::STFT
             | ImageOp::HannWindow

@@ -10,21 +10,32 @@ pub mod arg;
 pub mod attention;
 mod bounds;
 pub mod conv;
+pub mod conv_transpose;
 pub mod cumulative;
+pub mod einsum;
 pub mod elementwise;
 mod elementwise_expr;
 pub mod gather_elements;
 pub mod gemm;
 mod gemm_split;
 mod gemm_tile;
+pub mod glu;
+pub mod indexed;
 pub mod loss;
 pub mod matmul;
 pub mod movement;
+pub mod norm;
 pub mod plan;
 pub mod pool;
+pub mod quant;
 pub mod reduce;
+pub mod resize;
+pub mod rotary;
 pub mod rows;
+pub mod sample;
+pub mod scatter;
 pub mod split_pad;
+pub mod topk;
 pub mod trilu;
 pub mod types;
 
@@ -136,6 +147,17 @@ pub fn kernel(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel>
         Kind::Conv => conv::emit,
         Kind::Pool => pool::emit,
         Kind::Attention => attention::emit,
+        Kind::Resize => resize::emit,
+        Kind::Sample => sample::emit,
+        Kind::Scatter => scatter::emit,
+        Kind::Indexed => indexed::emit,
+        Kind::ConvTranspose => conv_transpose::emit,
+        Kind::Norm => norm::emit,
+        Kind::TopK => topk::emit,
+        Kind::Quant => quant::emit,
+        Kind::Einsum => einsum::emit,
+        Kind::Glu => glu::emit,
+        Kind::Rotary => rotary::emit,
     };
     emit(g, n, name)
 }

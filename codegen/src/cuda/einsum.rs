@@ -1,0 +1,11 @@
+//! Einsum, Det in CUDA ([`crate::lower::einsum`]): not written yet.
+
+use super::support::unsupported;
+use super::Kernel;
+use crate::Result;
+use gopt_ir::{Graph, Node};
+
+/// Emits the kernel for node `node` of `g`.
+pub fn emit(_g: &Graph, node: &Node, _name: &str) -> Result<Kernel> {
+    Err(unsupported(node, "this op (no CUDA kernel yet)"))
+}

@@ -1,0 +1,1 @@
+//! Einsum, Det, read once for every backend (not written yet: the writers refuse it).

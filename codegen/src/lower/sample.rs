@@ -1,0 +1,1 @@
+//! GridSample, AffineGrid, RoiAlign, read once for every backend (not written yet: the writers refuse it).
