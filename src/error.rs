@@ -68,7 +68,10 @@ impl GoptError {
             GoptError::Import(e) => e.is_unsupported(),
             GoptError::Ir(e) => ir_is_unsupported(e),
             GoptError::Passes(gopt_passes::PassError::Ir(e)) => ir_is_unsupported(e),
-            GoptError::Codegen(gopt_codegen::CodegenError::Unsupported { .. }) => true,
+            GoptError::Codegen(
+                gopt_codegen::CodegenError::Unsupported { .. }
+                | gopt_codegen::CodegenError::DynamicShape { .. },
+            ) => true,
             GoptError::Io { .. }
             | GoptError::Codegen(_)
             | GoptError::Runtime(_)

@@ -19,8 +19,13 @@ fn shape_operands(op: &str) -> &'static [usize] {
         "Slice" => &[1, 2, 3, 4],
         "Pad" => &[1, 3],
         "Resize" => &[1, 2, 3],
-        "ConstantOfShape" => &[0],
+        "ConstantOfShape" | "HannWindow" | "HammingWindow" | "BlackmanWindow" => &[0],
         "Range" => &[0, 1, 2],
+        "AffineGrid" => &[1],
+        "Col2Im" | "DFT" => &[1, 2],
+        "STFT" => &[1, 3],
+        "MaxUnpool" => &[2],
+        "MelWeightMatrix" => &[0, 1, 2, 3, 4],
         // Not a shape, but what the node computes: the identity, or (training with a
         // nonzero ratio) a random mask that only the CPU draws.
         "Dropout" => &[1, 2],

@@ -30,9 +30,25 @@ pub enum CodegenError {
         /// What is missing.
         what: String,
     },
-    /// A graph the planner cannot lay out (symbolic shapes, missing types).
+    /// A graph the planner cannot lay out (missing types, sizes out of range).
     #[error("{0}")]
     Plan(String),
+    /// A value whose size is only known at run time (decided by data: NonZero, Unique,
+    /// NonMaxSuppression, a Loop's trip count, or a shape computed inside the graph).
+    /// GPU plans lay memory out before the run, so such a graph runs on the CPU
+    /// backend; an unsupported case, not a failure.
+    #[error(
+        "value `{value}` has shape {ty}, a size known only at run time{origin}: GPU plans \
+         lay memory out before the run (the CPU backend runs it)"
+    )]
+    DynamicShape {
+        /// The value.
+        value: String,
+        /// Its type, with the symbolic dims.
+        ty: String,
+        /// ` (first decided by node `n` (Op))`, or empty.
+        origin: String,
+    },
     /// A plan whose device memory is above the memory limit.
     #[error(transparent)]
     Memory(#[from] gopt_ir::limit::MemoryError),
@@ -52,6 +68,34 @@ pub enum CodegenError {
 }
 
 impl CodegenError {
+    /// The error for value `v` of `g`, whose shape `ty` is still symbolic in a
+    /// specialized graph, naming the first node whose inputs have known sizes and whose
+    /// outputs do not.
+    pub(crate) fn dynamic_shape(
+        g: &gopt_ir::Graph,
+        v: gopt_ir::ValueId,
+        ty: &dyn std::fmt::Display,
+    ) -> CodegenError {
+        let symbolic = |x: gopt_ir::ValueId| {
+            g.ty(x)
+                .is_ok_and(|t| gopt_ir::dim::concrete(&t.shape).is_none())
+        };
+        let origin = g
+            .nodes
+            .iter()
+            .find(|n| {
+                n.outputs.iter().any(|&o| symbolic(o))
+                    && n.inputs.iter().flatten().all(|&i| !symbolic(i))
+            })
+            .map(|n| format!(" (first decided by node `{}` ({}))", n.name, n.op.name()))
+            .unwrap_or_default();
+        CodegenError::DynamicShape {
+            value: g.value(v).name.clone(),
+            ty: ty.to_string(),
+            origin,
+        }
+    }
+
     /// The error with a lowering's neutral backend name (`GPU`) replaced by `backend`,
     /// the backend that refused the node.
     pub fn for_backend(self, backend: &'static str) -> CodegenError {

@@ -53,12 +53,8 @@ pub struct Layout {
 
 fn bytes_of(g: &Graph, v: ValueId) -> Result<usize> {
     let ty = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;
-    let dims = gopt_ir::dim::concrete(&ty.shape).ok_or_else(|| {
-        CodegenError::Plan(format!(
-            "value `{}` has symbolic shape {ty}: plans need a specialized graph",
-            g.value(v).name
-        ))
-    })?;
+    let dims =
+        gopt_ir::dim::concrete(&ty.shape).ok_or_else(|| CodegenError::dynamic_shape(g, v, ty))?;
     let too_big = || {
         CodegenError::Plan(format!(
             "value `{}` ({ty}) is too big to place in an arena",

@@ -41,7 +41,8 @@ use std::process::ExitCode;
         gopt test tests/data/models --precision bf16\n  \
         gopt test tests/data/models --disable fusion,layout\n  \
         gopt test tests/data/conformance --write-manifest tests/conformance/cpu.manifest\n  \
-        gopt test tests/data/conformance --backend wgpu --manifest tests/conformance/wgpu.manifest"
+        gopt test tests/data/conformance --backend wgpu --manifest tests/conformance/wgpu.manifest\n  \
+        gopt test tests/data/conformance --backend cuda --plan-only --manifest tests/conformance/cuda.manifest"
 )]
 pub struct Args {
     /// Case folders, or folders of case folders.
@@ -70,8 +71,14 @@ pub struct Args {
     #[arg(long, value_name = "FILE")]
     pub manifest: Option<PathBuf>,
     /// Write the sorted names of the passing cases to FILE.
-    #[arg(long, value_name = "FILE")]
+    #[arg(long, value_name = "FILE", conflicts_with = "plan_only")]
     pub write_manifest: Option<PathBuf>,
+    /// Build each case's plan for --backend cuda or wgpu without running it, on any
+    /// machine: CUDA kernels are compiled with NVRTC for sm_90 (the H200; NVRTC needed,
+    /// no GPU), WGSL shaders validated by naga. A case whose plans all build is PLANNED,
+    /// never PASS; with --manifest every listed case must be PLANNED.
+    #[arg(long)]
+    pub plan_only: bool,
     #[command(flatten)]
     pub opt: super::compile::OptArgs,
 }
@@ -97,6 +104,16 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         None => None,
     };
     let mut pipeline = args.opt.options()?;
+    if args.plan_only
+        && !matches!(
+            args.device.backend,
+            super::Backend::Cuda | super::Backend::Wgpu
+        )
+    {
+        anyhow::bail!(
+            "--plan-only builds a GPU backend's plans: add --backend cuda or --backend wgpu"
+        );
+    }
     let (candidates, why) = args.device.candidates();
     let backend = candidates[0];
     args.device.apply(&mut pipeline, backend)?;
@@ -128,6 +145,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         pipeline: Some(pipeline),
         rel_l2,
         fallback_cpu,
+        plan_only: args.plan_only,
     };
     let workers = testing::worker_threads(args.jobs);
     if let Some(j) = args.jobs.filter(|&j| j > workers) {
@@ -140,7 +158,12 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         }
     });
     let totals = Totals::of(&results);
-    let check = listed.map(|l| testing::check_manifest(&results, &l));
+    let want = if args.plan_only {
+        Status::Planned
+    } else {
+        Status::Pass
+    };
+    let check = listed.map(|l| testing::check_manifest_for(&results, &l, want));
     if let Some(path) = &args.write_manifest {
         testing::write_manifest(path, &results)?;
         eprintln!("wrote {} ({} passing cases)", path.display(), totals.passed);
@@ -165,7 +188,8 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     } else {
         if let Some(c) = &check {
             for (name, status, _) in &c.regressions {
-                outln!("NOT PASSING (listed in the manifest): {name} is {status}");
+                let not = if args.plan_only { "PLANNED" } else { "PASSING" };
+                outln!("NOT {not} (listed in the manifest): {name} is {status}");
             }
             if !c.unlisted_passes.is_empty() {
                 eprintln!(

@@ -466,23 +466,64 @@ impl Compiled {
     /// Runs the model: `inputs` in graph order, at any sizes a bucket holds (padded up
     /// to it, outputs sliced back); a bucket not compiled yet is compiled first.
     pub fn run(&mut self, inputs: &[Tensor]) -> Result<Vec<Tensor>> {
-        let g = &self.model.model.graph;
-        let actual = interp::check_inputs(g, inputs)?;
-        if !self.value_positions.is_empty() {
-            let pos = &self.value_positions;
-            let key = crate::value_inputs::key(inputs, pos);
-            let rest = crate::value_inputs::rest(inputs, pos);
-            if !self.by_value.contains_key(&key) {
-                let m = crate::value_inputs::specialize(&self.model, inputs, pos);
-                let inner = Compiled::empty(&m, &self.opts);
-                self.by_value.insert(key.clone(), inner);
-            }
-            let inner = self
-                .by_value
-                .get_mut(&key)
-                .ok_or_else(|| GoptError::Usage("value-specialized model missing".into()))?;
+        if let Some((inner, rest)) = self.by_values(inputs)? {
             return inner.run(&rest);
         }
+        let (i, sizes, actual) = self.bucket_of(inputs)?;
+        let padded = pipeline::pad_inputs(&self.model.model, inputs, &sizes)?;
+        let outs = self.execute(i, &padded)?;
+        let actual: BTreeMap<String, u64> = actual.into_iter().collect();
+        pipeline::slice_outputs(&self.model.model, outs, &sizes, &actual)
+    }
+
+    /// Builds what a run on `inputs` would use, without running it: the bucket's plan
+    /// (WGSL shaders are validated by naga as they are planned) and, for CUDA, its
+    /// kernels compiled with NVRTC for `cuda_arch` (`sm_90`). Needs NVRTC but no GPU:
+    /// `gopt test --plan-only` checks plans on machines without one.
+    pub fn check_plan(&mut self, inputs: &[Tensor], cuda_arch: &'static str) -> Result<()> {
+        if let Some((inner, rest)) = self.by_values(inputs)? {
+            return inner.check_plan(&rest, cuda_arch);
+        }
+        let (i, _, _) = self.bucket_of(inputs)?;
+        match &self.buckets[i].plan {
+            BackendPlan::Cuda(p) => {
+                gopt_runtime::cuda::compile_for_arch(cuda_arch, &p.kernels)?;
+            }
+            BackendPlan::Wgsl(_) | BackendPlan::Cpu => {}
+        }
+        Ok(())
+    }
+
+    /// The model specialized on the values of its shape-deciding inputs (made once per
+    /// new set of values) and the other inputs, when it has such inputs.
+    fn by_values(&mut self, inputs: &[Tensor]) -> Result<Option<(&mut Compiled, Vec<Tensor>)>> {
+        if self.value_positions.is_empty() {
+            return Ok(None);
+        }
+        interp::check_inputs(&self.model.model.graph, inputs)?;
+        let pos = &self.value_positions;
+        let key = crate::value_inputs::key(inputs, pos);
+        let rest = crate::value_inputs::rest(inputs, pos);
+        if !self.by_value.contains_key(&key) {
+            let m = crate::value_inputs::specialize(&self.model, inputs, pos);
+            let inner = Compiled::empty(&m, &self.opts);
+            self.by_value.insert(key.clone(), inner);
+        }
+        let inner = self
+            .by_value
+            .get_mut(&key)
+            .ok_or_else(|| GoptError::Usage("value-specialized model missing".into()))?;
+        Ok(Some((inner, rest)))
+    }
+
+    /// The bucket `inputs` run in (compiled first when it is new), its sizes and the
+    /// inputs' own symbol sizes.
+    fn bucket_of(
+        &mut self,
+        inputs: &[Tensor],
+    ) -> Result<(usize, BTreeMap<String, u64>, gopt_ir::dim::Bindings)> {
+        let g = &self.model.model.graph;
+        let actual = interp::check_inputs(g, inputs)?;
         if self.opts.backend != Backend::Cpu {
             // The GPU kernels check every index they read and fail the run naming the
             // node; indices fed straight from an input are checked here first, for a
@@ -494,10 +535,7 @@ impl Compiled {
             Some(i) => i,
             None => self.add_bucket(&sizes)?,
         };
-        let padded = pipeline::pad_inputs(&self.model.model, inputs, &sizes)?;
-        let outs = self.execute(i, &padded)?;
-        let actual: BTreeMap<String, u64> = actual.into_iter().collect();
-        pipeline::slice_outputs(&self.model.model, outs, &sizes, &actual)
+        Ok((i, sizes, actual))
     }
 
     /// Runs bucket `i` on `padded` (its own shapes) on the backend.

@@ -37,7 +37,8 @@ pub struct ManifestCheck {
     pub regressions: Vec<(String, Status, Option<String>)>,
     /// Listed cases that were not among the cases run.
     pub not_run: Vec<String>,
-    /// Cases that passed but are not listed (the manifest can be updated).
+    /// Cases that passed (or planned, with `--plan-only`) but are not listed (the
+    /// manifest can be updated).
     pub unlisted_passes: Vec<String>,
 }
 
@@ -50,13 +51,24 @@ impl ManifestCheck {
 
 /// Compares `results` with the `listed` expected passes.
 pub fn check_manifest(results: &[CaseResult], listed: &[String]) -> ManifestCheck {
+    check_manifest_for(results, listed, Status::Pass)
+}
+
+/// Compares `results` with `listed`, every one of which must have status `want` (PASS;
+/// PLANNED for a `--plan-only` run, which checks that a GPU manifest's cases still
+/// build their plans on a machine without the GPU).
+pub fn check_manifest_for(
+    results: &[CaseResult],
+    listed: &[String],
+    want: Status,
+) -> ManifestCheck {
     let by_name: HashMap<&str, &CaseResult> =
         results.iter().map(|r| (r.name.as_str(), r)).collect();
     let listed_set: BTreeSet<&str> = listed.iter().map(String::as_str).collect();
     let mut check = ManifestCheck::default();
     for name in &listed_set {
         match by_name.get(name) {
-            Some(r) if r.status == Status::Pass => {}
+            Some(r) if r.status == want => {}
             Some(r) => check
                 .regressions
                 .push((name.to_string(), r.status, r.message.clone())),
@@ -65,7 +77,7 @@ pub fn check_manifest(results: &[CaseResult], listed: &[String]) -> ManifestChec
     }
     let mut unlisted: Vec<String> = results
         .iter()
-        .filter(|r| r.status == Status::Pass && !listed_set.contains(r.name.as_str()))
+        .filter(|r| r.status == want && !listed_set.contains(r.name.as_str()))
         .map(|r| r.name.clone())
         .collect();
     unlisted.sort();

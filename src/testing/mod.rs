@@ -13,7 +13,9 @@ pub mod compare;
 pub mod manifest;
 
 pub use compare::{compare, Tolerance};
-pub use manifest::{check_manifest, read_manifest, write_manifest, ManifestCheck};
+pub use manifest::{
+    check_manifest, check_manifest_for, read_manifest, write_manifest, ManifestCheck,
+};
 
 use crate::error::{GoptError, Result};
 use crate::{load_model, run_cpu};
@@ -57,7 +59,13 @@ pub struct Options {
     /// A case the pipeline's backend has no kernel for runs on the CPU interpreter and is
     /// FALLBACK, not PASS (`--backend auto`); otherwise another backend never falls back.
     pub fallback_cpu: bool,
+    /// Build each case's plan for the pipeline's GPU backend (CUDA kernels compiled
+    /// with NVRTC for sm_90) without running it: such a case is PLANNED, never PASS.
+    pub plan_only: bool,
 }
+
+/// The architecture `--plan-only` compiles CUDA kernels for: the H200's.
+pub const PLAN_ONLY_ARCH: &str = "sm_90";
 
 /// Outcome of a case.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -75,6 +83,9 @@ pub enum Status {
     /// Every data set matched, but only interpreted as imported after the optimized
     /// compile failed (counted as skipped, never a pass).
     Unoptimized,
+    /// `--plan-only`: every data set's plan built for the backend (CUDA kernels compiled
+    /// with NVRTC), nothing run (never a pass).
+    Planned,
 }
 
 impl fmt::Display for Status {
@@ -85,6 +96,7 @@ impl fmt::Display for Status {
             Status::Unsupported => "UNSUPPORTED",
             Status::Fallback => "FALLBACK",
             Status::Unoptimized => "UNOPTIMIZED",
+            Status::Planned => "PLANNED",
         })
     }
 }
@@ -137,6 +149,8 @@ pub struct Totals {
     pub fallback: usize,
     /// Of the skipped, the cases that matched only unoptimized (UNOPTIMIZED).
     pub unoptimized: usize,
+    /// Cases whose plans built, not run (`--plan-only`).
+    pub planned: usize,
 }
 
 impl Totals {
@@ -156,6 +170,7 @@ impl Totals {
                     t.skipped += 1;
                     t.unoptimized += 1;
                 }
+                Status::Planned => t.planned += 1,
             }
         }
         t
@@ -163,7 +178,7 @@ impl Totals {
 
     /// All cases.
     pub fn total(&self) -> usize {
-        self.passed + self.failed + self.skipped
+        self.passed + self.failed + self.skipped + self.planned
     }
 
     /// Passed cases as a percentage of all cases (0 when there are none).
@@ -177,13 +192,17 @@ impl Totals {
 }
 
 impl fmt::Display for Totals {
-    /// `N passed, M failed, K skipped`.
+    /// `N passed, M failed, K skipped` (`, P planned` after a `--plan-only` run).
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
             "{} passed, {} failed, {} skipped",
             self.passed, self.failed, self.skipped
-        )
+        )?;
+        if self.planned > 0 {
+            write!(f, ", {} planned", self.planned)?;
+        }
+        Ok(())
     }
 }
 
@@ -307,6 +326,7 @@ pub fn run_case(case: &Case, opts: &Options) -> CaseResult {
     let captured = IN_CASE.with(|c| c.borrow_mut().take()).flatten();
     let note = degraded.as_ref().map(|d: &Degraded| d.why().to_string());
     let (status, message) = match outcome {
+        Ok(Ok(())) if opts.plan_only => (Status::Planned, None),
         Ok(Ok(())) => match degraded {
             None => (Status::Pass, None),
             Some(Degraded::Fallback(_)) => (Status::Fallback, None),
@@ -403,6 +423,20 @@ fn run_set(
     }
 }
 
+/// Builds one data set's plan for the pipeline's backend without running it (the CUDA
+/// kernels compiled with NVRTC for [`PLAN_ONLY_ARCH`]).
+fn plan_set(model: &crate::Imported, inputs: &[Tensor], opts: &Options) -> crate::Result<()> {
+    let p = match &opts.pipeline {
+        Some(p) if p.backend != crate::pipeline::Backend::Cpu => p,
+        _ => {
+            return Err(GoptError::Usage(
+                "--plan-only builds a GPU backend's plan: use --backend cuda or wgpu".into(),
+            ))
+        }
+    };
+    crate::Compiled::empty(model, p).check_plan(inputs, PLAN_ONLY_ARCH)
+}
+
 fn run_case_inner(
     case: &Case,
     opts: &Options,
@@ -424,6 +458,11 @@ fn run_case_inner(
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
         let inputs = read_tensors(set, "input_").map_err(|e| Outcome::from_error(&set_name, e))?;
+        if opts.plan_only {
+            plan_set(&model, &inputs, opts).map_err(|e| Outcome::from_error(&set_name, e))?;
+            *passed += 1;
+            continue;
+        }
         let want = read_tensors(set, "output_").map_err(|e| Outcome::from_error(&set_name, e))?;
         let got = run_set(&model, &inputs, opts, degraded)
             .map_err(|e| Outcome::from_error(&set_name, e))?;

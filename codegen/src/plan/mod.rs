@@ -93,12 +93,7 @@ pub struct Io {
 
 pub(crate) fn concrete(g: &Graph, v: ValueId) -> Result<(DType, Vec<usize>)> {
     let t = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;
-    let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| {
-        CodegenError::Plan(format!(
-            "value `{}` has symbolic shape {t}: plans need a specialized graph",
-            g.value(v).name
-        ))
-    })?;
+    let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| CodegenError::dynamic_shape(g, v, t))?;
     Ok((t.dtype, s))
 }
 

@@ -62,40 +62,7 @@ impl Device {
     /// NVRTC's PTX for `src` on this device, from the cache when it is there (no GPU
     /// call: safe to run while another thread uses the GPU).
     pub fn ptx(&self, what: &str, src: &str) -> Result<Ptx> {
-        let include =
-            std::env::var("GOPT_CUDA_INCLUDE").unwrap_or_else(|_| "/usr/local/cuda/include".into());
-        let key = format!(
-            "{}\n{}\n{}\n--std=c++17\n",
-            nvrtc_version(),
-            self.arch,
-            include
-        );
-        let cached = ptx_cache_dir()
-            .map(|d| d.join(format!("{:016x}", fnv1a(key.as_bytes(), src.as_bytes()))));
-        let hit = cached.as_ref().and_then(|p| {
-            let keyed = std::fs::read_to_string(p.with_extension("cu")).ok()?;
-            (keyed.strip_prefix(key.as_str())? == src)
-                .then(|| std::fs::read_to_string(p.with_extension("ptx")).ok())
-                .flatten()
-        });
-        if let Some(text) = hit {
-            return Ok(Ptx::from_src(text));
-        }
-        let opts = CompileOptions {
-            arch: Some(self.arch),
-            include_paths: vec![include],
-            options: vec!["--std=c++17".into()],
-            ..Default::default()
-        };
-        let ptx = compile_ptx_with_opts(src, opts).map_err(|e| RuntimeError::Compile {
-            what: what.to_string(),
-            log: format!("{e:?}"),
-        })?;
-        if let Some(p) = &cached {
-            // A cache that cannot be written only costs the next compile.
-            let _ = store(p, &format!("{key}{src}"), &ptx.to_src());
-        }
-        Ok(ptx)
+        ptx_for(self.arch, what, src)
     }
 
     /// Uploads a tensor's bytes.
@@ -279,6 +246,46 @@ impl Device {
             min_us: per_launch[0],
         })
     }
+}
+
+/// NVRTC's PTX for `src` on architecture `arch` (`sm_90`), from the on-disk cache when
+/// it is there (CUDA headers from `GOPT_CUDA_INCLUDE`, else `/usr/local/cuda/include`).
+/// Needs NVRTC but no GPU: `gopt test --plan-only` compiles plans with it on machines
+/// without one.
+pub fn ptx_for(arch: &'static str, what: &str, src: &str) -> Result<Ptx> {
+    // SAFETY: only tries to load the shared library (cudarc panics when it is absent).
+    if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
+        return Err(RuntimeError::NoCuda("NVRTC"));
+    }
+    let include =
+        std::env::var("GOPT_CUDA_INCLUDE").unwrap_or_else(|_| "/usr/local/cuda/include".into());
+    let key = format!("{}\n{}\n{}\n--std=c++17\n", nvrtc_version(), arch, include);
+    let cached =
+        ptx_cache_dir().map(|d| d.join(format!("{:016x}", fnv1a(key.as_bytes(), src.as_bytes()))));
+    let hit = cached.as_ref().and_then(|p| {
+        let keyed = std::fs::read_to_string(p.with_extension("cu")).ok()?;
+        (keyed.strip_prefix(key.as_str())? == src)
+            .then(|| std::fs::read_to_string(p.with_extension("ptx")).ok())
+            .flatten()
+    });
+    if let Some(text) = hit {
+        return Ok(Ptx::from_src(text));
+    }
+    let opts = CompileOptions {
+        arch: Some(arch),
+        include_paths: vec![include],
+        options: vec!["--std=c++17".into()],
+        ..Default::default()
+    };
+    let ptx = compile_ptx_with_opts(src, opts).map_err(|e| RuntimeError::Compile {
+        what: what.to_string(),
+        log: format!("{e:?}"),
+    })?;
+    if let Some(p) = &cached {
+        // A cache that cannot be written only costs the next compile.
+        let _ = store(p, &format!("{key}{src}"), &ptx.to_src());
+    }
+    Ok(ptx)
 }
 
 /// `sm_XY` as NVRTC wants it (a `'static` string: one per architecture, interned).

@@ -12,6 +12,7 @@ pub mod blas;
 pub mod device;
 pub mod exec;
 mod modules;
+pub use modules::compile_for_arch;
 
 pub use device::{launch_config, ptx_cache_dir, Device, Timing};
 pub use exec::{check_memory, gpu_lock, precompile, Executable, Weights};

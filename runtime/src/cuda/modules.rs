@@ -3,6 +3,7 @@
 //! compiles in parallel (through the PTX cache): a 12-layer BERT's 224 kernels took
 //! 16.7 s as one module, 0.3 s this way.
 
+use super::device::ptx_for;
 use super::{drv, Device};
 use crate::{Result, RuntimeError};
 use cudarc::driver::{CudaFunction, CudaModule};
@@ -51,16 +52,24 @@ fn modules_of(kernels: &[gopt_codegen::cuda::Kernel]) -> (Vec<String>, Vec<(usiz
 /// touching the GPU: [`super::Executable::new`] then only loads them.
 pub fn precompile(dev: &Device, kernels: &[gopt_codegen::cuda::Kernel]) -> Result<()> {
     let (sources, _) = modules_of(kernels);
-    ptx_all(dev, &sources).map(|_| ())
+    ptx_all(dev.arch, &sources).map(|_| ())
 }
 
-fn ptx_all(dev: &Device, sources: &[String]) -> Result<Vec<cudarc::nvrtc::Ptx>> {
+/// Compiles a plan's kernels with NVRTC for `arch` (`sm_90`) as a run on such a GPU
+/// would, through the PTX cache, on a machine that needs no GPU: `gopt test
+/// --plan-only` checks plans this way.
+pub fn compile_for_arch(arch: &'static str, kernels: &[gopt_codegen::cuda::Kernel]) -> Result<()> {
+    let (sources, _) = modules_of(kernels);
+    ptx_all(arch, &sources).map(|_| ())
+}
+
+fn ptx_all(arch: &'static str, sources: &[String]) -> Result<Vec<cudarc::nvrtc::Ptx>> {
     std::thread::scope(|s| {
         let handles: Vec<_> = sources
             .iter()
             .enumerate()
             .map(|(i, src)| {
-                s.spawn(move || dev.ptx(&format!("the plan's kernels (module {i})"), src))
+                s.spawn(move || ptx_for(arch, &format!("the plan's kernels (module {i})"), src))
             })
             .collect();
         handles
@@ -82,7 +91,7 @@ pub(crate) fn compile_kernels(
     kernels: &[gopt_codegen::cuda::Kernel],
 ) -> Result<(Vec<Arc<CudaModule>>, Vec<CudaFunction>)> {
     let (sources, place) = modules_of(kernels);
-    let ptx = ptx_all(dev, &sources)?;
+    let ptx = ptx_all(dev.arch, &sources)?;
     let modules = ptx
         .into_iter()
         .enumerate()
