@@ -49,6 +49,11 @@ pub struct Options {
     /// `compile --target wgsl` without a device). Without it, half precisions lower to
     /// fp32.
     pub wgsl_f16: Option<bool>,
+    /// wgpu: the largest constant one shader binds; products and gathers over a bigger
+    /// weight are split into pieces that fit (`None`: WebGPU's default storage binding
+    /// limit, 128 MiB, which every adapter allows; see
+    /// [`gopt_codegen::wgsl::split`]).
+    pub wgsl_max_binding: Option<u64>,
     /// The most bytes a run or a plan may allocate (`--memory-limit`). `None`: the
     /// machine's available memory on the CPU, the device's free memory on a GPU at run
     /// time, and [`gopt_ir::limit::GPU_DEFAULT`] for a plan made without a device.
@@ -215,16 +220,33 @@ pub fn specialize(
     if opts.no_optimize {
         return Ok(Variant {
             bucket: bucket.clone(),
-            graph: g,
+            graph: for_backend(g, opts)?,
             report: None,
         });
     }
     let o = gopt_passes::optimize(g, &opts.config)?;
     Ok(Variant {
         bucket: bucket.clone(),
-        graph: o.graph,
+        graph: for_backend(o.graph, opts)?,
         report: Some(o.report),
     })
+}
+
+/// The graph as the backend binds it: for wgpu, weights above the storage binding
+/// limit split into pieces ([`gopt_codegen::wgsl::split`]).
+fn for_backend(g: Verified, opts: &Options) -> Result<Verified> {
+    if opts.backend != Backend::Wgpu {
+        return Ok(g);
+    }
+    let limit = opts
+        .wgsl_max_binding
+        .unwrap_or(gopt_codegen::wgsl::split::WEBGPU_MAX_BINDING);
+    // A clone shares the weights; it is kept only when something was split.
+    let mut graph = Graph::clone(&g);
+    if gopt_codegen::wgsl::split::split_large_weights(&mut graph, limit)? == 0 {
+        return Ok(g);
+    }
+    Ok(gopt_ir::verify(graph)?)
 }
 
 /// The bucket plan of a model under `opts` (an error for a bucket symbol the model

@@ -36,6 +36,7 @@ pub mod sample;
 pub mod scatter;
 pub mod split_pad;
 pub mod topk;
+pub mod split;
 pub mod trilu;
 pub mod types;
 
