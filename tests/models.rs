@@ -38,6 +38,7 @@ fn check_numerics(name: &str, precision: Option<&str>) {
         pipeline,
         rel_l2,
         fallback_cpu: false,
+        plan_only: false,
     };
     let r = run_case(&case, &opts);
     assert_eq!(r.status, Status::Pass, "{name} {precision:?}: {r}");
@@ -94,6 +95,7 @@ fn mobilenet_v2_bf16_within_its_stated_bound() {
         pipeline: Some(gopt::Options::new().precision(gopt::Precision::Bf16)),
         rel_l2: Some(2.5e-2),
         fallback_cpu: false,
+        plan_only: false,
     };
     let r = run_case(&case, &opts);
     assert_eq!(r.status, Status::Pass, "{r}");

@@ -33,6 +33,7 @@ fn check(name: &str, precision: &str) {
         pipeline: Some(pipeline),
         rel_l2: low.then_some(2e-2),
         fallback_cpu: false,
+        plan_only: false,
     };
     let r = run_case(&case, &opts);
     println!("wgpu [{}]: {name} {precision}: {r}", dev.adapter.name);

@@ -422,35 +422,16 @@ fn refused(src: &str) -> (String, String) {
 
 #[test]
 fn unsupported_modes_are_refused_by_name() {
-    for (attrs, dt, extra, head, want) in [
-        ("{softcap=30.0}", "f32", "", 32, "softcap"),
-        ("{left_window_size=4}", "f16", "", 32, "window"),
-        ("", "bf16", "", 32, "bf16"),
-        ("", "f32", "", 512, "head size"),
-        ("", "f32", ", %3, %4", 32, "KV cache"),
-    ] {
-        let kv_in = if extra.is_empty() {
-            String::new()
-        } else {
-            format!(", %3 \"pk\": {dt}[1,2,4,{head}], %4 \"pv\": {dt}[1,2,4,{head}]")
-        };
-        let args = if extra.is_empty() {
-            String::new()
-        } else {
-            format!(", _{extra}")
-        };
+    // Softcap, windows, a KV cache and a narrower value head run on the general
+    // kernel (checked against the interpreter by the conformance cases); bf16 has no
+    // WGSL storage and a 512-wide head no room in workgroup memory.
+    for (dt, head, want) in [("bf16", 32, "bf16"), ("f32", 512, "head size")] {
         let (node, what) = refused(&format!(
-            "graph \"g\"(%0 \"q\": {dt}[1,2,8,{head}], %1 \"k\": {dt}[1,2,8,{head}], %2 \"v\": {dt}[1,2,8,{head}]{kv_in}) -> (%9) {{\n  %9 \"y\": {dt}[1,2,8,{head}] = Attention \"bad\"(%0, %1, %2{args}) {attrs}\n}}"
+            "graph \"g\"(%0 \"q\": {dt}[1,2,8,{head}], %1 \"k\": {dt}[1,2,8,{head}], %2 \"v\": {dt}[1,2,8,{head}]) -> (%9) {{\n  %9 \"y\": {dt}[1,2,8,{head}] = Attention \"bad\"(%0, %1, %2)\n}}"
         ));
         assert_eq!(node, "bad");
         assert!(what.contains(want), "{what} (want {want})");
     }
-    let (_, what) = refused(
-        r#"graph "g"(%0 "q": f32[1,2,8,32], %1 "k": f32[1,2,8,32], %2 "v": f32[1,2,8,16]) -> (%3) {
-  %3 "y": f32[1,2,8,16] = Attention "dv"(%0, %1, %2)
-}"#,
-    );
-    assert!(what.contains("value head size"), "{what}");
 }
 
 /// Median wall time of `run_kernel` over `n` runs, µs.

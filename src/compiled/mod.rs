@@ -335,6 +335,17 @@ impl Compiled {
                 ));
                 opts.config.precision = lowered;
             }
+            let g = &model.model.graph;
+            if g.values.iter().any(|v| {
+                v.ty.as_ref()
+                    .is_some_and(|t| t.dtype == gopt_ir::DType::F64)
+            }) {
+                notes.push(
+                    "f64: stored and computed as f32 on wgpu (WGSL has no f64; inputs and \
+                     weights rounded to f32, outputs widened back)"
+                        .into(),
+                );
+            }
         }
         Compiled::with_parts(model.clone(), opts, notes, Vec::new())
     }

@@ -10,7 +10,10 @@
 //! CUDA cores in fp32 (no TF32, so it matches the interpreter). Both layouts are the
 //! same kernel with other batch, head and row strides. The mask (additive float or
 //! boolean, broadcast like the reference, a short last dim padded with `-inf`) is read
-//! in place. Rows whose keys are all masked give zeros, as the reference does.
+//! in place. Rows whose keys are all masked give zeros, as the reference does. Nodes
+//! with more ([`Attention::general`]: a KV cache, `nonpad_kv_seqlen`, the present and
+//! qk outputs, softcap, windows, a value head size of its own) go to the general
+//! kernel ([`general`]).
 
 use super::elementwise::storage;
 use super::Kernel;
@@ -18,6 +21,9 @@ use crate::lower::attention::{lower, Attention, Dims, Mask};
 use crate::template::fill;
 use crate::{CodegenError, Result};
 use gopt_ir::{DType, Graph, Node};
+
+#[path = "attention_general.rs"]
+mod general;
 
 const MMA: &str = include_str!("attention_mma.cu");
 const SIMT: &str = include_str!("attention.cu");
@@ -94,6 +100,9 @@ fn bases(d: &Dims, t: &str) -> String {
 /// Emits the attention kernel for `node`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     let a = lower(g, node, super::VIEWS.strided_reads).map_err(|e| e.for_backend("CUDA"))?;
+    if a.general() {
+        return general::emit(node, name, &a);
+    }
     let Attention {
         dtype: dt,
         dims,

@@ -34,9 +34,14 @@ pub mod trilu;
 pub mod conv;
 pub mod conv_gemm;
 pub mod conv_kernels;
+pub mod conv_nd;
 pub mod conv_spec;
+pub mod conv_state;
+pub mod linear_attention;
 pub mod pool;
+pub mod recurrent;
 pub mod reduce;
+pub mod spectral;
 pub mod split_pad;
 pub mod support;
 
@@ -106,6 +111,11 @@ pub fn kernel(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::Conv => conv::emit(g, n, name),
         Kind::Pool => pool::emit(g, n, name),
         Kind::Attention => attention::emit(g, n, name),
+        Kind::Recurrent => recurrent::emit(g, n, name),
+        Kind::Spectral => spectral::emit(g, n, name),
+        Kind::ConvState => conv_state::emit(g, n, name),
+        Kind::ConvNd => conv_nd::emit(g, n, name),
+        Kind::LinearAttention => linear_attention::emit(g, n, name),
         Kind::Resize => resize::emit(g, n, name),
         Kind::Sample => sample::emit(g, n, name),
         Kind::Scatter => scatter::emit(g, n, name),

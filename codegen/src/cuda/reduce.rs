@@ -8,12 +8,12 @@
 //! run (trailing axes, the CNN head's mean over H x W) a warp (short runs) or a block
 //! (long runs) reduces each with shuffles, so loads are coalesced; otherwise one thread
 //! per output loops over its elements. Max and min propagate NaN like the reference
-//! interpreter.
+//! interpreter. Bool data takes ReduceMax (any) and ReduceMin (all), folded as 0/1.
 
 use super::elementwise::storage;
 use super::support::{blocks, check_float, input, output, store};
 use super::Kernel;
-use crate::lower::reduce::{fold, geometry, Combine, Finish, Fold, Geometry, Identity, Map};
+use crate::lower::reduce::{geometry, typed_fold, Combine, Finish, Fold, Geometry, Identity, Map};
 use crate::template::fill;
 use crate::Result;
 use gopt_ir::{DType, Graph, Node};
@@ -58,9 +58,11 @@ fn parts(f: Fold, n: usize, acc: &str) -> (&'static str, &'static str, String, S
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     let geo = geometry(g, node)?;
     let dt = geo.dtype;
-    // Floats accumulate in f32, f64 in double.
+    // Floats accumulate in f32, f64 in double; bool (max: any, min: all) as 0/1 in
+    // f32, stored back as 0/1.
     let acc = match dt {
         DType::F64 => "double",
+        DType::Bool => "float",
         _ => {
             check_float(node, dt, "reductions")?;
             "float"
@@ -70,7 +72,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         runs, inner, outer, ..
     } = &geo;
     let (inner, outer) = (*inner, *outer);
-    let (identity, combine, map, finish) = parts(fold(node)?, inner, acc);
+    let (identity, combine, map, finish) = parts(typed_fold(node, dt)?, inner, acc);
     let t = storage(dt);
     let params = format!("const {t}* __restrict__ x, {t}* __restrict__ out");
     let contiguous = geo.contiguous();
@@ -106,6 +108,10 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         let sizes: Vec<usize> = runs.iter().map(|r| r.0).collect();
         let st = super::support::strides(&sizes);
         let decode = |red: bool, var: &str| -> String {
+            if runs.iter().any(|&(s, r)| r == red && s == 0) {
+                // No outputs or no elements: the loop never decodes (no `% 0`).
+                return format!("long long r_ = {var}; long long off_ = 0;");
+            }
             let mut code = format!("long long r_ = {var}; long long off_ = 0;");
             for (k, &(s, r)) in runs.iter().enumerate().rev() {
                 if r == red {

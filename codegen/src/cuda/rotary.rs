@@ -1,11 +1,83 @@
-//! RotaryEmbedding in CUDA ([`crate::lower::rotary`]): not written yet.
+//! RotaryEmbedding in CUDA ([`crate::lower::rotary`]): one thread per output element,
+//! f32/f16/bf16 data and caches, fp32 math and one rounding at the store. Position ids
+//! are i64 read on the device: each is wrapped (negative counts from the end) and
+//! checked against the caches' rows; one out of range raises the node's code in the
+//! run's error word ([`crate::plan::IndexCheck`]) and reads row 0. The WGSL shader's
+//! algorithm line by line.
 
-use super::support::unsupported;
+use super::elementwise::storage;
+use super::support::store;
 use super::Kernel;
+use crate::lower::rotary::{spec, CacheRows};
+use crate::plan::{index_code, IndexCheck};
+use crate::template::fill;
 use crate::Result;
 use gopt_ir::{Graph, Node};
 
-/// Emits the kernel for node `node` of `g`.
-pub fn emit(_g: &Graph, node: &Node, _name: &str) -> Result<Kernel> {
-    Err(unsupported(node, "this op (no CUDA kernel yet)"))
+const TEMPLATE: &str = include_str!("rotary.cu");
+
+/// Emits the kernel for RotaryEmbedding node `node` of `g`.
+pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
+    let sp = spec(g, node)?;
+    let [_, s, h, d] = sp.dims;
+    let half = sp.rd / 2;
+    // The batch and position of element `e` (its row `r = e / D`), X's layout unrolled:
+    // heads inside positions (3-D) or positions inside heads (4-D; the same when there
+    // is one head).
+    let coords = if sp.x_strides[1] > sp.x_strides[2] {
+        format!("        r = r / {h}LL;\n        const long long s = r % {s}LL;\n        const long long b = r / {s}LL;\n")
+    } else {
+        format!("        const long long s = r % {s}LL;\n        r = r / {s}LL;\n        const long long b = r / {h}LL;\n")
+    };
+    let t = storage(sp.dtype);
+    let mut params = vec![
+        format!("const {t}* __restrict__ x"),
+        format!("const {}* __restrict__ cos_c", storage(sp.cache_dtypes[0])),
+        format!("const {}* __restrict__ sin_c", storage(sp.cache_dtypes[1])),
+    ];
+    let mut inputs = vec![sp.x.0, sp.cos.0, sp.sin.0];
+    let (row, check) = match sp.rows {
+        CacheRows::Positions { ids, rows } => {
+            inputs.push(ids.0);
+            params.push("const long long* __restrict__ pos".into());
+            let code = index_code(g, node)?;
+            let row = format!(
+                "        long long k = pos[b * {s}LL + s];\n        if (k < 0) k += {rows}LL;\n        if (k < 0 || k >= {rows}LL) {{\n            atomicMax(gopt_err, {code}u);\n            k = 0;\n        }}\n        const long long row = k * HALF;\n"
+            );
+            let check = IndexCheck {
+                code,
+                op: node.op.name().into(),
+                what: sp.out_of_range(),
+            };
+            (row, Some(check))
+        }
+        CacheRows::Broadcast([sb, ss]) => (
+            format!("        const long long row = b * {sb}LL + s * {ss}LL;\n"),
+            None,
+        ),
+    };
+    params.push(format!("{t}* __restrict__ y"));
+    if check.is_some() {
+        params.push("unsigned int* __restrict__ gopt_err".into());
+    }
+    let source = fill(
+        TEMPLATE,
+        &[
+            ("dtype", &sp.dtype.to_string()),
+            ("name", name),
+            ("params", &params.join(", ")),
+            ("n", &sp.n().to_string()),
+            ("d", &d.to_string()),
+            ("rd", &sp.rd.to_string()),
+            ("half", &half.to_string()),
+            ("interleaved", &sp.interleaved.to_string()),
+            ("coords", &coords),
+            ("row", &row),
+            ("store", &store(sp.dtype, "v")),
+        ],
+    )?;
+    Ok(Kernel {
+        index_check: check,
+        ..Kernel::flat(name, node, source, sp.n(), inputs, vec![sp.out.0])
+    })
 }

@@ -1,11 +1,272 @@
-//! ScatterND, ScatterElements, Scatter, TensorScatter in CUDA ([`crate::lower::scatter`]): not written yet.
+//! ScatterElements, Scatter, ScatterND and TensorScatter in CUDA
+//! ([`crate::lower::scatter`]): one thread per output element copies its data element
+//! and applies, in order, the updates that land on it, so duplicates resolve as on the
+//! CPU without atomics. Indices are wrapped and checked on the device
+//! ([`crate::plan::IndexCheck`]: one out of range raises the node's code in the run's
+//! error word and reads as 0). Every body mirrors the WGSL writer's line by line.
 
-use super::support::unsupported;
+use super::elementwise::storage;
+use super::support::{store, unsupported};
 use super::Kernel;
+use crate::lower::scatter::{spec, CacheSpec, ElementsSpec, NdSpec, Reduction, ScatterSpec};
+use crate::plan::{index_code, IndexCheck};
+use crate::template::fill;
 use crate::Result;
-use gopt_ir::{Graph, Node};
+use gopt_ir::{DType, Graph, Node, ValueId};
 
-/// Emits the kernel for node `node` of `g`.
-pub fn emit(_g: &Graph, node: &Node, _name: &str) -> Result<Kernel> {
-    Err(unsupported(node, "this op (no CUDA kernel yet)"))
+const TEMPLATE: &str = include_str!("scatter.cu");
+
+/// One kernel's parts before the template is filled.
+struct Parts {
+    how: &'static str,
+    /// The inputs after the data (`data` is always first), as (value, parameter).
+    inputs: Vec<(ValueId, String)>,
+    data: ValueId,
+    out: ValueId,
+    dtype: DType,
+    body: String,
+    n: usize,
+    check: Option<IndexCheck>,
+}
+
+/// Emits the kernel for scatter node `node` of `g`.
+pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
+    let parts = match spec(g, node)? {
+        ScatterSpec::Elements(s) => elements(g, node, &s)?,
+        ScatterSpec::Nd(s) => nd(g, node, &s)?,
+        ScatterSpec::Cache(s) => cache(g, node, &s)?,
+    };
+    let t = storage(parts.dtype);
+    let mut params = vec![format!("const {t}* __restrict__ data")];
+    params.extend(parts.inputs.iter().map(|(_, p)| p.clone()));
+    params.push(format!("{t}* __restrict__ out"));
+    if parts.check.is_some() {
+        params.push("unsigned int* __restrict__ gopt_err".into());
+    }
+    let source = fill(
+        TEMPLATE,
+        &[
+            ("what", node.op.name()),
+            ("how", parts.how),
+            ("name", name),
+            ("params", &params.join(", ")),
+            ("n", &parts.n.to_string()),
+            ("t", t),
+            ("body", &parts.body),
+        ],
+    )?;
+    let mut inputs = vec![parts.data.0];
+    inputs.extend(parts.inputs.iter().map(|(v, _)| v.0));
+    Ok(Kernel {
+        index_check: parts.check,
+        ..Kernel::flat(name, node, source, parts.n, inputs, vec![parts.out.0])
+    })
+}
+
+/// `v` combined with the update `u` (both storage elements of `dt`) by `red`, as a
+/// storage element: floats in f32 (f64 for f64) rounded back, integers wrapped, bool
+/// add and mul as or and and; max and min keep `v` unless `u` compares greater (less).
+fn combine(node: &Node, dt: DType, red: Reduction) -> Result<String> {
+    let t = storage(dt);
+    let float = matches!(dt, DType::F32 | DType::F16 | DType::BF16);
+    let arith = |op: &str| -> Result<String> {
+        Ok(match dt {
+            _ if float => store(dt, &format!("gopt_ld(v) {op} gopt_ld(u)")),
+            DType::F64 => format!("v {op} u"),
+            DType::Bool => match op {
+                "+" => "(unsigned char)(v | u)".into(),
+                _ => "(unsigned char)(v & u)".into(),
+            },
+            DType::I8 | DType::I16 | DType::I32 | DType::I64 => format!(
+                "({t})((unsigned long long)(long long)v {op} (unsigned long long)(long long)u)"
+            ),
+            DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
+                format!("({t})((unsigned long long)v {op} (unsigned long long)u)")
+            }
+            other => return Err(unsupported(node, &format!("a reduction of {other}"))),
+        })
+    };
+    let pick = |cmp: &str| match dt {
+        _ if float => format!("(gopt_ld(u) {cmp} gopt_ld(v) ? u : v)"),
+        _ => format!("(u {cmp} v ? u : v)"),
+    };
+    match red {
+        Reduction::None => Ok("u".into()),
+        Reduction::Add => arith("+"),
+        Reduction::Mul => arith("*"),
+        Reduction::Max => Ok(pick(">")),
+        Reduction::Min => Ok(pick("<")),
+    }
+}
+
+/// The check every index read makes: wrapped, then out of range raises `code` and
+/// reads as 0.
+fn read_index(elem: &str, len: usize, code: u32, k: &str) -> String {
+    format!(
+        "            long long {k} = (long long){elem};\n            \
+         if ({k} < 0) {k} += {len}LL;\n            \
+         if ({k} < 0 || {k} >= {len}LL) {{ atomicMax(gopt_err, {code}u); {k} = 0; }}\n"
+    )
+}
+
+/// ScatterElements: the element's coordinates, the indices' row off the axis (when the
+/// element lies inside the indices there), then each position along the axis in order.
+fn elements(g: &Graph, node: &Node, s: &ElementsSpec) -> Result<Parts> {
+    let code = index_code(g, node)?;
+    let t = storage(s.ops.dtype);
+    let mut body = String::from(
+        "        long long r = i;\n        long long base = 0;\n        bool inside = true;\n",
+    );
+    for (a, &(d, id, ist)) in s.dims.iter().enumerate().rev() {
+        body += &format!("        const long long c{a} = r % {d}LL; r /= {d}LL;\n");
+        if a != s.axis {
+            if id < d {
+                body += &format!("        if (c{a} >= {id}LL) inside = false;\n");
+            }
+            body += &format!("        base += c{a} * {ist}LL;\n");
+        }
+    }
+    body += &format!(
+        "        (void)r;\n        if (inside) {{\n        \
+         for (long long t = 0; t < {count}LL; ++t) {{\n            \
+         const long long p = base + t * {ast}LL;\n{read}            \
+         if (k == c{axis}) {{ const {t} u = upd[p]; v = {combine}; }}\n        \
+         }}\n        }}\n",
+        count = s.count(),
+        ast = s.axis_stride(),
+        read = read_index("idx[p]", s.axis_len(), code, "k"),
+        axis = s.axis,
+        combine = combine(node, s.ops.dtype, s.ops.reduction)?,
+    );
+    Ok(Parts {
+        how: "the positions along the indices' axis in the element's row",
+        inputs: vec![
+            (
+                s.ops.indices,
+                format!("const {}* __restrict__ idx", storage(s.ops.index_dtype)),
+            ),
+            (s.ops.updates, format!("const {t}* __restrict__ upd")),
+        ],
+        data: s.ops.data,
+        out: s.ops.out,
+        dtype: s.ops.dtype,
+        body,
+        n: s.ops.n,
+        check: Some(IndexCheck {
+            code,
+            op: node.op.name().into(),
+            what: s.out_of_range(),
+        }),
+    })
+}
+
+/// ScatterND: every index row in order, its coordinates checked and summed to a slice
+/// offset; the rows addressing the element's slice apply their update.
+fn nd(g: &Graph, node: &Node, s: &NdSpec) -> Result<Parts> {
+    let code = index_code(g, node)?;
+    let t = storage(s.ops.dtype);
+    let mut body = format!(
+        "        const long long j = i % {chunk}LL;\n        \
+         const long long slice = i - j;\n        \
+         for (long long r = 0; r < {rows}LL; ++r) {{\n            long long at = 0;\n",
+        chunk = s.chunk,
+        rows = s.rows,
+    );
+    for (c, &(len, stride)) in s.coords.iter().enumerate() {
+        let elem = format!("idx[r * {}LL + {c}LL]", s.depth);
+        body += &read_index(&elem, len, code, &format!("k{c}"));
+        body += &format!("            at += k{c} * {stride}LL;\n");
+    }
+    body += &format!(
+        "            if (at == slice) {{ const {t} u = upd[r * {chunk}LL + j]; v = {combine}; }}\n        }}\n",
+        chunk = s.chunk,
+        combine = combine(node, s.ops.dtype, s.ops.reduction)?,
+    );
+    Ok(Parts {
+        how: "every index row in order, compared with the element's slice",
+        inputs: vec![
+            (
+                s.ops.indices,
+                format!("const {}* __restrict__ idx", storage(s.ops.index_dtype)),
+            ),
+            (s.ops.updates, format!("const {t}* __restrict__ upd")),
+        ],
+        data: s.ops.data,
+        out: s.ops.out,
+        dtype: s.ops.dtype,
+        body,
+        n: s.ops.n,
+        check: Some(IndexCheck {
+            code,
+            op: node.op.name().into(),
+            what: s.out_of_range(),
+        }),
+    })
+}
+
+/// TensorScatter: the position's offset from its batch entry's write index picks the
+/// update row's entry (linear: the window is checked to fit the cache; circular: the
+/// offset wraps, the write index taken modulo the cache's length first).
+fn cache(g: &Graph, node: &Node, s: &CacheSpec) -> Result<Parts> {
+    let t = storage(s.dtype);
+    let (inner, m, seq) = (s.inner, s.max_seq, s.seq);
+    let mut inputs = vec![(s.update, format!("const {t}* __restrict__ upd"))];
+    let mut body = format!(
+        "        const long long in_ = i % {inner}LL;\n        \
+         const long long s = (i / {inner}LL) % {m}LL;\n        \
+         const long long p = i / {row}LL;\n",
+        row = inner * m,
+    );
+    if let Some(w) = s.writes {
+        inputs.push((
+            w,
+            format!("const {}* __restrict__ wi", storage(s.writes_dtype)),
+        ));
+        body += &format!(
+            "        const long long ww = (long long)wi[p / {}LL];\n",
+            s.per_batch.max(1)
+        );
+    }
+    let mut check = None;
+    match (s.circular, s.writes.is_some()) {
+        (true, true) => {
+            body += &format!("        const long long wm = ((ww % {m}LL) + {m}LL) % {m}LL;\n");
+        }
+        (true, false) | (false, false) => body += "        const long long wm = 0;\n",
+        (false, true) => {
+            let code = index_code(g, node)?;
+            body += &format!(
+                "        long long wm = 0;\n        \
+                 if (ww < 0 || ww > {last}LL) {{ atomicMax(gopt_err, {code}u); }} else {{ wm = ww; }}\n",
+                last = m - seq
+            );
+            check = Some(IndexCheck {
+                code,
+                op: node.op.name().into(),
+                what: s.out_of_range(),
+            });
+        }
+    }
+    body += &if s.circular {
+        format!("        const long long q = (s + {m}LL - wm) % {m}LL;\n")
+    } else {
+        "        const long long q = s - wm;\n".to_string()
+    };
+    body += &format!(
+        "        if (q >= 0 && q < {seq}LL) v = upd[(p * {seq}LL + q) * {inner}LL + in_];\n"
+    );
+    Ok(Parts {
+        how: if s.circular {
+            "the position's offset from the write index, wrapped around the cache"
+        } else {
+            "the position's offset from the checked write index"
+        },
+        inputs,
+        data: s.past,
+        out: s.out,
+        dtype: s.dtype,
+        body,
+        n: s.n,
+        check,
+    })
 }

@@ -1,11 +1,69 @@
-//! TopK in CUDA ([`crate::lower::topk`]): not written yet.
+//! TopK in CUDA ([`crate::lower::topk`]): one thread per data element ranks it in its
+//! lane by counting (floats compared in f32, f64 in double, NaN above every number;
+//! integers in their own type, exactly) and stores the ones ranked below `k`, values as
+//! stored and indices as i64. The WGSL kernel is the same algorithm line by line.
 
-use super::support::unsupported;
+use super::elementwise::storage;
 use super::Kernel;
+use crate::lower::topk::spec;
+use crate::template::fill;
 use crate::Result;
-use gopt_ir::{Graph, Node};
+use gopt_ir::{DType, Graph, Node};
 
-/// Emits the kernel for node `node` of `g`.
-pub fn emit(_g: &Graph, node: &Node, _name: &str) -> Result<Kernel> {
-    Err(unsupported(node, "this op (no CUDA kernel yet)"))
+const TEMPLATE: &str = include_str!("topk.cu");
+
+/// Emits the kernel for TopK node `node` of `g`.
+pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
+    let sp = spec(g, node)?;
+    let dt = sp.dtype;
+    let t = storage(dt);
+    // The type elements are compared in, and how one is read.
+    let (ct, float) = match dt {
+        DType::F32 | DType::F16 | DType::BF16 => ("float", true),
+        DType::F64 => ("double", true),
+        _ => (t, false),
+    };
+    let read = |at: &str| {
+        if float {
+            format!("gopt_ld(x[{at}])")
+        } else {
+            format!("x[{at}]")
+        }
+    };
+    let before = sp.before(
+        |a, b| format!("{a} > {b}"),
+        |v| {
+            if float {
+                format!("isnan({v})")
+            } else {
+                "false".to_string()
+            }
+        },
+    );
+    let inner = sp.inner;
+    let source = fill(
+        TEMPLATE,
+        &[
+            ("what", if sp.largest { "largest" } else { "smallest" }),
+            ("name", name),
+            ("t", t),
+            ("ct", ct),
+            ("before", &before),
+            ("n", &sp.n().to_string()),
+            ("d", &sp.d.to_string()),
+            ("k", &sp.k.to_string()),
+            ("inner", &inner.to_string()),
+            ("span", &(sp.d * inner).to_string()),
+            ("load_v", &read("i")),
+            ("load_w", &read(&format!("base + j * {inner}LL"))),
+        ],
+    )?;
+    Ok(Kernel::flat(
+        name,
+        node,
+        source,
+        sp.n(),
+        vec![sp.x.0],
+        vec![sp.values.0, sp.indices.0],
+    ))
 }

@@ -190,8 +190,7 @@ pub fn takes(op: E) -> R<Takes> {
         E::Not | E::And | E::Or | E::Xor => Takes::Bool,
         E::BitwiseNot | E::BitwiseAnd | E::BitwiseOr | E::BitwiseXor | E::BitShift => Takes::Int,
         E::Equal | E::Less | E::LessOrEqual | E::Greater | E::GreaterOrEqual => Takes::Any,
-        E::Where | E::Cast | E::CastLike => Takes::Any,
-        E::BitCast => return Err("BitCast (no GPU kernel)".into()),
+        E::Where | E::Cast | E::CastLike | E::BitCast => Takes::Any,
         E::Bernoulli
         | E::RandomUniform
         | E::RandomNormal

@@ -181,10 +181,23 @@ pub fn movement(g: &Graph, node: &Node, lit: Lit) -> Result<MovementSpec> {
     })
 }
 
-/// A Slice's window per axis of an input of shape `xs`: the first element read
-/// (negative starts counted from the end, clamped) and the step (1 on axes it does not
-/// name). Constant bounds and positive steps only.
+/// A Slice's window per axis of an input of shape `xs`: the first element read (negative
+/// starts counted from the end, clamped) and the step (1 on axes it does not name).
+/// Constant bounds and positive steps only: callers that walk rows forward (the CUDA
+/// row crop) rely on both.
 pub fn slice_window(g: &Graph, node: &Node, xs: &[usize]) -> Result<(Vec<i64>, Vec<i64>)> {
+    let (start, step) = signed_slice_window(g, node, xs)?;
+    if step.iter().any(|&s| s <= 0) {
+        return Err(unsupported(node, "negative steps"));
+    }
+    Ok((start, step))
+}
+
+/// A Slice's window per axis, negative steps included: the first element read and the
+/// step, the start clamped as the spec does (to `[0, len]` for a positive step, to
+/// `[0, len - 1]` for a negative one, which walks down from it). Constant bounds only;
+/// a zero step is refused.
+fn signed_slice_window(g: &Graph, node: &Node, xs: &[usize]) -> Result<(Vec<i64>, Vec<i64>)> {
     let ints = |k: usize, what: &str| {
         const_input(g, node, k, what).map(|t| t.map(gopt_ir::Tensor::to_i64_vec))
     };
@@ -196,28 +209,34 @@ pub fn slice_window(g: &Graph, node: &Node, xs: &[usize]) -> Result<(Vec<i64>, V
     let mut step = vec![1i64; r];
     for ((&a, &s), &st) in axes.iter().zip(&starts).zip(&steps) {
         let a = if a < 0 { a + r as i64 } else { a } as usize;
-        if a >= r || st <= 0 {
-            return Err(unsupported(node, "negative or zero steps"));
+        if a >= r || st == 0 {
+            return Err(unsupported(node, "an axis out of range or a zero step"));
         }
         let d = xs[a] as i64;
-        start[a] = (if s < 0 { s + d } else { s }).clamp(0, d);
+        let s = if s < 0 { s.saturating_add(d) } else { s };
+        // An empty axis (d = 0) starts at 0: nothing is read from it.
+        start[a] = if st > 0 { s.min(d) } else { s.min(d - 1) }.max(0);
         step[a] = st;
     }
     Ok((start, step))
 }
 
-/// A Slice's terms: `(start + c × step) × stride` per axis (constant bounds, positive
-/// steps).
+/// A Slice's terms: `(start ± c × |step|) × stride` per axis (constant bounds; a
+/// negative step walks down from its start, which keeps every term non-negative for
+/// the unsigned coordinates of WGSL).
 fn slice(g: &Graph, node: &Node, xs: &[usize], lit: Lit) -> Result<Vec<String>> {
     let r = xs.len();
-    let (start, step) = slice_window(g, node, xs)?;
+    let (start, step) = signed_slice_window(g, node, xs)?;
     let st = strides(xs);
     Ok((0..r)
         .map(|a| {
             format!(
-                "({} + c{a} * {}) * {}",
+                "({} {} c{a} * {}) * {}",
                 lit.n(start[a]),
-                lit.n(step[a]),
+                if step[a] < 0 { "-" } else { "+" },
+                // A step at least the axis long takes one element (c = 0): capped,
+                // its literal stays small.
+                lit.n(step[a].unsigned_abs().min(xs[a].max(1) as u64)),
                 lit.n(st[a])
             )
         })

@@ -10,7 +10,13 @@
 //! bodies ([`body`]), data-movement index maps ([`index`]), a convolution's spec
 //! ([`conv`]), a pool's window ([`pool`]), a reduction's axes and runs ([`reduce`]),
 //! and the specs of the other families ([`arg`], [`cumulative`], [`gather_elements`],
-//! [`loss`], [`trilu`]). The CUDA and WGSL writers (`crate::cuda`,
+//! [`loss`], [`trilu`], [`resize`], [`sample`], [`scatter`], [`indexed`],
+//! [`conv_transpose`], [`conv_nd`], [`conv_state`], [`norm`], [`topk`], [`quant`],
+//! [`einsum`], [`glu`], [`rotary`], [`recurrent`], [`spectral`], [`linear_attention`]).
+//! Most of the later families are one invocation per output element that loops over
+//! what it reads: they exist for coverage (a model with one node no GPU kernel covers
+//! does not run on that GPU at all), and each CUDA kernel mirrors its WGSL twin line by
+//! line. The CUDA and WGSL writers (`crate::cuda`,
 //! `crate::wgsl`) each match exhaustively over [`Lowered`] and [`Kind`], spell these
 //! facts in their own language, and never import each other.
 
@@ -19,6 +25,8 @@ pub mod arg;
 pub mod attention;
 pub mod body;
 pub mod conv;
+pub mod conv_nd;
+pub mod conv_state;
 pub mod conv_transpose;
 pub mod cumulative;
 pub mod einsum;
@@ -28,16 +36,19 @@ pub mod gemm;
 pub mod glu;
 pub mod index;
 pub mod indexed;
+pub mod linear_attention;
 pub mod loss;
 pub mod norm;
 pub mod pool;
 pub mod quant;
+pub mod recurrent;
 pub mod reduce;
 pub mod resize;
 pub mod rotary;
 pub mod rows;
 pub mod sample;
 pub mod scatter;
+pub mod spectral;
 pub mod split_pad;
 pub mod support;
 pub mod topk;
@@ -75,10 +86,20 @@ pub enum Kind {
     SplitPad,
     /// Direct and implicit-GEMM convolutions.
     Conv,
-    /// MaxPool and AveragePool windows.
+    /// MaxPool, AveragePool and LpPool windows (GlobalLpPool as one window).
     Pool,
     /// Scaled dot-product attention (flash-style).
     Attention,
+    /// RNN, GRU, LSTM.
+    Recurrent,
+    /// DFT and STFT.
+    Spectral,
+    /// CausalConvWithState.
+    ConvState,
+    /// Conv and FusedConv of 3 spatial dims.
+    ConvNd,
+    /// LinearAttention.
+    LinearAttention,
     /// Resize (every mode of ONNX Resize/Upsample).
     Resize,
     /// GridSample, AffineGrid, RoiAlign.
@@ -120,6 +141,11 @@ impl Kind {
             Kind::Conv => "conv",
             Kind::Pool => "pool",
             Kind::Attention => "attention",
+            Kind::Recurrent => "recurrent",
+            Kind::Spectral => "spectral",
+            Kind::ConvState => "conv_state",
+            Kind::ConvNd => "conv_nd",
+            Kind::LinearAttention => "linear_attention",
             Kind::Resize => "resize",
             Kind::Sample => "sample",
             Kind::Scatter => "scatter",
@@ -315,6 +341,7 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> Lowered {
         Op::Fused(f) => match f {
             FusedOp::FusedElementwise => k(Elementwise),
             FusedOp::FusedMatMul => Lowered::Gemm(GemmForm::MatMul),
+            FusedOp::FusedConv if conv_nd::applies(g, n) => k(ConvNd),
             FusedOp::FusedConv if conv::as_gemm(g, n) => Lowered::ConvGemm,
             FusedOp::FusedConv => k(Conv),
         },
@@ -385,6 +412,7 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> Lowered {
         Op::Nn(o) => match o {
             NnOp::MatMul => Lowered::Gemm(GemmForm::MatMul),
             NnOp::Gemm => Lowered::Gemm(GemmForm::Gemm),
+            NnOp::Conv if conv_nd::applies(g, n) => k(ConvNd),
             NnOp::Conv => k(Conv),
             NnOp::MaxPool | NnOp::AveragePool => k(Pool),
             NnOp::GlobalAveragePool | NnOp::GlobalMaxPool => k(Reduce),
@@ -396,7 +424,7 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> Lowered {
             | NnOp::DequantizeLinear
             | NnOp::DynamicQuantizeLinear => k(Quant),
             NnOp::ConvTranspose | NnOp::DeformConv | NnOp::MaxUnpool => k(ConvTranspose),
-            NnOp::LpPool | NnOp::GlobalLpPool => none("this op"),
+            NnOp::LpPool | NnOp::GlobalLpPool => k(Pool),
             NnOp::Einsum | NnOp::Det => k(Einsum),
         },
         Op::Attention(a) => match a {
@@ -404,17 +432,16 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> Lowered {
             AttentionOp::RotaryEmbedding => k(Rotary),
             AttentionOp::SwiGLU => k(Glu),
             AttentionOp::TensorScatter => k(Scatter),
-            AttentionOp::FlexAttention
-            | AttentionOp::LinearAttention
-            | AttentionOp::CausalConvWithState => none("this op"),
+            AttentionOp::CausalConvWithState => k(ConvState),
+            AttentionOp::LinearAttention => k(LinearAttention),
+            AttentionOp::FlexAttention => none("this op"),
         },
         Op::Image(i) => match i {
             ImageOp::Resize => k(Resize),
             ImageOp::GridSample | ImageOp::AffineGrid | ImageOp::RoiAlign => k(Sample),
             ImageOp::Col2Im => k(ConvTranspose),
+            ImageOp::DFT | ImageOp::STFT => k(Spectral),
             ImageOp::NonMaxSuppression
-            | ImageOp::DFT
-            | ImageOp::STFT
             | ImageOp::HannWindow
             | ImageOp::HammingWindow
             | ImageOp::BlackmanWindow
@@ -429,12 +456,8 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> Lowered {
             | ImageOp::TreeEnsemble => none("this op"),
         },
         Op::Control(c) => match c {
-            ControlOp::If
-            | ControlOp::Loop
-            | ControlOp::Scan
-            | ControlOp::RNN
-            | ControlOp::GRU
-            | ControlOp::LSTM => none("this op"),
+            ControlOp::RNN | ControlOp::GRU | ControlOp::LSTM => k(Recurrent),
+            ControlOp::If | ControlOp::Loop | ControlOp::Scan => none("this op"),
         },
     }
 }

@@ -1,11 +1,14 @@
-//! The window of a MaxPool or AveragePool node — kernel, strides, dilations, pads or
-//! `auto_pad`, `ceil_mode` — resolved per spatial dim as the interpreter resolves it,
-//! once for every backend.
+//! The window of a windowed pool — MaxPool, AveragePool, LpPool, and GlobalLpPool as one
+//! window over the whole plane — resolved per spatial dim as the interpreter resolves
+//! it (kernel, strides, dilations, pads or `auto_pad`, `ceil_mode`), with the pool's
+//! mode (MaxPool's Indices output and `storage_order`, AveragePool's
+//! `count_include_pad`, LpPool's `p`), once for every backend. [`resolve`] is the same
+//! window arithmetic for a convolution-like op whose kernel comes from its weights.
 
 use super::support::{check_float, input, output, plan, typed, unsupported};
 use crate::Result;
 use gopt_ir::ops::NnOp;
-use gopt_ir::{DType, Graph, Node, Op};
+use gopt_ir::{DType, Graph, Node, Op, ValueId};
 
 /// The attributes the windowed pools may carry.
 pub const ATTRS: &[&str] = &[
@@ -38,11 +41,27 @@ pub struct Dim {
     pub pad_end: usize,
 }
 
-/// The window of a MaxPool or AveragePool node per spatial dim (`sp` in, `out` out):
-/// kernel, strides, dilations, pads or `auto_pad`, `ceil_mode`, as the interpreter
-/// resolves them.
+/// The window of a MaxPool, AveragePool or LpPool node per spatial dim (`sp` in, `out`
+/// out): `kernel_shape` (required) and the rest as [`resolve`] reads them.
 pub fn window(node: &Node, sp: &[usize], out: &[usize]) -> Result<Vec<Dim>> {
+    let kernel = match node.attrs.ints("kernel_shape").map_err(plan)? {
+        Some(k) if k.len() == sp.len() && k.iter().all(|&x| x >= 0) => {
+            k.iter().map(|&x| x as usize).collect::<Vec<_>>()
+        }
+        Some(k) => return Err(unsupported(node, &format!("kernel_shape {k:?}"))),
+        None => return Err(unsupported(node, "a missing kernel_shape")),
+    };
+    resolve(node, &kernel, sp, out)
+}
+
+/// The window of `kernel` per spatial dim (`sp` in, `out` out): strides, dilations,
+/// pads or `auto_pad`, `ceil_mode` read from `node`, as the interpreter resolves them
+/// (a resolved output size other than `out` is a plan error).
+pub fn resolve(node: &Node, kernel: &[usize], sp: &[usize], out: &[usize]) -> Result<Vec<Dim>> {
     let d = sp.len();
+    if kernel.len() != d || out.len() != d {
+        return Err(unsupported(node, "a kernel of another rank than the input"));
+    }
     let ints = |name: &str, default: usize, len: usize| -> Result<Vec<usize>> {
         match node.attrs.ints(name).map_err(plan)? {
             None => Ok(vec![default; len]),
@@ -51,10 +70,6 @@ pub fn window(node: &Node, sp: &[usize], out: &[usize]) -> Result<Vec<Dim>> {
             }
             Some(v) => Err(unsupported(node, &format!("{name} {v:?}"))),
         }
-    };
-    let kernel = match node.attrs.ints("kernel_shape").map_err(plan)? {
-        Some(_) => ints("kernel_shape", 0, d)?,
-        None => return Err(unsupported(node, "a missing kernel_shape")),
     };
     let strides = ints("strides", 1, d)?;
     let dil = ints("dilations", 1, d)?;
@@ -119,59 +134,234 @@ pub fn window(node: &Node, sp: &[usize], out: &[usize]) -> Result<Vec<Dim>> {
         .collect()
 }
 
-/// A MaxPool or AveragePool node, read once for every backend: `[N, C, spatial...]`
-/// in and out, the resolved window per spatial dim, and the mode.
+/// MaxPool's second output: the flat index of each maximum in X.
+#[derive(Clone, Copy, Debug)]
+pub struct Indices {
+    /// The i64 output.
+    pub out: ValueId,
+    /// `storage_order` 1: the index within the plane counts the spatial dims
+    /// column-major (the first dim fastest).
+    pub col_major: bool,
+}
+
+/// What a pool computes over its window.
+#[derive(Clone, Copy, Debug)]
+pub enum Mode {
+    /// MaxPool: the first of equal maxima (0, and index -1, for a window without
+    /// input elements), optionally with its index.
+    Max {
+        /// The Indices output, when the node has one.
+        indices: Option<Indices>,
+    },
+    /// AveragePool: the sum over the window's input elements divided by their count,
+    /// or (`count_pad`) by the taps before the end of the explicitly padded input.
+    Average {
+        /// `count_include_pad`.
+        count_pad: bool,
+    },
+    /// LpPool and GlobalLpPool: `(sum |x|^p)^(1/p)` over the window's input elements.
+    Lp {
+        /// The exponent (a positive integer attribute).
+        p: u32,
+    },
+}
+
+/// A windowed pool node, read once for every backend: `[N, C, spatial...]` in and
+/// out, the resolved window per spatial dim, and the mode.
 #[derive(Clone, Debug)]
 pub struct PoolSpec {
-    /// MaxPool (else AveragePool).
-    pub is_max: bool,
-    /// X's (and Y's) dtype, a float.
+    /// What it computes.
+    pub mode: Mode,
+    /// X's (and Y's) dtype: a float, or i8/u8 for MaxPool.
     pub dtype: DType,
+    /// X.
+    pub x: ValueId,
+    /// Y.
+    pub y: ValueId,
     /// X's shape.
     pub xs: Vec<usize>,
     /// Y's shape.
     pub ys: Vec<usize>,
     /// The window per spatial dim.
     pub dims: Vec<Dim>,
-    /// AveragePool's `count_include_pad`.
-    pub count_pad: bool,
     /// Output elements.
     pub total: usize,
     /// Elements of one input plane (the spatial dims together).
     pub plane: usize,
 }
 
-/// Reads pool node `node` of `g`, refusing the modes no GPU kernel implements
-/// (MaxPool's Indices output, attributes outside [`ATTRS`], non-float data).
+impl PoolSpec {
+    /// The flat index of input element `coords` (expressions of its spatial
+    /// coordinates) within its plane when the plane is stored column-major: the first
+    /// spatial dim fastest (`storage_order` 1).
+    pub fn col_major_index(&self, coords: &[String]) -> String {
+        let mut terms = Vec::new();
+        let mut stride = 1usize;
+        for (c, d) in coords.iter().zip(&self.dims) {
+            terms.push(format!("{c} * {stride}"));
+            stride *= d.input;
+        }
+        terms.join(" + ")
+    }
+}
+
+/// The pool's mode, refusing attributes it does not take and modes no GPU kernel
+/// implements.
+fn mode(node: &Node, op: NnOp) -> Result<Mode> {
+    let allowed = |extra: &[&str]| -> Result<()> {
+        match node
+            .attrs
+            .0
+            .keys()
+            .find(|k| !ATTRS.contains(&k.as_str()) && !extra.contains(&k.as_str()))
+        {
+            Some(k) => Err(unsupported(node, &format!("attribute `{k}`"))),
+            None => Ok(()),
+        }
+    };
+    let p = || -> Result<u32> {
+        let p = node.attrs.int_or("p", 2).map_err(plan)?;
+        u32::try_from(p)
+            .ok()
+            .filter(|&p| (1..=64).contains(&p))
+            .ok_or_else(|| unsupported(node, &format!("p = {p}")))
+    };
+    let no_storage_order = || match node.attrs.has("storage_order") {
+        true => Err(unsupported(node, "storage_order off MaxPool")),
+        false => Ok(()),
+    };
+    match op {
+        NnOp::MaxPool => {
+            allowed(&[])?;
+            let indices = match node.outputs.get(1) {
+                None => None,
+                Some(&out) => Some(Indices {
+                    out,
+                    col_major: node.attrs.int_or("storage_order", 0).map_err(plan)? != 0,
+                }),
+            };
+            Ok(Mode::Max { indices })
+        }
+        NnOp::AveragePool => {
+            allowed(&[])?;
+            no_storage_order()?;
+            Ok(Mode::Average {
+                count_pad: node.attrs.int_or("count_include_pad", 0).map_err(plan)? != 0,
+            })
+        }
+        NnOp::LpPool => {
+            allowed(&["p"])?;
+            no_storage_order()?;
+            if node.attrs.has("count_include_pad") {
+                return Err(unsupported(node, "count_include_pad on LpPool"));
+            }
+            Ok(Mode::Lp { p: p()? })
+        }
+        NnOp::GlobalLpPool => {
+            if let Some(k) = node.attrs.0.keys().find(|k| k.as_str() != "p") {
+                return Err(unsupported(node, &format!("attribute `{k}`")));
+            }
+            Ok(Mode::Lp { p: p()? })
+        }
+        NnOp::MatMul
+        | NnOp::Gemm
+        | NnOp::Conv
+        | NnOp::ConvTranspose
+        | NnOp::ConvInteger
+        | NnOp::QLinearConv
+        | NnOp::DeformConv
+        | NnOp::MatMulInteger
+        | NnOp::QLinearMatMul
+        | NnOp::QuantizeLinear
+        | NnOp::DequantizeLinear
+        | NnOp::DynamicQuantizeLinear
+        | NnOp::GlobalAveragePool
+        | NnOp::GlobalMaxPool
+        | NnOp::MaxUnpool
+        | NnOp::Einsum
+        | NnOp::Det => Err(plan(format!("{}: not a windowed pool", node.name))),
+    }
+}
+
+/// The dtypes a pool's data may have: floats (computed in f32); MaxPool also takes
+/// i8 and u8 (compared as stored), as the interpreter does.
+fn check_dtype(node: &Node, mode: Mode, dt: DType) -> Result<()> {
+    match (mode, dt) {
+        (Mode::Max { .. }, DType::I8 | DType::U8) => Ok(()),
+        _ => check_float(node, dt, "pools"),
+    }
+}
+
+/// Reads pool node `node` of `g` (MaxPool, AveragePool, LpPool, GlobalLpPool),
+/// refusing the modes no GPU kernel implements.
 pub fn spec(g: &Graph, node: &Node) -> Result<PoolSpec> {
-    if let Some(k) = node.attrs.0.keys().find(|k| !ATTRS.contains(&k.as_str())) {
-        return Err(unsupported(node, &format!("attribute `{k}`")));
+    let Op::Nn(op) = node.op else {
+        return Err(plan(format!("{}: not a windowed pool", node.name)));
+    };
+    let mode = mode(node, op)?;
+    let (x, y) = (input(node, 0)?, output(node, 0)?);
+    let expected_outputs = match mode {
+        Mode::Max {
+            indices: Some(_), ..
+        } => 2,
+        Mode::Max { indices: None } | Mode::Average { .. } | Mode::Lp { .. } => 1,
+    };
+    if node.outputs.len() != expected_outputs {
+        return Err(unsupported(node, "more outputs than the pool has"));
     }
-    let is_max = node.op == Op::Nn(NnOp::MaxPool);
-    if node.outputs.len() != 1 {
-        return Err(unsupported(node, "MaxPool's Indices output"));
-    }
-    if !is_max && node.attrs.has("storage_order") {
-        return Err(unsupported(node, "storage_order on AveragePool"));
-    }
-    let (dtype, xs) = typed(g, node, input(node, 0)?)?;
-    let (out_dt, ys) = typed(g, node, output(node, 0)?)?;
-    check_float(node, dtype, "pools")?;
-    if xs.len() < 3 || ys.len() != xs.len() || out_dt != dtype {
+    let (dtype, xs) = typed(g, node, x)?;
+    let (out_dt, ys) = typed(g, node, y)?;
+    check_dtype(node, mode, dtype)?;
+    if xs.len() < 3 || ys.len() != xs.len() || out_dt != dtype || ys[..2] != xs[..2] {
         return Err(unsupported(node, "inputs other than [N, C, spatial...]"));
     }
-    let dims = window(node, &xs[2..], &ys[2..])?;
-    let count_pad = node.attrs.int_or("count_include_pad", 0).map_err(plan)? != 0;
+    if let Mode::Max {
+        indices: Some(ix), ..
+    } = mode
+    {
+        let (it, is) = typed(g, node, ix.out)?;
+        if it != DType::I64 || is != ys {
+            return Err(unsupported(node, "Indices other than i64 of Y's shape"));
+        }
+    }
+    let dims = if op == NnOp::GlobalLpPool {
+        whole_plane(&xs[2..], &ys[2..])
+            .ok_or_else(|| unsupported(node, "an output other than [N, C, 1, ...]"))?
+    } else {
+        window(node, &xs[2..], &ys[2..])?
+    };
     let total: usize = ys.iter().product();
     let plane: usize = xs[2..].iter().product();
     Ok(PoolSpec {
-        is_max,
+        mode,
         dtype,
+        x,
+        y,
         xs,
         ys,
         dims,
-        count_pad,
         total,
         plane,
     })
+}
+
+/// The window of a global pool: the whole plane, one output per plane (`None` when
+/// the output's spatial dims are not all 1, or a dim is empty).
+fn whole_plane(sp: &[usize], out: &[usize]) -> Option<Vec<Dim>> {
+    if out.iter().any(|&o| o != 1) || sp.contains(&0) {
+        return None;
+    }
+    Some(
+        sp.iter()
+            .map(|&input| Dim {
+                input,
+                out: 1,
+                kernel: input,
+                stride: 1,
+                dilation: 1,
+                pad_begin: 0,
+                pad_end: 0,
+            })
+            .collect(),
+    )
 }

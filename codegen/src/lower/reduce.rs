@@ -213,6 +213,25 @@ pub fn fold(node: &Node) -> Result<Fold> {
     }
 }
 
+/// The fold of reduction `node` over data of `dt`: [`fold`], except over bool data,
+/// where ReduceMax is "any" and ReduceMin "all" (the fold of 0/1 values starting from
+/// false or true, the interpreter's identities, not from -inf or +inf); the other
+/// reductions take no bool data (nor does the interpreter).
+pub fn typed_fold(node: &Node, dt: DType) -> Result<Fold> {
+    let f = fold(node)?;
+    if dt != DType::Bool {
+        return Ok(f);
+    }
+    let identity = match f.combine {
+        Combine::Max => Identity::Zero,
+        Combine::Min => Identity::One,
+        Combine::Add | Combine::Mul | Combine::LogAddExp => {
+            return Err(unsupported(node, "bool data for this reduction"));
+        }
+    };
+    Ok(Fold { identity, ..f })
+}
+
 /// A reduction node's geometry, read once for every backend: its dtype, the input's
 /// shape, the reduced axes, the dims merged into runs (size, reduced), and how many
 /// elements each output reduces (`inner`) over how many outputs (`outer`).

@@ -10,7 +10,9 @@
 //! additive (f32/f16) and boolean masks broadcast like the reference (a short last dim
 //! masks the keys past it); keys masked with `-inf` or `false` never enter the softmax,
 //! so fully masked rows give zeros as the reference's. Refused here: bf16 data and
-//! masks (WGSL has no bf16); the modes no GPU kernel has are refused by the lowering.
+//! masks (WGSL has no bf16). Nodes with more ([`crate::lower::attention::Attention::general`]: a KV cache,
+//! `nonpad_kv_seqlen`, the present and qk outputs, softcap, windows, a value head size
+//! of its own) go to the general shader ([`general`]).
 
 use super::unsupported;
 use super::WgslKernel;
@@ -18,6 +20,9 @@ use crate::lower::attention::{lower, Mask};
 use crate::template::fill;
 use crate::Result;
 use gopt_ir::{DType, Graph, Node};
+
+#[path = "attention_general.rs"]
+mod general;
 
 const TEMPLATE: &str = include_str!("attention.wgsl");
 /// Workgroup memory a shader may use on every WebGPU adapter.
@@ -69,6 +74,9 @@ fn loader(name: &str, head: usize, vec4: bool) -> String {
 /// Emits the attention shader for `node`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let a = lower(g, node, super::VIEWS.strided_reads).map_err(|e| e.for_backend("WGSL"))?;
+    if a.general() {
+        return general::emit(node, name, &a);
+    }
     let (dt, d, scale, causal) = (a.dtype, a.dims, a.scale, a.causal);
     // The shader writes the output with Q's strides from element 0 (VIEWS has no
     // strided reads, so lowering never asks otherwise).

@@ -1,11 +1,170 @@
-//! Einsum, Det in WGSL ([`crate::lower::einsum`]): not written yet.
+//! Einsum and Det in WGSL. Einsum: one invocation per output element sums the products
+//! of the operands' elements over the contracted labels, f32/f16 in f32, i32 and u32
+//! in their own (wrapping) arithmetic, i64/u64 as `vec2<u32>` words with the exact
+//! 64-bit helpers. Det: one invocation per matrix, LU with partial pivoting in f32.
+//! WGSL has no f64 or bf16 storage: those are refused. The CUDA kernels are the same
+//! algorithms line by line. The node is read once, for both backends, by
+//! [`crate::lower::einsum`].
 
+use super::types::{self, kind, Kind};
 use super::unsupported;
 use super::WgslKernel;
+use crate::lower::einsum::{spec, Axis, Contraction, DetSpec, EinsumSpec};
+use crate::template::fill;
 use crate::Result;
-use gopt_ir::{Graph, Node};
+use gopt_ir::{DType, Graph, Node};
 
-/// Emits the shader for node `node` of `g`.
-pub fn emit(_g: &Graph, node: &Node, _name: &str) -> Result<WgslKernel> {
-    Err(unsupported(node, "this op (no WGSL kernel yet)"))
+const EINSUM: &str = include_str!("einsum.wgsl");
+const DET: &str = include_str!("det.wgsl");
+
+/// Emits the shader for Einsum or Det node `node` of `g`.
+pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
+    match spec(g, node)? {
+        EinsumSpec::Einsum(c) => einsum(g, node, name, &c),
+        EinsumSpec::Det(d) => det(node, name, &d),
+    }
+}
+
+/// Statements (indented `pad`) that decode `var` over `axes` (innermost last) and add
+/// each operand's offset into `{off}{k}`.
+fn decode(axes: &[Axis], var: &str, off: &str, pad: &str) -> String {
+    let mut code = String::new();
+    for a in axes.iter().rev() {
+        code += &format!(
+            "{pad}{{\n{pad}    let v = {var} % {s}u;\n{pad}    {var} = {var} / {s}u;\n",
+            s = a.size
+        );
+        for (k, &st) in a.strides.iter().enumerate() {
+            if st != 0 {
+                code += &format!("{pad}    {off}{k} = {off}{k} + v * {st}u;\n");
+            }
+        }
+        code += &format!("{pad}}}\n");
+    }
+    code
+}
+
+fn einsum(g: &Graph, node: &Node, name: &str, c: &Contraction) -> Result<WgslKernel> {
+    let dt = c.dtype;
+    let (t, _) =
+        super::storage_type(dt).ok_or_else(|| unsupported(node, format!("{dt} operands")))?;
+    let n = u32::try_from(c.n()).map_err(|_| unsupported(node, "2^32 output elements"))?;
+    let terms = u32::try_from(c.terms()).map_err(|_| unsupported(node, "2^32 terms per output"))?;
+    for &v in &c.inputs {
+        let (_, s) = super::typed(g, node, v)?;
+        if s.iter().product::<usize>() >= 1 << 31 {
+            return Err(unsupported(node, "an operand of 2^31 elements or more"));
+        }
+    }
+    let ops = c.inputs.len();
+    if ops == 0 {
+        return Err(unsupported(node, "no operands"));
+    }
+    let mut bindings = String::new();
+    for k in 0..ops {
+        bindings += &format!("@group(0) @binding({k}) var<storage, read> x{k}: array<{t}>;\n");
+    }
+    bindings += &format!("@group(0) @binding({ops}) var<storage, read_write> out: array<{t}>;\n");
+    let mut outer: String = (0..ops)
+        .map(|k| format!("        var b{k}: u32 = 0u;\n"))
+        .collect();
+    let mut inner: String = (0..ops)
+        .map(|k| format!("            var o{k}: u32 = b{k};\n"))
+        .collect();
+    outer += &decode(&c.outer, "r", "b", "        ");
+    inner += &decode(&c.contracted, "rq", "o", "            ");
+    let elem = |k: usize| types::load(dt, &format!("x{k}[o{k}]"));
+    let (acc, zero, add) = match kind(dt) {
+        Some(Kind::Float) => {
+            let f: Vec<String> = (0..ops).map(elem).collect();
+            (
+                "f32",
+                "0.0".to_string(),
+                format!("acc + ({})", f.join(" * ")),
+            )
+        }
+        Some(Kind::Int) => {
+            let f: Vec<String> = (0..ops).map(elem).collect();
+            (
+                "i32",
+                "0i".to_string(),
+                format!("acc + ({})", f.join(" * ")),
+            )
+        }
+        Some(Kind::Uint) => {
+            let f: Vec<String> = (0..ops).map(elem).collect();
+            (
+                "u32",
+                "0u".to_string(),
+                format!("acc + ({})", f.join(" * ")),
+            )
+        }
+        Some(Kind::Wide) => {
+            let term = (1..ops).fold(elem(0), |p, k| format!("gopt_mul64({p}, {})", elem(k)));
+            (
+                "vec2<u32>",
+                "vec2<u32>(0u, 0u)".to_string(),
+                format!("gopt_add64(acc, {term})"),
+            )
+        }
+        Some(Kind::Bool) | None => return Err(unsupported(node, format!("{dt} operands"))),
+    };
+    let source = fill(
+        EINSUM,
+        &[
+            ("enable", super::enable_f16(dt == DType::F16)),
+            ("operands", &ops.to_string()),
+            ("n", &n.to_string()),
+            ("terms", &terms.to_string()),
+            ("acc", acc),
+            ("bindings", &bindings),
+            ("helpers", &types::helpers_for(&add)),
+            ("outer", &outer),
+            ("zero", &zero),
+            ("inner", &inner),
+            ("add", &add),
+            ("store", &types::store(dt, "acc")),
+        ],
+    )?;
+    Ok(WgslKernel {
+        name: name.to_string(),
+        node: node.name.clone(),
+        source,
+        workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
+        inputs: c.inputs.iter().map(|v| v.0).collect(),
+        outputs: vec![c.out.0],
+        index_check: None,
+    })
+}
+
+fn det(node: &Node, name: &str, d: &DetSpec) -> Result<WgslKernel> {
+    let t = match d.dtype {
+        DType::F32 => "f32",
+        DType::F16 => "f16",
+        other => return Err(unsupported(node, format!("{other} data"))),
+    };
+    let batch = u32::try_from(d.batch).map_err(|_| unsupported(node, "2^32 matrices"))?;
+    if d.batch * d.m * d.m >= 1 << 31 {
+        return Err(unsupported(node, "2^31 elements or more"));
+    }
+    let source = fill(
+        DET,
+        &[
+            ("enable", super::enable_f16(d.dtype == DType::F16)),
+            ("batch", &batch.to_string()),
+            ("m", &d.m.to_string()),
+            ("mm", &(d.m * d.m).max(1).to_string()),
+            ("t", t),
+            ("store", &types::store(d.dtype, "d")),
+        ],
+    )?;
+    Ok(WgslKernel {
+        name: name.to_string(),
+        node: node.name.clone(),
+        source,
+        workgroups: [batch.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
+        inputs: vec![d.x.0],
+        outputs: vec![d.out.0],
+        index_check: None,
+    })
 }

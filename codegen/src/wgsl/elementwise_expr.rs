@@ -91,6 +91,32 @@ fn extreme(dt: DType, max: bool, a: &str, b: &str) -> String {
     }
 }
 
+/// BitCast of the computed value `v` from `from` to `to` (the IR gives them one
+/// width): the value's storage bits as a u32 word (a 64-bit value keeps its two words),
+/// read back as `to`'s kind; the caller wraps an 8/16-bit result to its width.
+fn bitcast(from: DType, to: DType, v: &str) -> R {
+    let refuse = || format!("BitCast from {from} to {to}");
+    let (kf, kt) = (kind(from).ok_or_else(refuse)?, kind(to).ok_or_else(refuse)?);
+    if (kf == Kind::Wide) != (kt == Kind::Wide) {
+        return Err(refuse());
+    }
+    let bits = match (kf, from) {
+        (Kind::Wide, _) => return Ok(v.to_string()),
+        (Kind::Float, DType::F16) => format!("(pack2x16float(vec2<f32>({v}, 0.0)) & 0xffffu)"),
+        (Kind::Float, _) | (Kind::Int, _) => format!("bitcast<u32>({v})"),
+        (Kind::Uint, _) => v.to_string(),
+        (Kind::Bool, _) => format!("select(0u, 1u, {v})"),
+    };
+    Ok(match (kt, to) {
+        (Kind::Float, DType::F16) => format!("unpack2x16float({bits}).x"),
+        (Kind::Float, _) => format!("bitcast<f32>({bits})"),
+        (Kind::Int, _) => format!("bitcast<i32>({bits})"),
+        (Kind::Uint, _) => bits,
+        (Kind::Bool, _) => format!("({bits} != 0u)"),
+        (Kind::Wide, _) => return Err(refuse()),
+    })
+}
+
 /// The op over typed arguments (`None`: an absent optional input), giving a value of
 /// `out`'s kind (not yet wrapped to an 8/16-bit width).
 pub fn expr(op: E, a: &Attrs, args: &[Option<(String, DType)>], out: DType) -> R {
@@ -305,6 +331,7 @@ pub fn expr(op: E, a: &Attrs, args: &[Option<(String, DType)>], out: DType) -> R
             types::cast(dt0, out, x(0)?).ok_or_else(|| format!("{name} from {dt0} to {out}"))?
         }
         E::Dropout => x(0)?.to_string(),
+        E::BitCast => bitcast(dt0, out, x(0)?)?,
         E::BitShift => {
             // Shifts by a negative amount or by the width or more give 0 (-1 for a
             // negative value shifted right), as the reference; the amount is masked
@@ -444,8 +471,7 @@ pub fn expr(op: E, a: &Attrs, args: &[Option<(String, DType)>], out: DType) -> R
             let v = x(0)?;
             format!("({v} * gopt_sigmoid({} * {v}))", lit(p.alpha, "alpha")?)
         }
-        E::BitCast
-        | E::Bernoulli
+        E::Bernoulli
         | E::RandomUniform
         | E::RandomNormal
         | E::RandomUniformLike

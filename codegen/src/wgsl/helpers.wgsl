@@ -279,6 +279,20 @@ fn gopt_acos(x: f32) -> f32 {
     return 2.0 * gopt_atan(sqrt((1.0 - x) / (1.0 + x)));
 }
 
+fn gopt_div(a: f32, b: f32) -> f32 {
+    // a / b correctly rounded. WGSL allows `/` 2.5 ULP (NVIDIA's Vulkan driver takes
+    // it), so where a quotient must land exactly (an align_corners coordinate 3 * 7 / 7
+    // is 3, not 2.9999998 that floors to 2) one fma step restores IEEE division.
+    let q = a / b;
+    let finite = ((bitcast<u32>(q) & 0x7f800000u) != 0x7f800000u)
+        && ((bitcast<u32>(b) & 0x7f800000u) != 0x7f800000u) && b != 0.0;
+    if (!finite) {
+        return q;
+    }
+    let r = fma(-q, b, a);
+    return fma(r, 1.0 / b, q);
+}
+
 fn gopt_isnan(x: f32) -> bool {
     // On the bits: WGSL lets an implementation assume no NaN in comparisons.
     return (bitcast<u32>(x) & 0x7fffffffu) > 0x7f800000u;

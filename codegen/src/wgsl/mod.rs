@@ -10,6 +10,8 @@ pub mod arg;
 pub mod attention;
 mod bounds;
 pub mod conv;
+pub mod conv_nd;
+pub mod conv_state;
 pub mod conv_transpose;
 pub mod cumulative;
 pub mod einsum;
@@ -21,6 +23,7 @@ mod gemm_split;
 mod gemm_tile;
 pub mod glu;
 pub mod indexed;
+pub mod linear_attention;
 pub mod loss;
 pub mod matmul;
 pub mod movement;
@@ -28,15 +31,17 @@ pub mod norm;
 pub mod plan;
 pub mod pool;
 pub mod quant;
+pub mod recurrent;
 pub mod reduce;
 pub mod resize;
 pub mod rotary;
 pub mod rows;
 pub mod sample;
 pub mod scatter;
+pub mod spectral;
+pub mod split;
 pub mod split_pad;
 pub mod topk;
-pub mod split;
 pub mod trilu;
 pub mod types;
 
@@ -53,7 +58,10 @@ pub const WORKGROUP: u32 = 256;
 /// bool and 8/16-bit integers are widened to one 32-bit word per element (the executor
 /// converts at the graph's inputs and outputs), 64-bit integers keep their bytes as
 /// `vec2<u32>` (low word first, little-endian), f16 needs the adapter's `SHADER_F16`.
-/// bf16 and f64 have no WGSL form (a bf16 request is lowered to f16 or f32 before).
+/// WGSL has no f64: f64 tensors are stored and computed as f32 (rounded to nearest at
+/// the inputs and the constants, widened again at the outputs), as TensorRT runs FP64
+/// layers in FP32; the compile says so in a note. bf16 has no WGSL form (a bf16
+/// request is lowered to f16 or f32 before).
 pub fn storage_type(dt: DType) -> Option<(&'static str, usize)> {
     match dt {
         DType::F32 => Some(("f32", 4)),
@@ -63,7 +71,8 @@ pub fn storage_type(dt: DType) -> Option<(&'static str, usize)> {
         DType::Bool | DType::U8 | DType::U16 => Some(("u32", 4)),
         DType::I8 | DType::I16 => Some(("i32", 4)),
         DType::I64 | DType::U64 => Some(("vec2<u32>", 8)),
-        DType::BF16 | DType::F64 => None,
+        DType::F64 => Some(("f32", 4)),
+        DType::BF16 => None,
     }
 }
 
@@ -148,6 +157,11 @@ pub fn kernel(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel>
         Kind::Conv => conv::emit,
         Kind::Pool => pool::emit,
         Kind::Attention => attention::emit,
+        Kind::Recurrent => recurrent::emit,
+        Kind::Spectral => spectral::emit,
+        Kind::ConvState => conv_state::emit,
+        Kind::ConvNd => conv_nd::emit,
+        Kind::LinearAttention => linear_attention::emit,
         Kind::Resize => resize::emit,
         Kind::Sample => sample::emit,
         Kind::Scatter => scatter::emit,

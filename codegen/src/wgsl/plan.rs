@@ -157,6 +157,14 @@ pub fn storage_bytes(t: &Tensor) -> Vec<u8> {
             .chunks_exact(2)
             .flat_map(|c| i32::from(i16::from_le_bytes([c[0], c[1]])).to_le_bytes())
             .collect(),
+        // f64 as f32, rounded to nearest (WGSL has no f64).
+        DType::F64 => raw
+            .chunks_exact(8)
+            .flat_map(|c| {
+                let v = f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]);
+                (v as f32).to_le_bytes()
+            })
+            .collect(),
         _ => raw,
     }
 }
@@ -211,9 +219,9 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<WgslPlan> {
         let id = ValueId(v);
         let slot = if let Some(k) = g.konst(lt.root(id)) {
             // Types WGSL stores as they are go in as shared handles (nothing copied);
-            // 8- and 16-bit integers and bool are widened to 32 bits.
+            // 8- and 16-bit integers and bool are widened to 32 bits, f64 narrowed to f32.
             match k.dtype() {
-                DType::Bool | DType::U8 | DType::I8 | DType::U16 | DType::I16 => {
+                DType::Bool | DType::U8 | DType::I8 | DType::U16 | DType::I16 | DType::F64 => {
                     Slot::Weight(store.add(&storage_bytes(&k.decoded())))
                 }
                 _ => Slot::Weight(store.add_const(k)),

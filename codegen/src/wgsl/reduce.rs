@@ -9,11 +9,12 @@
 //! CNN head's mean over H x W), segments of 32 (short runs) or 256 (long runs)
 //! invocations reduce each through workgroup memory, so loads are coalesced; otherwise
 //! one invocation per output loops over its elements. Max and min propagate NaN like
-//! the reference interpreter.
+//! the reference interpreter. Bool data takes ReduceMax (any) and ReduceMin (all),
+//! folded as 0/1. An empty group gives the fold's identity, finished.
 
 use super::unsupported;
 use super::WgslKernel;
-use crate::lower::reduce::{fold, Combine, Finish, Fold, Identity, Map};
+use crate::lower::reduce::{typed_fold, Combine, Finish, Fold, Identity, Map};
 use crate::template::fill;
 use crate::Result;
 use gopt_ir::{DType, Graph, Node};
@@ -60,19 +61,21 @@ fn parts(f: Fold, n: usize) -> (&'static str, &'static str, &'static str, String
 /// Emits the shader for a reduction node.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let geo = crate::lower::reduce::geometry(g, node).map_err(|e| e.for_backend(super::BACKEND))?;
+    // Bool (ReduceMax: any, ReduceMin: all) folds its 0/1 words as f32 and stores 0/1.
     let t = match geo.dtype {
-        DType::F32 => "f32",
+        // f64 is stored as f32 (`super::storage_type`).
+        DType::F32 | DType::F64 => "f32",
         DType::F16 => "f16",
+        DType::Bool => "u32",
         other => return Err(unsupported(node, format!("{other} reductions"))),
     };
     let (dt, xs, runs, inner, outer) = (geo.dtype, &geo.xs, &geo.runs, geo.inner, geo.outer);
     if xs.iter().product::<usize>() >= 1 << 31 {
         return Err(unsupported(node, "inputs of 2^31 elements or more"));
     }
-    if xs.contains(&0) {
-        return Err(unsupported(node, "empty inputs"));
-    }
-    let (identity, combine, map, finish) = parts(fold(node)?, inner);
+    // An empty input's buffer is one word: nothing reads it (`inner` or `outer` is 0),
+    // and each output of an empty group is the fold's identity, finished.
+    let (identity, combine, map, finish) = parts(typed_fold(node, dt)?, inner);
     let contiguous = geo.contiguous();
     let (body, groups) = if contiguous {
         // Segments of `tpr` invocations per output row, `256 / tpr` rows per workgroup.
@@ -114,6 +117,11 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         let sizes: Vec<usize> = runs.iter().map(|r| r.0).collect();
         let st = crate::lower::index::strides(&sizes);
         let decode = |red: bool, var: &str, off: &str| -> String {
+            if runs.iter().any(|&(s, r)| r == red && s == 0) {
+                // No outputs or no elements: the loop never decodes (and `% 0u` would
+                // not validate).
+                return format!("let {off}: u32 = 0u;");
+            }
             let mut code = format!("var r_{off}: u32 = {var}; var {off}: u32 = 0u;");
             for (k, &(s, r)) in runs.iter().enumerate().rev() {
                 if r == red {

@@ -1,11 +1,103 @@
-//! RotaryEmbedding in WGSL ([`crate::lower::rotary`]): not written yet.
+//! RotaryEmbedding in WGSL ([`crate::lower::rotary`]): one invocation per output
+//! element, f32 or f16 data and caches (bf16 has no WGSL storage), fp32 math and one
+//! rounding at the store. Position ids are i64 read on the device: each is wrapped
+//! (negative counts from the end) and checked against the caches' rows
+//! ([`super::bounds`]: one out of range fails the run and reads row 0).
 
-use super::unsupported;
-use super::WgslKernel;
+use super::{unsupported, WgslKernel};
+use crate::lower::rotary::{spec, CacheRows};
+use crate::template::fill;
 use crate::Result;
-use gopt_ir::{Graph, Node};
+use gopt_ir::{DType, Graph, Node};
 
-/// Emits the shader for node `node` of `g`.
-pub fn emit(_g: &Graph, node: &Node, _name: &str) -> Result<WgslKernel> {
-    Err(unsupported(node, "this op (no WGSL kernel yet)"))
+const TEMPLATE: &str = include_str!("rotary.wgsl");
+
+/// The WGSL storage type of float data of `dt`.
+fn float_type(node: &Node, dt: DType) -> Result<&'static str> {
+    match dt {
+        DType::F32 => Ok("f32"),
+        DType::F16 => Ok("f16"),
+        other => Err(unsupported(node, format!("{other} data"))),
+    }
+}
+
+/// Emits the shader for RotaryEmbedding node `node` of `g`.
+pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
+    let sp = spec(g, node)?;
+    let t = float_type(node, sp.dtype)?;
+    let ct = float_type(node, sp.cache_dtypes[0])?;
+    let st = float_type(node, sp.cache_dtypes[1])?;
+    let n = u32::try_from(sp.n())
+        .ok()
+        .filter(|&n| n < 1 << 31)
+        .ok_or_else(|| unsupported(node, "more than 2^31 elements"))?;
+    let [_, s, h, d] = sp.dims;
+    let half = sp.rd / 2;
+    // The batch and position of element `e` (its row `r = e / D`), X's layout unrolled:
+    // heads inside positions (3-D) or positions inside heads (4-D; the same when there
+    // is one head).
+    let coords = if sp.x_strides[1] > sp.x_strides[2] {
+        format!("        r = r / {h}u;\n        let s = r % {s}u;\n        let b = r / {s}u;\n")
+    } else {
+        format!("        let s = r % {s}u;\n        r = r / {s}u;\n        let b = r / {h}u;\n")
+    };
+    let mut inputs = vec![sp.x.0, sp.cos.0, sp.sin.0];
+    let mut bindings = vec![
+        format!("var<storage, read> x: array<{t}>;"),
+        format!("var<storage, read> cos_c: array<{ct}>;"),
+        format!("var<storage, read> sin_c: array<{st}>;"),
+    ];
+    let (row, check) = match sp.rows {
+        CacheRows::Positions { ids, rows } => {
+            inputs.push(ids.0);
+            bindings.push("var<storage, read> pos: array<vec2<u32>>;".into());
+            let check = super::bounds::check(g, node, rows, sp.out_of_range())?;
+            let read = super::bounds::read_index(
+                DType::I64,
+                &format!("pos[b * {s}u + s]"),
+                rows,
+                check.code,
+                "k",
+            );
+            (format!("{read}        let row = k * HALF;\n"), Some(check))
+        }
+        CacheRows::Broadcast([sb, ss]) => {
+            (format!("        let row = b * {sb}u + s * {ss}u;\n"), None)
+        }
+    };
+    bindings.push(format!("var<storage, read_write> y: array<{t}>;"));
+    let mut bindings: Vec<String> = bindings
+        .iter()
+        .enumerate()
+        .map(|(i, s)| format!("@group(0) @binding({i}) {s}"))
+        .collect();
+    if check.is_some() {
+        bindings.push(super::bounds::error_binding(bindings.len()));
+    }
+    let f16 = [t, ct, st].contains(&"f16");
+    let source = fill(
+        TEMPLATE,
+        &[
+            ("enable", super::enable_f16(f16)),
+            ("dtype", &sp.dtype.to_string()),
+            ("bindings", &bindings.join("\n")),
+            ("n", &n.to_string()),
+            ("d", &d.to_string()),
+            ("rd", &sp.rd.to_string()),
+            ("half", &half.to_string()),
+            ("interleaved", &sp.interleaved.to_string()),
+            ("coords", &coords),
+            ("row", &row),
+            ("t", t),
+        ],
+    )?;
+    Ok(WgslKernel {
+        name: name.to_string(),
+        node: node.name.clone(),
+        source,
+        workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
+        inputs,
+        outputs: vec![sp.out.0],
+        index_check: check,
+    })
 }

@@ -1,11 +1,303 @@
-//! ScatterND, ScatterElements, Scatter, TensorScatter in WGSL ([`crate::lower::scatter`]): not written yet.
+//! ScatterElements, Scatter, ScatterND and TensorScatter in WGSL
+//! ([`crate::lower::scatter`]): one invocation per output element copies its data
+//! element and applies, in order, the updates that land on it, so duplicates resolve
+//! as on the CPU without atomics. Data of any dtype WGSL storage holds; reductions
+//! compute floats in f32 (rounded back to f16 each time), integers wrapped (i64/u64 with
+//! the `helpers.wgsl` word arithmetic). Indices are wrapped and checked on the device
+//! ([`super::bounds`]: one out of range fails the run). Every body mirrors the CUDA
+//! writer's line by line.
 
+use super::bounds;
+use super::types::{self, Kind};
 use super::unsupported;
 use super::WgslKernel;
+use crate::lower::scatter::{spec, CacheSpec, ElementsSpec, NdSpec, Reduction, ScatterSpec};
+use crate::plan::IndexCheck;
+use crate::template::fill;
 use crate::Result;
-use gopt_ir::{Graph, Node};
+use gopt_ir::{DType, Graph, Node, ValueId};
 
-/// Emits the shader for node `node` of `g`.
-pub fn emit(_g: &Graph, node: &Node, _name: &str) -> Result<WgslKernel> {
-    Err(unsupported(node, "this op (no WGSL kernel yet)"))
+const TEMPLATE: &str = include_str!("scatter.wgsl");
+
+/// The exact 64-bit Euclidean remainder a circular TensorScatter wraps i64 write
+/// indices with.
+const REM64: &str = include_str!("scatter_rem.wgsl");
+
+/// Sizes whose offsets stay below 2^31 (and sums of two below 2^32).
+const LIM: usize = 1 << 31;
+
+/// One shader's parts before the template is filled.
+struct Parts {
+    how: &'static str,
+    /// The inputs after the data (bound first as `data`), as (value, name, element).
+    inputs: Vec<(ValueId, &'static str, &'static str)>,
+    data: ValueId,
+    out: ValueId,
+    dtype: DType,
+    body: String,
+    /// Functions the body calls besides `helpers.wgsl`'s.
+    functions: &'static str,
+    n: usize,
+    check: Option<IndexCheck>,
+}
+
+/// Emits the shader for scatter node `node` of `g`.
+pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
+    let parts = match spec(g, node)? {
+        ScatterSpec::Elements(s) => elements(g, node, &s)?,
+        ScatterSpec::Nd(s) => nd(g, node, &s)?,
+        ScatterSpec::Cache(s) => cache(g, node, &s)?,
+    };
+    let t = element(node, parts.dtype, "data")?;
+    if parts.n >= LIM {
+        return Err(unsupported(node, "2^31 elements or more"));
+    }
+    let mut bindings = vec![format!("var<storage, read> data: array<{t}>;")];
+    bindings.extend(
+        parts
+            .inputs
+            .iter()
+            .map(|(_, name, et)| format!("var<storage, read> {name}: array<{et}>;")),
+    );
+    bindings.push(format!("var<storage, read_write> out: array<{t}>;"));
+    let mut bindings: Vec<String> = bindings
+        .into_iter()
+        .enumerate()
+        .map(|(k, b)| format!("@group(0) @binding({k}) {b}"))
+        .collect();
+    if parts.check.is_some() {
+        bindings.push(bounds::error_binding(bindings.len()));
+    }
+    let helpers = format!(
+        "{}{}",
+        parts.functions,
+        types::helpers_for(&format!("{}{}", parts.body, parts.functions))
+    );
+    let source = fill(
+        TEMPLATE,
+        &[
+            ("enable", super::enable_f16(parts.dtype == DType::F16)),
+            ("what", node.op.name()),
+            ("how", parts.how),
+            ("bindings", &bindings.join("\n")),
+            ("helpers", &helpers),
+            ("n", &parts.n.to_string()),
+            ("t", t),
+            ("body", &parts.body),
+        ],
+    )?;
+    let mut inputs = vec![parts.data.0];
+    inputs.extend(parts.inputs.iter().map(|(v, _, _)| v.0));
+    Ok(WgslKernel {
+        name: name.to_string(),
+        node: node.name.clone(),
+        source,
+        workgroups: [
+            (parts.n as u32).div_ceil(super::WORKGROUP).clamp(1, 65535),
+            1,
+            1,
+        ],
+        inputs,
+        outputs: vec![parts.out.0],
+        index_check: parts.check,
+    })
+}
+
+/// The storage element of `dt`, or the refusal.
+fn element(node: &Node, dt: DType, what: &str) -> Result<&'static str> {
+    super::storage_type(dt)
+        .map(|(t, _)| t)
+        .ok_or_else(|| unsupported(node, format!("{dt} {what}")))
+}
+
+/// `v` combined with the update `u` (both storage elements of `dt`) by `red`, as a
+/// storage element: floats in f32 rounded back, integers wrapped to their width, bool
+/// add and mul as or and and; max and min keep `v` unless `u` compares greater (less).
+fn combine(node: &Node, dt: DType, red: Reduction) -> Result<String> {
+    let kind = types::kind(dt).ok_or_else(|| unsupported(node, format!("{dt} data")))?;
+    let arith = |op: &str| match kind {
+        Kind::Float => types::store(
+            dt,
+            &format!("{} {op} {}", types::load(dt, "v"), types::load(dt, "u")),
+        ),
+        Kind::Bool if op == "+" => "(v | u)".into(),
+        Kind::Bool => "(v & u)".into(),
+        Kind::Int | Kind::Uint => types::wrap(dt, &format!("(v {op} u)")),
+        Kind::Wide if op == "+" => "gopt_add64(v, u)".into(),
+        Kind::Wide => "gopt_mul64(v, u)".into(),
+    };
+    let pick = |greater: bool| {
+        let (a, b) = if greater { ("v", "u") } else { ("u", "v") };
+        match (kind, dt) {
+            (Kind::Wide, DType::I64) => format!("select(v, u, gopt_lt_i64({a}, {b}))"),
+            (Kind::Wide, _) => format!("select(v, u, gopt_lt_u64({a}, {b}))"),
+            _ => format!("select(v, u, {a} < {b})"),
+        }
+    };
+    Ok(match red {
+        Reduction::None => "u".into(),
+        Reduction::Add => arith("+"),
+        Reduction::Mul => arith("*"),
+        Reduction::Max => pick(true),
+        Reduction::Min => pick(false),
+    })
+}
+
+/// The index element type of `dt`, or the refusal.
+fn index_type(node: &Node, dt: DType) -> Result<&'static str> {
+    bounds::index_type(dt).ok_or_else(|| unsupported(node, format!("{dt} indices")))
+}
+
+/// ScatterElements: the element's coordinates, the indices' row off the axis (when the
+/// element lies inside the indices there), then each position along the axis in order.
+fn elements(g: &Graph, node: &Node, s: &ElementsSpec) -> Result<Parts> {
+    let it = index_type(node, s.ops.index_dtype)?;
+    if s.updates_len >= LIM {
+        return Err(unsupported(node, "2^31 indices or more"));
+    }
+    let check = bounds::check(g, node, s.axis_len(), s.out_of_range())?;
+    let mut body = String::from(
+        "        var r: u32 = i;\n        var base: u32 = 0u;\n        var inside = true;\n",
+    );
+    for (a, &(d, id, ist)) in s.dims.iter().enumerate().rev() {
+        body += &format!("        let c{a} = r % {d}u; r = r / {d}u;\n");
+        if a != s.axis {
+            if id < d {
+                body += &format!("        if (c{a} >= {id}u) {{ inside = false; }}\n");
+            }
+            body += &format!("        base = base + c{a} * {ist}u;\n");
+        }
+    }
+    body += &format!(
+        "        if (inside) {{\n        \
+         for (var t: u32 = 0u; t < {count}u; t = t + 1u) {{\n            \
+         let p = base + t * {ast}u;\n{read}            \
+         if (k == c{axis}) {{ let u = upd[p]; v = {combine}; }}\n        \
+         }}\n        }}\n",
+        count = s.count(),
+        ast = s.axis_stride(),
+        read = bounds::read_index(s.ops.index_dtype, "idx[p]", s.axis_len(), check.code, "k"),
+        axis = s.axis,
+        combine = combine(node, s.ops.dtype, s.ops.reduction)?,
+    );
+    let t = element(node, s.ops.dtype, "data")?;
+    Ok(Parts {
+        how: "the positions along the indices' axis in the element's row",
+        inputs: vec![(s.ops.indices, "idx", it), (s.ops.updates, "upd", t)],
+        data: s.ops.data,
+        out: s.ops.out,
+        dtype: s.ops.dtype,
+        body,
+        functions: "",
+        n: s.ops.n,
+        check: Some(check),
+    })
+}
+
+/// ScatterND: every index row in order, its coordinates checked and summed to a slice
+/// offset; the rows addressing the element's slice apply their update.
+fn nd(g: &Graph, node: &Node, s: &NdSpec) -> Result<Parts> {
+    let it = index_type(node, s.ops.index_dtype)?;
+    if s.rows.saturating_mul(s.depth.max(1)) >= LIM || s.rows.saturating_mul(s.chunk) >= LIM {
+        return Err(unsupported(node, "2^31 indices or updates or more"));
+    }
+    let check = bounds::check(g, node, s.max_len(), s.out_of_range())?;
+    let mut body = format!(
+        "        let j = i % {chunk}u;\n        \
+         let slice = i - j;\n        \
+         for (var r: u32 = 0u; r < {rows}u; r = r + 1u) {{\n            var at: u32 = 0u;\n",
+        chunk = s.chunk,
+        rows = s.rows,
+    );
+    for (c, &(len, stride)) in s.coords.iter().enumerate() {
+        let elem = format!("idx[r * {}u + {c}u]", s.depth);
+        body += &bounds::read_index(s.ops.index_dtype, &elem, len, check.code, &format!("k{c}"));
+        body += &format!("            at = at + k{c} * {stride}u;\n");
+    }
+    body += &format!(
+        "            if (at == slice) {{ let u = upd[r * {chunk}u + j]; v = {combine}; }}\n        }}\n",
+        chunk = s.chunk,
+        combine = combine(node, s.ops.dtype, s.ops.reduction)?,
+    );
+    let t = element(node, s.ops.dtype, "data")?;
+    Ok(Parts {
+        how: "every index row in order, compared with the element's slice",
+        inputs: vec![(s.ops.indices, "idx", it), (s.ops.updates, "upd", t)],
+        data: s.ops.data,
+        out: s.ops.out,
+        dtype: s.ops.dtype,
+        body,
+        functions: "",
+        n: s.ops.n,
+        check: Some(check),
+    })
+}
+
+/// TensorScatter: the position's offset from its batch entry's write index picks the
+/// update row's entry (linear: the window is checked to fit the cache; circular: the
+/// offset wraps, the write index taken modulo the cache's length first, exactly for
+/// i64). Offsets that fall below zero wrap in u32 and so miss the window.
+fn cache(g: &Graph, node: &Node, s: &CacheSpec) -> Result<Parts> {
+    let t = element(node, s.dtype, "data")?;
+    let (inner, m, seq) = (s.inner, s.max_seq, s.seq);
+    let mut inputs = vec![(s.update, "upd", t)];
+    let mut body = format!(
+        "        let in_ = i % {inner}u;\n        \
+         let s = (i / {inner}u) % {m}u;\n        \
+         let p = i / {row}u;\n",
+        row = inner * m,
+    );
+    let wide = s.writes_dtype == DType::I64;
+    if let Some(w) = s.writes {
+        inputs.push((w, "wi", index_type(node, s.writes_dtype)?));
+        body += &format!("        let ww = wi[p / {}u];\n", s.per_batch.max(1));
+    }
+    let mut check = None;
+    let mut functions = "";
+    match (s.circular, s.writes.is_some(), wide) {
+        (true, true, true) => {
+            functions = REM64;
+            body += &format!("        let wm = gopt_rem_euclid64(ww, {m}u);\n");
+        }
+        (true, true, false) => {
+            body += &format!("        let wm = u32(((ww % {m}i) + {m}i) % {m}i);\n");
+        }
+        (true, false, _) | (false, false, _) => body += "        let wm = 0u;\n",
+        (false, true, _) => {
+            let c = bounds::check(g, node, m, s.out_of_range())?;
+            let last = m - seq;
+            let bad = match wide {
+                true => format!("ww.y != 0u || ww.x > {last}u"),
+                false => format!("ww < 0i || ww > {last}i"),
+            };
+            let take = if wide { "ww.x" } else { "u32(ww)" };
+            body += &format!(
+                "        var wm: u32 = 0u;\n        \
+                 if ({bad}) {{ atomicMax(&gopt_err, {code}u); }} else {{ wm = {take}; }}\n",
+                code = c.code
+            );
+            check = Some(c);
+        }
+    }
+    body += &if s.circular {
+        format!("        let q = (s + {m}u - wm) % {m}u;\n")
+    } else {
+        "        let q = s - wm;\n".to_string()
+    };
+    body += &format!("        if (q < {seq}u) {{ v = upd[(p * {seq}u + q) * {inner}u + in_]; }}\n");
+    Ok(Parts {
+        how: if s.circular {
+            "the position's offset from the write index, wrapped around the cache"
+        } else {
+            "the position's offset from the checked write index"
+        },
+        inputs,
+        data: s.past,
+        out: s.out,
+        dtype: s.dtype,
+        body,
+        functions,
+        n: s.n,
+        check,
+    })
 }

@@ -26,12 +26,13 @@ pub enum Kind {
 /// The kind of `dt`, if WGSL storage can hold it.
 pub fn kind(dt: DType) -> Option<Kind> {
     Some(match dt {
-        DType::F32 | DType::F16 => Kind::Float,
+        // f64 is stored and computed as f32 (`super::storage_type`).
+        DType::F32 | DType::F16 | DType::F64 => Kind::Float,
         DType::Bool => Kind::Bool,
         DType::I8 | DType::I16 | DType::I32 => Kind::Int,
         DType::U8 | DType::U16 | DType::U32 => Kind::Uint,
         DType::I64 | DType::U64 => Kind::Wide,
-        DType::BF16 | DType::F64 => return None,
+        DType::BF16 => return None,
     })
 }
 

@@ -9,7 +9,7 @@ use gopt_codegen::wgsl::WgslKernel;
 use gopt_ir::{DType, Tensor};
 
 /// Bytes per element of `dt` in a wgpu buffer (`gopt_codegen::wgsl::storage_type`), or
-/// an error for the dtypes WGSL storage cannot hold (bf16, f64).
+/// an error for the dtype WGSL storage cannot hold (bf16; f64 is stored as f32).
 pub fn storage_size(dt: DType) -> Result<usize> {
     gopt_codegen::wgsl::storage_type(dt)
         .map(|(_, n)| n)
@@ -18,7 +18,8 @@ pub fn storage_size(dt: DType) -> Result<usize> {
 
 /// A host tensor's bytes in the layout WGSL kernels use: bool and 8/16-bit integers
 /// widened to one 32-bit word per element (bool 0/1, signed values sign-extended),
-/// everything else as it is (i64/u64 keep their little-endian bytes).
+/// f64 narrowed to f32, everything else as it is (i64/u64 keep their little-endian
+/// bytes).
 pub fn to_storage(t: &Tensor) -> Result<Vec<u8>> {
     storage_size(t.dtype())?;
     Ok(gopt_codegen::wgsl::plan::storage_bytes(t))
@@ -52,6 +53,14 @@ pub fn from_storage(dt: DType, shape: &[usize], bytes: &[u8]) -> Result<Tensor> 
                 })
                 .collect();
             Tensor::from_f64s(dt, shape, &words).map_err(err)
+        }
+        // f64 is stored as f32 (WGSL has no f64): widened back.
+        DType::F64 => {
+            let v: Vec<f64> = bytes
+                .chunks_exact(4)
+                .map(|w| f64::from(f32::from_le_bytes([w[0], w[1], w[2], w[3]])))
+                .collect();
+            Tensor::from_f64s(dt, shape, &v).map_err(err)
         }
         _ => crate::host::from_bytes(dt, shape, bytes),
     }

@@ -4,13 +4,44 @@
 //! the ops: an op without a kernel says so. Attributes and the types each op takes
 //! come from [`crate::lower::elementwise`].
 
-use super::compute;
+use super::{compute, storage};
 use crate::cuda::support::flit;
 use crate::lower::elementwise::{check, params};
 use gopt_ir::ops::ElementwiseOp as E;
 use gopt_ir::{Attrs, DType};
 
 type R = std::result::Result<String, String>;
+
+/// BitCast of the computed value `v` from `from` to `to` (the IR gives them one
+/// width): the value's storage bits as an unsigned integer of that width, read back as
+/// `to` and loaded as its compute type (8/16-bit results wrapped again by the caller).
+fn bitcast(from: DType, to: DType, v: &str) -> String {
+    let bits = match from {
+        DType::F32 => format!("__float_as_uint({v})"),
+        DType::F64 => format!("(unsigned long long)__double_as_longlong({v})"),
+        DType::F16 => format!("__half_as_ushort(__float2half_rn({v}))"),
+        DType::BF16 => format!("__bfloat16_as_ushort(__float2bfloat16_rn({v}))"),
+        DType::Bool | DType::I8 | DType::U8 => format!("(unsigned char)({v})"),
+        DType::I16 | DType::U16 => format!("(unsigned short)({v})"),
+        DType::I32 | DType::U32 => format!("(unsigned int)({v})"),
+        DType::I64 | DType::U64 => format!("(unsigned long long)({v})"),
+    };
+    match to {
+        DType::F32 => format!("__uint_as_float({bits})"),
+        DType::F64 => format!("__longlong_as_double((long long)({bits}))"),
+        DType::F16 => format!("__half2float(__ushort_as_half({bits}))"),
+        DType::BF16 => format!("__bfloat162float(__ushort_as_bfloat16({bits}))"),
+        DType::Bool => format!("({bits} != 0)"),
+        DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::I64
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::U64 => format!("({})({})({bits})", compute(to), storage(to)),
+    }
+}
 
 /// `op` over `args` (name and type; an absent optional input has an empty name),
 /// giving a value of `out`'s compute type.
@@ -223,8 +254,8 @@ pub fn expr(op: E, a: &Attrs, args: &[(String, DType)], out: DType) -> R {
         }
         E::Cast | E::CastLike => Ok(format!("({})({})", compute(out), x(0)?)),
         E::Dropout => Ok(x(0)?.to_string()),
-        E::BitCast
-        | E::Bernoulli
+        E::BitCast => Ok(bitcast(dt0, out, x(0)?)),
+        E::Bernoulli
         | E::RandomUniform
         | E::RandomNormal
         | E::RandomUniformLike

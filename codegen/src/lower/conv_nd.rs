@@ -1,0 +1,455 @@
+//! Conv and FusedConv of 3 spatial dims (X of rank 5: video models), read once for every
+//! backend. The 1-D and 2-D kernels of [`super::conv`] are tiled implicit GEMMs built
+//! around a 2-D window; a 3-D convolution runs instead as a direct kernel, one thread
+//! per output element summing over its group's `C/group` input channels × `kd × kh × kw`
+//! taps. [`ConvNdSpec`] holds everything both writers need: the sizes, strides,
+//! dilations and begin pads per spatial dim (explicit `pads` or `auto_pad` resolved as
+//! the interpreter resolves them), the group, NCDHW or channels-last (`layout="NHWC"`,
+//! `[N, D, H, W, C]`), the dtypes and FusedConv's epilogue (bias, activation, broadcast
+//! residual, in the node's `epilogue` order), so the CUDA and WGSL kernels accept and
+//! refuse the same nodes and index the same way.
+
+use super::support::{check_float, input, opt_input, output, plan, typed, unsupported};
+use crate::Result;
+use gopt_ir::ops::fused::{Activation, EpilogueOrder, CONV_ACTIVATIONS};
+use gopt_ir::ops::FusedOp;
+use gopt_ir::{DType, Graph, Node, Op, ValueId};
+
+/// Spatial dims this family convolves over.
+pub const SPATIAL: usize = 3;
+
+/// The attributes Conv and FusedConv may carry (anything else is refused, not ignored).
+const ATTRS: &[&str] = &[
+    "auto_pad",
+    "dilations",
+    "group",
+    "kernel_shape",
+    "pads",
+    "strides",
+    "activation",
+    "clip_min",
+    "clip_max",
+    "epilogue",
+    "layout",
+    "output_dtype",
+];
+
+/// The attributes only FusedConv has.
+const FUSED_ATTRS: &[&str] = &[
+    "activation",
+    "clip_min",
+    "clip_max",
+    "epilogue",
+    "layout",
+    "output_dtype",
+];
+
+/// Whether `n` convolves over 3 spatial dims (X of rank 5): the 1-D and 2-D kernels of
+/// [`super::conv`] do not cover it.
+pub fn applies(g: &Graph, n: &Node) -> bool {
+    n.inputs
+        .first()
+        .copied()
+        .flatten()
+        .and_then(|x| g.ty(x).ok())
+        .is_some_and(|t| t.shape.len() == 5)
+}
+
+/// A tensor the kernel reads besides X and W: its value and dtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Operand {
+    /// The graph value.
+    pub value: ValueId,
+    /// Its dtype (a float type).
+    pub dtype: DType,
+}
+
+/// FusedConv's residual, broadcast to Y.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Residual {
+    /// The tensor.
+    pub operand: Operand,
+    /// Its stride along each of Y's 5 axes (in Y's layout; 0 where it broadcasts).
+    pub strides: [usize; 5],
+    /// Whether it has Y's shape (then its offset is Y's).
+    pub full: bool,
+}
+
+/// One 3-D convolution with every size resolved.
+#[derive(Clone, Debug)]
+pub struct ConvNdSpec {
+    /// The input `[N, C, D, H, W]` (or `[N, D, H, W, C]`).
+    pub x: ValueId,
+    /// The weights `[M, C/group, KD, KH, KW]` (in every layout).
+    pub w: ValueId,
+    /// The per-output-channel bias, when there is one.
+    pub bias: Option<Operand>,
+    /// FusedConv's residual, when there is one.
+    pub residual: Option<Residual>,
+    /// The output `[N, M, OD, OH, OW]` (or `[N, OD, OH, OW, M]`).
+    pub y: ValueId,
+    /// X's (and W's) dtype.
+    pub x_dt: DType,
+    /// Y's dtype.
+    pub out_dt: DType,
+    /// Batch.
+    pub n: usize,
+    /// Input channels.
+    pub c: usize,
+    /// Output channels.
+    pub m: usize,
+    /// Groups.
+    pub group: usize,
+    /// Input spatial dims (depth, height, width).
+    pub input: [usize; SPATIAL],
+    /// Kernel dims.
+    pub kernel: [usize; SPATIAL],
+    /// Output spatial dims.
+    pub output: [usize; SPATIAL],
+    /// Strides.
+    pub stride: [usize; SPATIAL],
+    /// Dilations.
+    pub dilation: [usize; SPATIAL],
+    /// Padding before the input, per dim (the end padding only sizes the output).
+    pub pad: [usize; SPATIAL],
+    /// Channels-last tensors (X, Y and the residual are `[N, *S, C]`).
+    pub channels_last: bool,
+    /// The epilogue's activation (none for Conv).
+    pub act: Activation,
+    /// Whether the residual is added before or after the activation.
+    pub order: EpilogueOrder,
+}
+
+impl ConvNdSpec {
+    /// Input channels per group.
+    pub fn cg(&self) -> usize {
+        self.c / self.group
+    }
+
+    /// Output channels per group.
+    pub fn mg(&self) -> usize {
+        self.m / self.group
+    }
+
+    /// Kernel taps (`kd × kh × kw`).
+    pub fn taps(&self) -> usize {
+        self.kernel.iter().product()
+    }
+
+    /// Input positions per image and channel (`d × h × w`).
+    pub fn in_positions(&self) -> usize {
+        self.input.iter().product()
+    }
+
+    /// Output elements (one thread each).
+    pub fn total(&self) -> usize {
+        self.n * self.m * self.output.iter().product::<usize>()
+    }
+
+    /// Y's shape in its layout.
+    pub fn y_shape(&self) -> Vec<usize> {
+        layout_shape(self.n, self.m, &self.output, self.channels_last)
+    }
+
+    /// The graph values the kernel reads, in parameter (binding) order: X, W, bias?,
+    /// residual?.
+    pub fn inputs(&self) -> Vec<u32> {
+        let mut v = vec![self.x.0, self.w.0];
+        v.extend(self.bias.map(|b| b.value.0));
+        v.extend(self.residual.as_ref().map(|r| r.operand.value.0));
+        v
+    }
+
+    /// The most elements of X, W and Y (the residual has at most Y's): what a
+    /// writer's index width must hold.
+    pub fn largest(&self) -> usize {
+        let x = self.n * self.c * self.in_positions();
+        let w = self.m * self.cg() * self.taps();
+        x.max(w).max(self.total())
+    }
+
+    /// A one-line description for the kernel's header comment.
+    pub fn describe(&self) -> String {
+        format!(
+            "kernel {:?}, stride {:?}, dilation {:?}, pad {:?}, {} -> {} channels in {} group(s), {} {:?} -> {:?}",
+            self.kernel,
+            self.stride,
+            self.dilation,
+            self.pad,
+            self.c,
+            self.m,
+            self.group,
+            if self.channels_last { "NDHWC" } else { "NCDHW" },
+            self.input,
+            self.output
+        )
+    }
+}
+
+/// `[n, c, *s]`, or `[n, *s, c]` channels-last.
+fn layout_shape(n: usize, c: usize, s: &[usize], channels_last: bool) -> Vec<usize> {
+    let mut v = vec![n];
+    if channels_last {
+        v.extend(s);
+        v.push(c);
+    } else {
+        v.push(c);
+        v.extend(s);
+    }
+    v
+}
+
+/// Output size and begin padding of one spatial dim (ONNX `auto_pad` rules, as the
+/// interpreter's window resolves them).
+fn resolve(
+    node: &Node,
+    auto_pad: &str,
+    (input, k, s, d): (usize, usize, usize, usize),
+    (pb, pe): (usize, usize),
+) -> Result<(usize, usize)> {
+    let span = (k - 1)
+        .checked_mul(d)
+        .and_then(|v| v.checked_add(1))
+        .ok_or_else(|| unsupported(node, "a dilated kernel too large"))?;
+    match auto_pad {
+        "SAME_UPPER" | "SAME_LOWER" => {
+            let out = input.div_ceil(s);
+            let total = ((out.max(1) - 1) * s + span).saturating_sub(input);
+            let begin = if auto_pad == "SAME_UPPER" {
+                total / 2
+            } else {
+                total - total / 2
+            };
+            Ok((out, begin))
+        }
+        "NOTSET" | "VALID" => {
+            let (pb, pe) = if auto_pad == "VALID" {
+                (0, 0)
+            } else {
+                (pb, pe)
+            };
+            let avail = input + pb + pe;
+            if avail < span {
+                return Err(unsupported(node, "a kernel larger than the padded input"));
+            }
+            Ok(((avail - span) / s + 1, pb))
+        }
+        other => Err(unsupported(node, &format!("auto_pad `{other}`"))),
+    }
+}
+
+/// A list attribute of `len` non-negative values, or `default` repeated.
+fn ints(node: &Node, name: &str, default: usize, len: usize) -> Result<Vec<usize>> {
+    match node.attrs.ints(name).map_err(plan)? {
+        None => Ok(vec![default; len]),
+        Some(v) if v.len() == len && v.iter().all(|&x| x >= 0) => {
+            Ok(v.iter().map(|&x| x as usize).collect())
+        }
+        Some(v) => Err(unsupported(node, &format!("{name} {v:?}"))),
+    }
+}
+
+/// The first three values of `v` (callers pass exactly [`SPATIAL`] of them).
+fn three(v: &[usize]) -> [usize; SPATIAL] {
+    [v[0], v[1], v[2]]
+}
+
+/// Input `k` as a float operand, when present.
+fn operand(g: &Graph, node: &Node, k: usize, what: &str) -> Result<Option<(Operand, Vec<usize>)>> {
+    match opt_input(node, k) {
+        None => Ok(None),
+        Some(value) => {
+            let (dtype, shape) = typed(g, node, value)?;
+            check_float(node, dtype, what)?;
+            Ok(Some((Operand { value, dtype }, shape)))
+        }
+    }
+}
+
+/// The residual of shape `rs` broadcast (numpy rules) to Y of shape `ys`.
+fn residual(node: &Node, op: Operand, rs: &[usize], ys: &[usize]) -> Result<Residual> {
+    let lead = ys
+        .len()
+        .checked_sub(rs.len())
+        .ok_or_else(|| unsupported(node, "a residual of higher rank than Y"))?;
+    let rst = super::index::strides(rs);
+    let mut strides = [0; 5];
+    for (a, (&r, &y)) in rs.iter().zip(&ys[lead..]).enumerate() {
+        if r != y && r != 1 {
+            return Err(unsupported(node, "a residual that does not broadcast to Y"));
+        }
+        strides[lead + a] = if r == 1 { 0 } else { rst[a] };
+    }
+    Ok(Residual {
+        operand: op,
+        strides,
+        full: rs == ys,
+    })
+}
+
+/// Reads Conv or FusedConv node `node` of `g` (X of rank 5) into a [`ConvNdSpec`].
+pub fn spec(g: &Graph, node: &Node) -> Result<ConvNdSpec> {
+    if let Some(k) = node.attrs.0.keys().find(|k| !ATTRS.contains(&k.as_str())) {
+        return Err(unsupported(node, &format!("attribute `{k}`")));
+    }
+    let fused = node.op == Op::Fused(FusedOp::FusedConv);
+    if !fused && FUSED_ATTRS.iter().any(|a| node.attrs.has(a)) {
+        return Err(unsupported(node, "FusedConv attributes on a plain Conv"));
+    }
+    let (x, w, y) = (input(node, 0)?, input(node, 1)?, output(node, 0)?);
+    let (x_dt, xs) = typed(g, node, x)?;
+    let (w_dt, ws) = typed(g, node, w)?;
+    let (out_dt, ys) = typed(g, node, y)?;
+    check_float(node, x_dt, "convolutions")?;
+    check_float(node, out_dt, "outputs")?;
+    if w_dt != x_dt {
+        return Err(unsupported(node, "weights of another dtype than X"));
+    }
+    if xs.len() != SPATIAL + 2 {
+        return Err(unsupported(
+            node,
+            &format!("{}-D convolutions", xs.len().saturating_sub(2)),
+        ));
+    }
+    if ws.len() != xs.len() || node.outputs.len() != 1 {
+        return Err(unsupported(node, "weights whose rank differs from X's"));
+    }
+    if node.inputs.len() > if fused { 4 } else { 3 } {
+        return Err(unsupported(node, "extra inputs"));
+    }
+    let channels_last = match node.attrs.str_or("layout", "NCHW").map_err(plan)? {
+        "NCHW" => false,
+        "NHWC" => true,
+        other => return Err(unsupported(node, &format!("layout `{other}`"))),
+    };
+    let (n, c, sp) = if channels_last {
+        (xs[0], xs[4], three(&xs[1..4]))
+    } else {
+        (xs[0], xs[1], three(&xs[2..]))
+    };
+    let group = usize::try_from(node.attrs.int_or("group", 1).map_err(plan)?)
+        .map_err(|_| unsupported(node, "a negative group"))?;
+    let m = ws[0];
+    if group == 0 || c % group != 0 || m % group != 0 || ws[1] * group != c {
+        return Err(unsupported(node, "channels that do not match the group"));
+    }
+    let kernel = three(&ws[2..]);
+    if node.attrs.has("kernel_shape") && ints(node, "kernel_shape", 0, SPATIAL)? != kernel {
+        return Err(unsupported(node, "a kernel_shape that differs from W's"));
+    }
+    let stride = three(&ints(node, "strides", 1, SPATIAL)?);
+    let dilation = three(&ints(node, "dilations", 1, SPATIAL)?);
+    let pads = ints(node, "pads", 0, 2 * SPATIAL)?;
+    if stride.contains(&0) || dilation.contains(&0) || kernel.contains(&0) {
+        return Err(unsupported(node, "zero strides, dilations or kernel dims"));
+    }
+    let auto_pad = node.attrs.str_or("auto_pad", "NOTSET").map_err(plan)?;
+    let (mut out, mut pad) = ([0; SPATIAL], [0; SPATIAL]);
+    for i in 0..SPATIAL {
+        (out[i], pad[i]) = resolve(
+            node,
+            auto_pad,
+            (sp[i], kernel[i], stride[i], dilation[i]),
+            (pads[i], pads[SPATIAL + i]),
+        )?;
+    }
+    let want = layout_shape(n, m, &out, channels_last);
+    if want != ys {
+        return Err(plan(format!(
+            "{}: output shape {ys:?}, expected {want:?}",
+            node.name
+        )));
+    }
+    let bias = operand(g, node, 2, "biases")?;
+    if let Some((_, bs)) = &bias {
+        if bs.as_slice() != [m] {
+            return Err(unsupported(
+                node,
+                "a bias that is not one value per output channel",
+            ));
+        }
+    }
+    let residual = if fused {
+        operand(g, node, 3, "residuals")?
+            .map(|(op, rs)| residual(node, op, &rs, &ys))
+            .transpose()?
+    } else {
+        None
+    };
+    let (act, order) = if fused {
+        (
+            Activation::from_node(node, CONV_ACTIVATIONS)
+                .map_err(|e| unsupported(node, &e.to_string()))?,
+            EpilogueOrder::from_node(node).map_err(|e| unsupported(node, &e.to_string()))?,
+        )
+    } else {
+        (Activation::None, EpilogueOrder::ActThenResidual)
+    };
+    Ok(ConvNdSpec {
+        x,
+        w,
+        bias: bias.map(|b| b.0),
+        residual,
+        y,
+        x_dt,
+        out_dt,
+        n,
+        c,
+        m,
+        group,
+        input: sp,
+        kernel,
+        output: out,
+        stride,
+        dilation,
+        pad,
+        channels_last,
+        act,
+        order,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn graph(text: &str) -> Graph {
+        gopt_ir::verify(gopt_ir::text::parse(text).expect("parses"))
+            .expect("verifies")
+            .into_inner()
+    }
+
+    #[test]
+    fn reads_pads_strides_groups_and_same_padding() {
+        let g = graph(
+            "graph \"g\"(%0 \"x\": f32[2,4,5,6,7], %1 \"w\": f32[6,2,3,2,3]) -> (%2) {\n  %2 \"y\": f32[2,6,2,6,4] = Conv \"c\"(%0, %1) {group=2, strides=ints[2,1,2], dilations=ints[1,2,1], pads=ints[0,1,1,0,1,1]}\n}",
+        );
+        let s = spec(&g, &g.nodes[0]).expect("spec");
+        assert_eq!((s.n, s.c, s.m, s.group, s.cg(), s.mg()), (2, 4, 6, 2, 2, 3));
+        assert_eq!(s.output, [2, 6, 4]);
+        assert_eq!(s.pad, [0, 1, 1]);
+        assert_eq!(s.taps(), 18);
+        let g = graph(
+            "graph \"g\"(%0 \"x\": f32[1,1,5,5,5], %1 \"w\": f32[1,1,2,2,2]) -> (%2) {\n  %2 \"y\": f32[1,1,3,3,3] = Conv \"c\"(%0, %1) {strides=ints[2,2,2], auto_pad=\"SAME_LOWER\"}\n}",
+        );
+        let s = spec(&g, &g.nodes[0]).expect("spec");
+        assert_eq!((s.output, s.pad), ([3, 3, 3], [1, 1, 1]));
+    }
+
+    #[test]
+    fn reads_a_channels_last_fused_epilogue() {
+        let g = graph(
+            "graph \"g\"(%0 \"x\": f32[1,3,4,4,8], %1 \"w\": f32[5,8,1,1,1], %2 \"b\": f32[5], %3 \"r\": f32[4,1,5]) -> (%4) {\n  %4 \"y\": f32[1,3,4,4,5] = FusedConv \"c\"(%0, %1, %2, %3) {layout=\"NHWC\", activation=\"relu\", epilogue=\"bias_residual_act\"}\n}",
+        );
+        let s = spec(&g, &g.nodes[0]).expect("spec");
+        assert!(s.channels_last);
+        assert_eq!(s.y_shape(), vec![1, 3, 4, 4, 5]);
+        let r = s.residual.expect("residual");
+        assert_eq!(r.strides, [0, 0, 5, 0, 1]);
+        assert!(!r.full);
+        assert_eq!(
+            (s.act, s.order),
+            (Activation::Relu, EpilogueOrder::ResidualThenAct)
+        );
+    }
+}
