@@ -184,7 +184,9 @@ pub fn expr(op: E, a: &Attrs, args: &[Option<(String, DType)>], out: DType) -> R
         E::Div => match k0 {
             Kind::Bool => return Err(on("takes a numeric type")),
             Kind::Wide => return wide_no(),
-            _ => format!("({} / {})", x(0)?, x(1)?),
+            // WGSL's `/` may be 2.5 ULP off (NVIDIA's Vulkan driver); ONNX Div is IEEE.
+            Kind::Float => format!("gopt_div({}, {})", x(0)?, x(1)?),
+            Kind::Int | Kind::Uint => format!("({} / {})", x(0)?, x(1)?),
         },
         E::Mod => {
             let (v, q) = (x(0)?, x(1)?);
