@@ -1,7 +1,7 @@
 //! ConvTranspose, Col2Im, MaxUnpool and DeformConv in CUDA, as
 //! [`crate::lower::conv_transpose`] reads them; float data (f32, f16, bf16) computed
 //! in f32 with one rounding at the store. Each kernel is a line-by-line mirror of the
-//! WGSL writer's shader (`crate::wgsl::conv_transpose`), so both run one algorithm:
+//! WGSL writer's shader (`wgsl/conv_transpose.rs`), so both run one algorithm:
 //!
 //! - ConvTranspose and Col2Im are gathers: one thread per output element (grid-stride)
 //!   walks the kernel (block) taps with the bounds baked in and keeps the taps whose

@@ -8,7 +8,7 @@
 //! the padded count of an average counts taps before the end of the explicitly padded
 //! input (so `ceil_mode` windows that run past it count less); an Lp pool sums
 //! `|x|^p` (p multiplications) and takes the p-th root. The WGSL writer
-//! (`crate::wgsl::pool`) mirrors this line by line.
+//! (`wgsl/pool.rs`) mirrors this line by line.
 
 use super::elementwise::storage;
 use super::support::{blocks, store};

@@ -6,7 +6,7 @@
 //! axes' weights over the taps (one loop per axis) and rounds once at the store,
 //! saturated to the dtype's range as the interpreter saturates. Nearest resampling
 //! copies one element as stored (any dtype but bool); linear and cubic resampling takes
-//! f32, f16 or bf16 data. The code is the WGSL writer's (`crate::wgsl::resize`) line
+//! f32, f16 or bf16 data. The code is the WGSL writer's (`wgsl/resize.rs`) line
 //! for line, so what lavapipe runs vouches for it.
 
 use super::elementwise::storage;

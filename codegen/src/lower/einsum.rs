@@ -20,9 +20,7 @@ use crate::Result;
 use gopt_ir::ops::NnOp;
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
 
-/// A label: a letter's code, or `ELL + k` for the k-th broadcast (ellipsis) dim.
-type Label = u32;
-const ELL: Label = 256;
+use gopt_ir::ops::nn::EinsumLabel as Label;
 
 /// The largest matrix Det takes (each thread holds one matrix in registers or local
 /// memory).
@@ -130,104 +128,9 @@ fn det(g: &Graph, node: &Node) -> Result<DetSpec> {
     })
 }
 
-/// Parses one term: its letters and where it holds `...`, if it does.
-fn parse_term(node: &Node, t: &str) -> Result<(Vec<Label>, Option<usize>)> {
-    let mut labels = Vec::new();
-    let mut ell = None;
-    let mut rest = t;
-    while !rest.is_empty() {
-        if let Some(r) = rest.strip_prefix("...") {
-            if ell.is_some() {
-                return Err(plan(format!(
-                    "{}: Einsum term `{t}` has two ellipses",
-                    node.name
-                )));
-            }
-            ell = Some(labels.len());
-            rest = r;
-            continue;
-        }
-        let c = rest.as_bytes()[0];
-        if !c.is_ascii_alphabetic() {
-            return Err(plan(format!("{}: Einsum term `{t}`", node.name)));
-        }
-        labels.push(Label::from(c));
-        rest = &rest[1..];
-    }
-    Ok((labels, ell))
-}
-
-/// A term's labels with its ellipsis expanded to `e` broadcast labels right-aligned
-/// among `max_e`.
-fn expand(labels: &[Label], ell: Option<usize>, e: usize, max_e: usize) -> Vec<Label> {
-    match ell {
-        None => labels.to_vec(),
-        Some(p) => {
-            let mut v = labels[..p].to_vec();
-            v.extend((max_e - e..max_e).map(|k| ELL + k as Label));
-            v.extend(&labels[p..]);
-            v
-        }
-    }
-}
-
 /// The operands' labels and the output's, ellipses expanded for operands of `ranks`.
 fn parse(node: &Node, eq: &str, ranks: &[usize]) -> Result<(Vec<Vec<Label>>, Vec<Label>)> {
-    let eq: String = eq.chars().filter(|c| !c.is_whitespace()).collect();
-    let (lhs, rhs) = match eq.split_once("->") {
-        Some((l, r)) => (l, Some(r)),
-        None => (eq.as_str(), None),
-    };
-    let terms: Vec<_> = lhs
-        .split(',')
-        .map(|t| parse_term(node, t))
-        .collect::<Result<_>>()?;
-    if terms.len() != ranks.len() {
-        return Err(plan(format!("{}: Einsum operands", node.name)));
-    }
-    let mut ells = Vec::new();
-    for ((labels, ell), &r) in terms.iter().zip(ranks) {
-        ells.push(match ell {
-            Some(_) if r >= labels.len() => r - labels.len(),
-            None if r == labels.len() => 0,
-            _ => return Err(plan(format!("{}: Einsum term of another rank", node.name))),
-        });
-    }
-    let max_e = ells.iter().copied().max().unwrap_or(0);
-    let inputs: Vec<Vec<Label>> = terms
-        .iter()
-        .zip(&ells)
-        .map(|((l, ell), &e)| expand(l, *ell, e, max_e))
-        .collect();
-    let output = match rhs {
-        Some(r) => {
-            let (l, ell) = parse_term(node, r)?;
-            expand(&l, ell, max_e, max_e)
-        }
-        None => {
-            let mut out: Vec<Label> = (0..max_e).map(|k| ELL + k as Label).collect();
-            let mut letters: Vec<Label> = inputs
-                .iter()
-                .flatten()
-                .copied()
-                .filter(|&l| l < ELL)
-                .collect();
-            letters.sort_unstable();
-            out.extend(
-                letters
-                    .iter()
-                    .copied()
-                    .filter(|l| letters.iter().filter(|x| *x == l).count() == 1),
-            );
-            out
-        }
-    };
-    for (i, l) in output.iter().enumerate() {
-        if output[..i].contains(l) || !inputs.iter().flatten().any(|x| x == l) {
-            return Err(plan(format!("{}: Einsum output labels", node.name)));
-        }
-    }
-    Ok((inputs, output))
+    gopt_ir::ops::nn::einsum_equation(eq, ranks).map_err(|e| plan(format!("{}: {e}", node.name)))
 }
 
 fn einsum(g: &Graph, node: &Node) -> Result<Contraction> {
@@ -316,6 +219,7 @@ fn einsum(g: &Graph, node: &Node) -> Result<Contraction> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gopt_ir::ops::nn::EINSUM_ELL as ELL;
 
     fn node() -> Node {
         Node {

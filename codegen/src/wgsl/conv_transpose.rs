@@ -1,6 +1,6 @@
 //! ConvTranspose, Col2Im, MaxUnpool and DeformConv in WGSL, as
 //! [`crate::lower::conv_transpose`] reads them; f32 or f16 data, f32 arithmetic, one
-//! rounding at the store. The CUDA writer (`crate::cuda::conv_transpose`) is a
+//! rounding at the store. The CUDA writer (`cuda/conv_transpose.rs`) is a
 //! line-by-line mirror of these shaders.
 //!
 //! - ConvTranspose and Col2Im are gathers: one invocation per output element

@@ -14,8 +14,17 @@ use crate::tensor::Tensor;
 use ndarray::{ArrayD, Axis, IxDyn};
 
 /// A label: a letter's code, or `ELL + k` for the k-th broadcast (ellipsis) dim.
-type Label = u32;
-const ELL: Label = 256;
+pub type Label = u32;
+/// The first ellipsis label.
+pub const ELL: Label = 256;
+
+/// The operands' labels and the output's for operands of `ranks`: ellipses expanded
+/// (right-aligned), the implicit output made. GPU lowerings read Einsum with it, so
+/// every backend parses an equation as the interpreter does.
+pub fn parse_equation(eq: &str, ranks: &[usize]) -> Result<(Vec<Vec<Label>>, Vec<Label>)> {
+    let e = Equation::parse(eq, ranks)?;
+    Ok((e.inputs, e.output))
+}
 
 /// A parsed equation with ellipses expanded for given operand ranks.
 #[derive(Debug)]

@@ -8,6 +8,7 @@ mod conv_transpose;
 mod deform;
 mod det;
 mod einsum;
+pub use einsum::{parse_equation as einsum_equation, Label as EinsumLabel, ELL as EINSUM_ELL};
 pub(crate) mod gemm;
 pub(crate) mod matmul;
 mod pool;
