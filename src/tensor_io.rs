@@ -191,8 +191,11 @@ fn check_npy_header<R: std::io::BufRead>(
         ));
     }
     let text = head.get(start as usize..).unwrap_or_default();
+    let line_end = text.iter().position(|&c| c == b'\n').unwrap_or(text.len());
+    let text = &text[..line_end];
+    check_npy_shape(text)?;
     let mut depth = 0usize;
-    for &c in text.iter().take_while(|&&c| c != b'\n') {
+    for &c in text {
         match c {
             b'{' | b'[' | b'(' => depth += 1,
             b'}' | b']' | b')' => depth = depth.saturating_sub(1),
@@ -203,6 +206,42 @@ fn check_npy_header<R: std::io::BufRead>(
                 "not a valid .npy file: its header nests brackets deeper than \
                  {MAX_NPY_HEADER_DEPTH}"
             ));
+        }
+    }
+    Ok(())
+}
+
+/// Refuses a header whose `'shape'` dims multiply past `u64` (left to right, as npyz
+/// multiplies them, which panics in a checked build and wraps in a release one) or past
+/// `isize::MAX` counting only nonzero dims (ndarray's bound, even for an empty tensor).
+/// A shape this cannot read is left to npyz, which refuses it with its own message.
+fn check_npy_shape(header: &[u8]) -> std::result::Result<(), String> {
+    let Some(key) = header.windows(7).position(|w| &w[1..6] == b"shape" && w[0] == w[6])
+    else {
+        return Ok(());
+    };
+    let rest = &header[key + 7..];
+    let Some(open) = rest.iter().position(|&c| c == b'(') else {
+        return Ok(());
+    };
+    let Some(close) = rest[open..].iter().position(|&c| c == b')') else {
+        return Ok(());
+    };
+    let dims = String::from_utf8_lossy(&rest[open + 1..open + close]);
+    let too_large = || format!("not a valid .npy file: its shape ({dims}) has too many elements");
+    let (mut all, mut nonzero) = (Some(1u64), 1u64);
+    for d in dims.split(',').map(str::trim).filter(|d| !d.is_empty()) {
+        if !d.bytes().all(|c| c.is_ascii_digit()) {
+            return Ok(());
+        }
+        let d: u64 = d.parse().map_err(|_| too_large())?;
+        all = all.and_then(|n| n.checked_mul(d));
+        nonzero = nonzero
+            .checked_mul(d.max(1))
+            .filter(|&m| m <= isize::MAX as u64)
+            .ok_or_else(too_large)?;
+        if all.is_none() {
+            return Err(too_large());
         }
     }
     Ok(())

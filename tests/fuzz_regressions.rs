@@ -44,3 +44,23 @@ fn npy_header_longer_than_the_file_is_refused() {
     let err = gopt::tensor_io::read_npy(&path).expect_err("a forged header length");
     assert!(err.to_string().contains("header declares"), "{err}");
 }
+
+/// fuzz/npy: a shape whose dims multiply past u64 (`(14966504185106442919, 2, 2)`) made
+/// npyz's header parser overflow (a panic in a checked build, a wrapped element count in
+/// a release one); the shape is checked before npyz sees it.
+#[test]
+fn npy_shape_whose_product_overflows_is_refused() {
+    let path = data("npy_shape_product_overflow.npy");
+    let err = gopt::tensor_io::read_npy(&path).expect_err("a forged shape");
+    assert!(err.to_string().contains("too many elements"), "{err}");
+}
+
+/// fuzz/pb: a TensorProto whose dims hold a 0 (so zero elements) beside dims that
+/// multiply past isize::MAX passed the element count check and then panicked in
+/// ndarray, which bounds the product of the nonzero dims even for an empty array.
+#[test]
+fn pb_empty_tensor_with_overflowing_dims_is_refused() {
+    let path = data("pb_zero_dim_shape_overflow.pb");
+    let err = gopt::tensor_io::read_tensor(&path).expect_err("forged dims");
+    assert!(err.to_string().contains("overflow"), "{err}");
+}

@@ -71,6 +71,9 @@ pub fn require_dtype(code: i32, tensor: &str) -> Result<DType> {
 fn checked_dims(name: &str, dims: &[i64]) -> Result<(Vec<usize>, usize)> {
     let mut shape = Vec::with_capacity(dims.len());
     let mut n: usize = 1;
+    // ndarray refuses shapes whose nonzero dims multiply past isize::MAX even when a zero
+    // dim makes the tensor empty, so the same bound holds here.
+    let mut nonzero: usize = 1;
     for &d in dims {
         if d < 0 {
             return Err(ImportError::invalid(
@@ -80,6 +83,10 @@ fn checked_dims(name: &str, dims: &[i64]) -> Result<(Vec<usize>, usize)> {
         }
         let d = usize::try_from(d).map_err(|_| overflow(name, dims))?;
         n = n.checked_mul(d).ok_or_else(|| overflow(name, dims))?;
+        nonzero = nonzero
+            .checked_mul(d.max(1))
+            .filter(|&m| isize::try_from(m).is_ok())
+            .ok_or_else(|| overflow(name, dims))?;
         shape.push(d);
     }
     Ok((shape, n))
