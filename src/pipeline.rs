@@ -207,6 +207,9 @@ pub struct Variant {
     pub graph: Verified,
     /// What the optimizer did (absent with `--disable all`).
     pub report: Option<PassReport>,
+    /// GPU backends: each If, Loop and Scan made straight-line and how, or left and why
+    /// ([`gopt_ir::unroll`]).
+    pub control_flow: Vec<String>,
 }
 
 /// Specializes `model` to `bucket` and optimizes it.
@@ -217,11 +220,13 @@ pub fn specialize(
 ) -> Result<Variant> {
     let b: Bindings = bucket.iter().map(|(k, v)| (k.clone(), *v)).collect();
     let g = crate::prepare(model, &b)?;
+    let (g, control_flow) = straight_line(g, opts)?;
     if opts.no_optimize {
         return Ok(Variant {
             bucket: bucket.clone(),
             graph: for_backend(g, opts)?,
             report: None,
+            control_flow,
         });
     }
     let o = gopt_passes::optimize(g, &opts.config)?;
@@ -229,7 +234,33 @@ pub fn specialize(
         bucket: bucket.clone(),
         graph: for_backend(o.graph, opts)?,
         report: Some(o.report),
+        control_flow,
     })
+}
+
+/// For a GPU backend, `g` with its control flow made straight-line where it can be
+/// ([`gopt_ir::unroll`]: constant conditions inlined, computed ones selected, loops
+/// with known counts unrolled), and one line per control node saying what happened.
+/// The CPU interpreter runs control flow as it is.
+fn straight_line(g: Verified, opts: &Options) -> Result<(Verified, Vec<String>)> {
+    let has_control = g.nodes.iter().any(|n| {
+        matches!(
+            n.op,
+            gopt_ir::Op::Control(
+                gopt_ir::ops::ControlOp::If
+                    | gopt_ir::ops::ControlOp::Loop
+                    | gopt_ir::ops::ControlOp::Scan
+            )
+        )
+    });
+    if opts.backend == Backend::Cpu || !has_control {
+        return Ok((g, Vec::new()));
+    }
+    let mut graph = g.into_inner();
+    let r = gopt_ir::unroll::unroll_control(&mut graph)?;
+    let mut lines = r.done;
+    lines.extend(r.left.into_iter().map(|l| format!("left: {l}")));
+    Ok((gopt_ir::verify(graph)?, lines))
 }
 
 /// The graph as the backend binds it: for wgpu, weights above the storage binding

@@ -216,7 +216,9 @@ fn check_npy_header<R: std::io::BufRead>(
 /// `isize::MAX` counting only nonzero dims (ndarray's bound, even for an empty tensor).
 /// A shape this cannot read is left to npyz, which refuses it with its own message.
 fn check_npy_shape(header: &[u8]) -> std::result::Result<(), String> {
-    let Some(key) = header.windows(7).position(|w| &w[1..6] == b"shape" && w[0] == w[6])
+    let Some(key) = header
+        .windows(7)
+        .position(|w| &w[1..6] == b"shape" && w[0] == w[6])
     else {
         return Ok(());
     };

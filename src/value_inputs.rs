@@ -26,6 +26,10 @@ fn shape_operands(op: &str) -> &'static [usize] {
         "STFT" => &[1, 3],
         "MaxUnpool" => &[2],
         "MelWeightMatrix" => &[0, 1, 2, 3, 4],
+        // A condition or a trip count: GPU plans inline branches and unroll loops when
+        // these are known (`gopt_ir::unroll`).
+        "If" => &[0],
+        "Loop" => &[0, 1],
         // Not a shape, but what the node computes: the identity, or (training with a
         // nonzero ratio) a random mask that only the CPU draws.
         "Dropout" => &[1, 2],
@@ -33,20 +37,41 @@ fn shape_operands(op: &str) -> &'static [usize] {
     }
 }
 
-/// Positions in `g.inputs` of the inputs some node uses as a shape operand (small
-/// tensors only: at most 64 elements by their declared type).
+/// Positions in `g.inputs` of the inputs that decide a shape operand (small tensors
+/// only: at most 64 elements by their declared type): read by a node as one, or read by
+/// a computation whose result is one (a trip count computed from start, limit and delta
+/// inputs). Shape and Size end the walk: their results depend on types, not values.
 pub fn positions(g: &Graph) -> Vec<usize> {
+    let mut deciding: std::collections::HashSet<gopt_ir::ValueId> = g
+        .nodes
+        .iter()
+        .flat_map(|n| {
+            shape_operands(n.op.name())
+                .iter()
+                .filter_map(|&i| n.inputs.get(i).copied().flatten())
+        })
+        .collect();
+    // An If or Loop reads outer values by capture too.
+    let captured = g.capture_uses();
+    loop {
+        let before = deciding.len();
+        for (n, caps) in g.nodes.iter().zip(&captured).rev() {
+            let walks = !matches!(n.op.name(), "Shape" | "Size");
+            if walks && n.outputs.iter().any(|o| deciding.contains(o)) {
+                deciding.extend(n.inputs.iter().flatten().copied());
+                deciding.extend(caps.iter().copied());
+            }
+        }
+        if deciding.len() == before {
+            break;
+        }
+    }
     let mut out = Vec::new();
     for (k, &v) in g.inputs.iter().enumerate() {
         let small = g.value(v).ty.as_ref().is_some_and(|t| {
             gopt_ir::dim::concrete(&t.shape).is_some_and(|s| s.iter().product::<usize>() <= 64)
         });
-        let used = g.nodes.iter().any(|n| {
-            shape_operands(n.op.name())
-                .iter()
-                .any(|&i| n.inputs.get(i).copied().flatten() == Some(v))
-        });
-        if small && used {
+        if small && deciding.contains(&v) {
             out.push(k);
         }
     }

@@ -865,7 +865,7 @@ fn compile_writes_a_cuda_artifact() {
         serde_json::from_slice(&std::fs::read(out_dir.join("plan.json")).expect("plan"))
             .expect("plan.json is JSON");
     assert_eq!(plan["buckets"].as_array().map(Vec::len), Some(2));
-    assert_eq!(plan["format"], "gopt-artifact-2");
+    assert_eq!(plan["format"], "gopt-artifact-3");
     let cu = std::fs::read_to_string(out_dir.join("kernels.cu")).expect("kernels.cu");
     assert!(cu.contains("extern \"C\" __global__"));
     // The two buckets share one weights blob (each constant once).

@@ -64,3 +64,22 @@ fn pb_empty_tensor_with_overflowing_dims_is_refused() {
     let err = gopt::tensor_io::read_tensor(&path).expect_err("forged dims");
     assert!(err.to_string().contains("overflow"), "{err}");
 }
+
+/// fuzz/text: a `\u` escape not followed by `{` (`"x -> \u}"`) sliced the input
+/// backwards in the IR text parser; it is now a parse error.
+#[test]
+fn ir_text_bad_unicode_escape_is_refused() {
+    for src in [
+        "gr%5 \"x -> \\u}",
+        "\"\\u",
+        "\"\\u{",
+        "\"\\u{}\"",
+        "\"\\u{110000}\"",
+    ] {
+        let err = gopt::ir::text::parse(src).expect_err(src);
+        assert!(
+            err.to_string().contains("escape") || err.to_string().contains("unterminated"),
+            "{src}: {err}"
+        );
+    }
+}

@@ -22,6 +22,7 @@ pub mod limit;
 pub mod ops;
 pub mod tensor;
 pub mod text;
+pub mod unroll;
 pub mod verify;
 
 pub use attr::{Attr, Attrs};

@@ -242,6 +242,12 @@ struct BucketReport {
     /// `gopt::codegen::plan::kernel_kind`), with a GPU target.
     #[serde(skip_serializing_if = "Option::is_none")]
     kernel_kinds: Option<std::collections::BTreeMap<String, usize>>,
+    /// Outputs whose size depends on the data and how the plan reads it back.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    counted_outputs: Vec<String>,
+    /// GPU targets: each If, Loop and Scan made straight-line and how, or left and why.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    control_flow: Vec<String>,
 }
 
 impl BucketReport {
@@ -452,12 +458,27 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             gopt::BackendPlan::Cuda(p) => (Some(CudaSummary::of(p)), None),
             gopt::BackendPlan::Wgsl(p) => (None, Some(WgslSummary::of(p))),
         };
+        let outputs = match &b.plan {
+            gopt::BackendPlan::Cpu => &[][..],
+            gopt::BackendPlan::Cuda(p) => &p.frame.outputs[..],
+            gopt::BackendPlan::Wgsl(p) => &p.frame.outputs[..],
+        };
+        let counted_outputs = outputs
+            .iter()
+            .filter_map(gopt::codegen::plan::describe_count)
+            .collect();
         buckets.push(BucketReport {
             bucket: b.sizes.clone(),
             optimizer: b.variant.as_ref().and_then(|v| v.report.clone()),
             cuda,
             wgsl,
             kernel_kinds: b.kernel_kinds(),
+            counted_outputs,
+            control_flow: b
+                .variant
+                .as_ref()
+                .map(|v| v.control_flow.clone())
+                .unwrap_or_default(),
         });
     }
     if let Some(b) = bar {
@@ -667,6 +688,12 @@ fn write_artifact(
         if let Some(line) = b.kinds_line() {
             md += &format!("{line}\n\n");
         }
+        for line in b.control_flow.iter().chain(&b.counted_outputs) {
+            md += &format!("- {line}\n");
+        }
+        if !b.counted_outputs.is_empty() || !b.control_flow.is_empty() {
+            md += "\n";
+        }
     }
     if !report.skipped.is_empty() || !report.bucket_limits.is_empty() {
         md += "## buckets not built\n\n";
@@ -765,6 +792,9 @@ fn print_buckets(buckets: &[BucketReport], explain: bool) {
             );
         }
         if let Some(line) = b.kinds_line() {
+            outln!("  {line}");
+        }
+        for line in b.control_flow.iter().chain(&b.counted_outputs) {
             outln!("  {line}");
         }
     }

@@ -9,7 +9,9 @@
 
 pub mod arg;
 pub mod attention;
+pub mod compress;
 pub mod conv_transpose;
+pub mod counted;
 pub mod cumulative;
 pub mod einsum;
 pub mod elementwise;
@@ -20,6 +22,7 @@ pub mod glu;
 pub mod indexed;
 pub mod loss;
 pub mod movement;
+pub mod nms;
 pub mod norm;
 pub mod plan;
 pub mod quant;
@@ -30,6 +33,7 @@ pub mod sample;
 pub mod scatter;
 pub mod topk;
 pub mod trilu;
+pub mod unique;
 // Convolutions, pools, reductions, split and pad (CNN kernels).
 pub mod conv;
 pub mod conv_gemm;
@@ -127,6 +131,7 @@ pub fn kernel(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::Einsum => einsum::emit(g, n, name),
         Kind::Glu => glu::emit(g, n, name),
         Kind::Rotary => rotary::emit(g, n, name),
+        Kind::Counted => counted::emit(g, n, name),
     }
 }
 

@@ -9,7 +9,7 @@ use super::conv_gemm;
 use super::fold::{fold_slices, padded_outputs, slice_candidates};
 use super::gemm::{self, Gemm};
 use super::{kernel, kernel_name, Kernel, BACKEND, VIEWS};
-use crate::lower::{absorb, lower, Lowered};
+use crate::lower::{absorb, counted, lower, Lowered};
 use crate::memory::{self, ALIGN};
 use crate::plan::{
     concrete, count_kinds, kernel_kind, largest_value, refuse, Frame, WeightStore, GEMM_KIND,
@@ -66,6 +66,8 @@ pub fn build(g: &Graph) -> Result<(CudaPlan, Vec<u8>)> {
 
 /// Builds the plan of `g` with its constants in `store` (shared across buckets).
 pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
+    let (g, counts) = counted::bound(g)?;
+    let g = &*g;
     let lowered: Vec<Lowered> = g.nodes.iter().map(|n| lower(g, n, VIEWS)).collect();
     let mut early = slice_candidates(g, &lowered);
     early.extend(absorb::early_writes(g, VIEWS));
@@ -207,7 +209,7 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
             value_bytes.insert(v, bytes);
         }
     }
-    let mut frame = Frame::of(g, value_bytes, layout.total_bytes)?;
+    let mut frame = Frame::of(g, value_bytes, layout.total_bytes, &counts)?;
     for (&i, &pitch) in &padded {
         for io in &mut frame.outputs {
             if g.nodes[i].outputs.iter().any(|o| o.0 == io.value) {

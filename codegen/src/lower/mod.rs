@@ -28,6 +28,7 @@ pub mod conv;
 pub mod conv_nd;
 pub mod conv_state;
 pub mod conv_transpose;
+pub mod counted;
 pub mod cumulative;
 pub mod einsum;
 pub mod elementwise;
@@ -122,6 +123,9 @@ pub enum Kind {
     Glu,
     /// RotaryEmbedding.
     Rotary,
+    /// NonZero, Compress, Unique, NonMaxSuppression: outputs laid out at a bound, with
+    /// the size the kernel counts read back after the run ([`counted`]).
+    Counted,
 }
 
 impl Kind {
@@ -157,6 +161,7 @@ impl Kind {
             Kind::Einsum => "einsum",
             Kind::Glu => "glu",
             Kind::Rotary => "rotary",
+            Kind::Counted => "counted",
         }
     }
 }
@@ -245,6 +250,14 @@ fn is_const_root(g: &Graph, mut v: ValueId) -> bool {
             Some(src) => v = src,
             None => return false,
         }
+    }
+}
+
+/// A counted kernel for `n` ([`counted`]), or why its outputs cannot be counted.
+fn counted_kernel(g: &Graph, n: &Node) -> Lowered {
+    match counted::refusal(g, n) {
+        None => Lowered::Kernel(Kind::Counted),
+        Some(why) => Lowered::Unsupported(why),
     }
 }
 
@@ -405,9 +418,7 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> Lowered {
             ShapeOp::Shape | ShapeOp::Size => {
                 none("Shape and Size (constants once shapes are specialized; not on a GPU)")
             }
-            ShapeOp::Compress | ShapeOp::NonZero | ShapeOp::Unique => {
-                none("an op whose output size depends on the data")
-            }
+            ShapeOp::Compress | ShapeOp::NonZero | ShapeOp::Unique => counted_kernel(g, n),
         },
         Op::Nn(o) => match o {
             NnOp::MatMul => Lowered::Gemm(GemmForm::MatMul),
@@ -441,8 +452,8 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> Lowered {
             ImageOp::GridSample | ImageOp::AffineGrid | ImageOp::RoiAlign => k(Sample),
             ImageOp::Col2Im => k(ConvTranspose),
             ImageOp::DFT | ImageOp::STFT => k(Spectral),
-            ImageOp::NonMaxSuppression
-            | ImageOp::HannWindow
+            ImageOp::NonMaxSuppression => counted_kernel(g, n),
+            ImageOp::HannWindow
             | ImageOp::HammingWindow
             | ImageOp::BlackmanWindow
             | ImageOp::MelWeightMatrix
@@ -457,7 +468,12 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> Lowered {
         },
         Op::Control(c) => match c {
             ControlOp::RNN | ControlOp::GRU | ControlOp::LSTM => k(Recurrent),
-            ControlOp::If | ControlOp::Loop | ControlOp::Scan => none("this op"),
+            ControlOp::If | ControlOp::Loop | ControlOp::Scan => {
+                match n.attrs.str(gopt_ir::unroll::LEFT_ATTR) {
+                    Ok(Some(why)) => none(&format!("control flow kept as it is: {why}")),
+                    _ => none("control flow (GPU plans run it inlined or unrolled)"),
+                }
+            }
         },
     }
 }

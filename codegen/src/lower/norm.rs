@@ -344,24 +344,18 @@ pub fn spec(g: &Graph, node: &Node) -> Result<NormSpec> {
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::super::reduce::runs;
 
     #[test]
     fn group_and_batch_views_merge_into_runs() {
         // GroupNormalization on [3, 4, 2, 2] in 2 groups: 6 groups of 8 elements.
-        assert_eq!(
-            super::super::reduce::runs(&[6, 8], &[1]),
-            vec![(6, false), (8, true)]
-        );
+        assert_eq!(runs(&[6, 8], &[1]), vec![(6, false), (8, true)]);
         // BatchNormalization training on [2, 3, 20]: channels kept, the rest reduced.
         assert_eq!(
-            super::super::reduce::runs(&[2, 3, 20], &[0, 2]),
+            runs(&[2, 3, 20], &[0, 2]),
             vec![(2, true), (3, false), (20, true)]
         );
         // One sample: the batch run drops out.
-        assert_eq!(
-            super::super::reduce::runs(&[1, 3, 20], &[0, 2]),
-            vec![(3, false), (20, true)]
-        );
+        assert_eq!(runs(&[1, 3, 20], &[0, 2]), vec![(3, false), (20, true)]);
     }
 }

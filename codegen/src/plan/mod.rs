@@ -14,8 +14,9 @@ use gopt_ir::{Const, DType, Graph, Tensor, ValueId};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// Artifact plan format version (bumped when a field of a plan changes meaning).
-pub const VERSION: u32 = 2;
+/// Artifact plan format version (bumped when a field of a plan changes meaning; 3:
+/// outputs whose size the device counts, [`Count`]).
+pub const VERSION: u32 = 3;
 
 /// What a kernel that reads indices computed on the device reports. Each index is
 /// checked against its axis after ONNX's negative wrap; one out of range makes the
@@ -89,6 +90,83 @@ pub struct Io {
     /// the copy back keeps the first `shape.last()` of each. `None`: contiguous.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub row_pitch: Option<usize>,
+    /// An output whose size depends on the data (`crate::lower::counted`): `shape` is
+    /// its bound, and the run keeps the count its kernel wrote along one axis.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<Count>,
+}
+
+/// Where the size of an output that depends on the data is read: the kernel that
+/// writes the output stores the output's length along `axis` in word `slot` of the
+/// run's status buffer (word 0 is the index checks' error word). The buffer is read
+/// back with the outputs, so the count costs no extra synchronization; the output is
+/// laid out at its bound and the first `count` entries along the axis are kept.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Count {
+    /// The axis the count sizes.
+    pub axis: usize,
+    /// The status word holding it (1 + the output's position).
+    pub slot: u32,
+}
+
+/// What a plan does for output `io` whose size depends on the data, for reports and
+/// `--explain` (`None` for a static output).
+pub fn describe_count(io: &Io) -> Option<String> {
+    let c = io.count?;
+    Some(format!(
+        "output `{}`: its length along axis {} depends on the data; laid out for at most {} \
+         and cut to the count the kernel writes, read back with the outputs (a 4-byte \
+         device-to-host read in the copy the run makes anyway; no extra synchronization)",
+        io.name,
+        c.axis,
+        io.shape.get(c.axis).copied().unwrap_or(0)
+    ))
+}
+
+/// Words of the status buffer a plan with `outputs` needs: the error word and one per
+/// counted output.
+pub fn status_words(outputs: &[Io]) -> usize {
+    outputs
+        .iter()
+        .filter_map(|o| o.count.map(|c| c.slot as usize + 1))
+        .max()
+        .unwrap_or(1)
+}
+
+/// Whether a kernel takes the status buffer as its last parameter (binding): when it
+/// checks indices, or when it writes an output of `frame` whose size it counts.
+pub fn takes_status(index_check: bool, outputs: &[u32], frame: &Frame) -> bool {
+    index_check
+        || frame
+            .outputs
+            .iter()
+            .any(|o| o.count.is_some() && outputs.contains(&o.value))
+}
+
+/// Output `io` read back at its bound as `t`, cut to the count `words` hold along its
+/// axis (a count above the bound is a damaged plan or kernel: an error).
+pub fn keep_counted(io: &Io, t: Tensor, words: &[u32]) -> std::result::Result<Tensor, String> {
+    let Some(c) = io.count else {
+        return Ok(t);
+    };
+    let n = words.get(c.slot as usize).copied().ok_or_else(|| {
+        format!(
+            "output `{}`: no status word {} (a damaged plan)",
+            io.name, c.slot
+        )
+    })? as usize;
+    let bound = io.shape.get(c.axis).copied().unwrap_or(0);
+    if n > bound {
+        return Err(format!(
+            "output `{}`: the kernel counted {n} entries along axis {}, above the bound {bound} \
+             the plan laid out (a gopt bug)",
+            io.name, c.axis
+        ));
+    }
+    Ok(gopt_ir::map_tensor!(&t, a => a
+        .slice_axis(ndarray::Axis(c.axis), ndarray::Slice::from(0..n))
+        .as_standard_layout()
+        .into_owned()))
 }
 
 pub(crate) fn concrete(g: &Graph, v: ValueId) -> Result<(DType, Vec<usize>)> {
@@ -322,6 +400,7 @@ impl Frame {
         g: &Graph,
         value_bytes: BTreeMap<u32, usize>,
         unplanned_bytes: usize,
+        counts: &BTreeMap<ValueId, Count>,
     ) -> Result<Frame> {
         let io = |vs: &[ValueId]| -> Result<Vec<Io>> {
             vs.iter()
@@ -333,6 +412,7 @@ impl Frame {
                         dtype,
                         shape,
                         row_pitch: None,
+                        count: counts.get(&v).copied(),
                     })
                 })
                 .collect()

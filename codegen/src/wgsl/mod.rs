@@ -9,10 +9,12 @@
 pub mod arg;
 pub mod attention;
 mod bounds;
+pub mod compress;
 pub mod conv;
 pub mod conv_nd;
 pub mod conv_state;
 pub mod conv_transpose;
+pub mod counted;
 pub mod cumulative;
 pub mod einsum;
 pub mod elementwise;
@@ -27,6 +29,7 @@ pub mod linear_attention;
 pub mod loss;
 pub mod matmul;
 pub mod movement;
+pub mod nms;
 pub mod norm;
 pub mod plan;
 pub mod pool;
@@ -44,6 +47,7 @@ pub mod split_pad;
 pub mod topk;
 pub mod trilu;
 pub mod types;
+pub mod unique;
 
 use crate::lower::{lower, GemmForm, Kind, Lowered, Views};
 use crate::{CodegenError, Result};
@@ -173,6 +177,7 @@ pub fn kernel(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel>
         Kind::Einsum => einsum::emit,
         Kind::Glu => glu::emit,
         Kind::Rotary => rotary::emit,
+        Kind::Counted => counted::emit,
     };
     emit(g, n, name)
 }

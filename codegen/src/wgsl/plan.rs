@@ -11,7 +11,7 @@
 //! naming it (and every other such node), never a skipped step.
 
 use super::{storage_type, write, WgslKernel, BACKEND, VIEWS};
-use crate::lower::{absorb, lower, Lowered};
+use crate::lower::{absorb, counted, lower, Lowered};
 use crate::memory;
 use crate::plan::{
     concrete, count_kinds, kernel_kind, largest_value, refuse, tensor_bytes, Frame, WeightStore,
@@ -188,6 +188,8 @@ fn bytes_of(g: &Graph, v: ValueId) -> Result<usize> {
 
 /// Builds the plan of `g` (specialized and optimized) with its constants in `store`.
 pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<WgslPlan> {
+    let (g, counts) = counted::bound(g)?;
+    let g = &*g;
     let lowered: Vec<Lowered> = g.nodes.iter().map(|n| lower(g, n, VIEWS)).collect();
     let mut kernels = Vec::new();
     let mut missing = Vec::new();
@@ -240,7 +242,7 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<WgslPlan> {
     }
     let f16 = kernels.iter().any(|k| k.source.contains("enable f16;"));
     Ok(WgslPlan {
-        frame: Frame::of(g, value_bytes, pool.unplanned)?,
+        frame: Frame::of(g, value_bytes, pool.unplanned, &counts)?,
         kernels,
         buffers: pool.buffers,
         slots,

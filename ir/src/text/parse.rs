@@ -83,8 +83,11 @@ fn lex(src: &str) -> Result<Vec<(Tok, usize)>> {
                                 '0' => s.push('\0'),
                                 '\\' | '"' | '\'' => s.push(e),
                                 'u' => {
-                                    let close =
-                                        chars[i..].iter().position(|&c| c == '}').map(|p| i + p);
+                                    // `\u{hex}`: the brace must open right after the `u`.
+                                    let close = (chars.get(i) == Some(&'{'))
+                                        .then(|| chars[i..].iter().position(|&c| c == '}'))
+                                        .flatten()
+                                        .map(|p| i + p);
                                     let Some(close) = close else {
                                         return Err(err(line, "bad \\u escape".into()));
                                     };

@@ -19,7 +19,8 @@ use cudarc::driver::{
     CudaFunction, CudaGraph, CudaModule, CudaSlice, CudaStream, DevicePtr, PushKernelArg,
 };
 use gopt_codegen::cuda::plan::{CudaPlan, Place, Step};
-use gopt_codegen::plan::{index_error, tensor_bytes};
+use gopt_codegen::cuda::Kernel;
+use gopt_codegen::plan::{index_error, keep_counted, status_words, takes_status, tensor_bytes};
 use gopt_ir::Tensor;
 use std::sync::Arc;
 
@@ -145,10 +146,13 @@ impl Executable {
                 ))),
             }
         };
-        let errors = if plan.kernels.iter().any(|k| k.index_check.is_some()) {
+        // The status buffer: the index checks' error word, then the counted outputs'
+        // sizes; kernels that check indices or count an output take it last.
+        let status = |k: &Kernel| takes_status(k.index_check.is_some(), &k.outputs, &plan.frame);
+        let errors = if plan.kernels.iter().any(status) {
             let word: CudaSlice<u32> = stream
-                .alloc_zeros(1)
-                .map_err(drv("allocating the index error word"))?;
+                .alloc_zeros(status_words(&plan.frame.outputs))
+                .map_err(drv("allocating the status words"))?;
             let at = word.device_ptr(&stream).0;
             Some((word, at))
         } else {
@@ -162,8 +166,7 @@ impl Executable {
                 .chain(&k.outputs)
                 .map(|&v| ptr(v))
                 .collect::<Result<Vec<u64>>>()?;
-            // A kernel that checks indices takes the error word after its outputs.
-            if k.index_check.is_some() {
+            if status(k) {
                 a.extend(errors.as_ref().map(|e| e.1));
             }
             args.push(a);
@@ -236,9 +239,13 @@ impl Executable {
             self.ctx
                 .bind_to_thread()
                 .map_err(drv("zeroing the index error word"))?;
-            // SAFETY: `at` is the 4-byte allocation `errors` owns, for as long as self.
-            unsafe { cudarc::driver::result::memset_d8_async(*at, 0, 4, self.stream.cu_stream()) }
-                .map_err(drv("zeroing the index error word"))?;
+            let bytes = 4 * status_words(&self.plan.frame.outputs);
+            // SAFETY: `at` is the allocation of `bytes` bytes `errors` owns, for as long
+            // as self.
+            unsafe {
+                cudarc::driver::result::memset_d8_async(*at, 0, bytes, self.stream.cu_stream())
+            }
+            .map_err(drv("zeroing the index error word"))?;
         }
         for (i, s) in self.steps.iter().enumerate() {
             match s {
@@ -369,25 +376,29 @@ impl Executable {
             }
             outs.push(from_bytes(io.dtype, &io.shape, &host)?);
         }
-        let mut code = [0u32];
+        let mut words = vec![0u32; status_words(&self.plan.frame.outputs)];
         if let Some((word, _)) = &self.errors {
             self.stream
-                .memcpy_dtoh(word, &mut code[..])
-                .map_err(drv("copying the index error word"))?;
+                .memcpy_dtoh(word, &mut words[..])
+                .map_err(drv("copying the status words"))?;
         }
         self.stream
             .synchronize()
             .map_err(drv("running the plan (an asynchronous CUDA error)"))?;
-        if code[0] != 0 {
+        let code = words[0];
+        if code != 0 {
             let checks =
                 self.plan.kernels.iter().filter_map(|k| {
                     Some((k.name.as_str(), k.node.as_str(), k.index_check.as_ref()?))
                 });
             return Err(RuntimeError::IndexOutOfRange(index_error(
-                code[0], "CUDA", checks,
+                code, "CUDA", checks,
             )));
         }
-        Ok(outs)
+        outs.into_iter()
+            .zip(&self.plan.frame.outputs)
+            .map(|(t, io)| keep_counted(io, t, &words).map_err(RuntimeError::Cuda))
+            .collect()
     }
 
     /// A full run: inputs in, execute, outputs out.

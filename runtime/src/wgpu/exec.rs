@@ -8,7 +8,7 @@
 use super::device::{from_storage, to_storage, AdapterInfo, WgpuDevice};
 use super::err;
 use crate::{Result, RuntimeError};
-use gopt_codegen::plan::index_error;
+use gopt_codegen::plan::{index_error, keep_counted, status_words, takes_status};
 use gopt_codegen::wgsl::plan::{Slot, WgslPlan};
 use gopt_ir::limit::MemoryLimit;
 use gopt_ir::Tensor;
@@ -145,8 +145,12 @@ impl WgpuExecutable {
         let max_bind = limits
             .max_storage_buffer_binding_size
             .min(limits.max_buffer_size);
+        // Kernels that check indices or count an output bind the status buffer last.
+        let status = |k: &gopt_codegen::wgsl::WgslKernel| {
+            takes_status(k.index_check.is_some(), &k.outputs, &plan.frame)
+        };
         for k in &plan.kernels {
-            let n = k.inputs.len() + k.outputs.len() + usize::from(k.index_check.is_some());
+            let n = k.inputs.len() + k.outputs.len() + usize::from(status(k));
             if n as u32 > limits.max_storage_buffers_per_shader_stage {
                 return Err(err(format!(
                     "kernel {} (node `{}`) binds {n} storage buffers; {} allows {}",
@@ -216,20 +220,19 @@ impl WgpuExecutable {
             };
             places.insert(v, b);
         }
-        let errors = plan
-            .kernels
-            .iter()
-            .any(|k| k.index_check.is_some())
-            .then(|| {
-                let word = storage(&dev, 4, wgpu::BufferUsages::empty());
-                let read = d.create_buffer(&wgpu::BufferDescriptor {
-                    label: Some("gopt index errors"),
-                    size: 4,
-                    usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
-                    mapped_at_creation: false,
-                });
-                (word, read)
+        // The status buffer: the index checks' error word, then the counted outputs'
+        // sizes.
+        let words = (status_words(&plan.frame.outputs) * 4) as u64;
+        let errors = plan.kernels.iter().any(&status).then(|| {
+            let word = storage(&dev, words as usize, wgpu::BufferUsages::empty());
+            let read = d.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("gopt status words"),
+                size: words,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
             });
+            (word, read)
+        });
         let mut groups = Vec::with_capacity(plan.kernels.len());
         for (k, p) in plan.kernels.iter().zip(&pipelines) {
             let entries = k
@@ -264,7 +267,7 @@ impl WgpuExecutable {
                 })
                 .collect::<Result<Vec<_>>>()?;
             let mut entries = entries;
-            if k.index_check.is_some() {
+            if status(k) {
                 let (word, _) = errors.as_ref().ok_or_else(|| err("no error word"))?;
                 entries.push(wgpu::BindGroupEntry {
                     binding: entries.len() as u32,
@@ -433,7 +436,7 @@ impl WgpuExecutable {
             enc.copy_buffer_to_buffer(&self.places[&o.value], 0, r, 0, r.size());
         }
         if let Some((word, read)) = &self.errors {
-            enc.copy_buffer_to_buffer(word, 0, read, 0, 4);
+            enc.copy_buffer_to_buffer(word, 0, read, 0, read.size());
         }
     }
 
@@ -448,6 +451,18 @@ impl WgpuExecutable {
         }
         self.wait()?;
         // Every buffer is unmapped before any error returns: the next run maps them again.
+        let words: Result<Vec<u32>> = match &self.errors {
+            Some((_, read)) => {
+                let w = read.slice(..).get_mapped_range().map_err(err).map(|v| {
+                    v.chunks_exact(4)
+                        .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                        .collect()
+                });
+                read.unmap();
+                w
+            }
+            None => Ok(vec![0]),
+        };
         let outs: Vec<Result<Tensor>> = self
             .plan
             .frame
@@ -470,13 +485,9 @@ impl WgpuExecutable {
                 t
             })
             .collect();
-        if let Some((_, read)) = &self.errors {
-            let code = {
-                let v = read.slice(..).get_mapped_range().map_err(err);
-                v.map(|v| u32::from_le_bytes([v[0], v[1], v[2], v[3]]))
-            };
-            read.unmap();
-            let code = code?;
+        let words = words?;
+        {
+            let code = words.first().copied().unwrap_or(0);
             if code != 0 {
                 let checks = self.plan.kernels.iter().filter_map(|k| {
                     Some((k.name.as_str(), k.node.as_str(), k.index_check.as_ref()?))
@@ -486,7 +497,10 @@ impl WgpuExecutable {
                 )));
             }
         }
-        outs.into_iter().collect()
+        outs.into_iter()
+            .zip(&self.plan.frame.outputs)
+            .map(|(t, io)| keep_counted(io, t?, &words).map_err(err))
+            .collect()
     }
 
     /// Writes the inputs, runs the plan and reads the outputs, in one command buffer.

@@ -1,0 +1,77 @@
+//! Compress in CUDA ([`crate::lower::counted::compress`]): the slices of the data along
+//! the axis (elements when flattened) whose condition entry is true, in order, laid out
+//! at the output's bound; the kernel writes how many it kept to the output's status
+//! word ([`crate::plan::Count`]). One block scans the condition in chunks and copies
+//! each chunk's kept slices together (`compress.cu`). A true entry past the axis is an
+//! error in the reference, so it raises the node's code in the error word
+//! ([`crate::plan::IndexCheck`]) and is never read. Data of every dtype is copied as
+//! stored. The WGSL kernel (`wgsl/compress.rs`) is the same algorithm line by line.
+
+use super::counted::slot;
+use super::elementwise::storage;
+use super::Kernel;
+use crate::lower::counted::{compress, CompressSpec};
+use crate::lower::support::unsupported;
+use crate::plan::{index_code, IndexCheck};
+use crate::template::fill;
+use crate::Result;
+use gopt_ir::{Graph, Node};
+
+const TEMPLATE: &str = include_str!("compress.cu");
+
+/// Emits the kernel for Compress node `node` of `g`.
+pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
+    let sp = compress(g, node)?;
+    if u32::try_from(sp.bound).is_err() {
+        return Err(unsupported(node, "a count of 2^32 slices or more"));
+    }
+    // Only a condition longer than the axis can select past it.
+    let check = if sp.len > sp.d {
+        Some(IndexCheck {
+            code: index_code(g, node)?,
+            op: node.op.name().into(),
+            what: out_of_range(&sp),
+        })
+    } else {
+        None
+    };
+    let raise = match &check {
+        Some(c) => format!("                    atomicMax(status, {}u);\n", c.code),
+        None => String::new(),
+    };
+    let source = fill(
+        TEMPLATE,
+        &[
+            ("name", name),
+            ("t", storage(sp.dtype)),
+            ("outer", &sp.outer.to_string()),
+            ("d", &sp.d.to_string()),
+            ("inner", &sp.inner.max(1).to_string()),
+            ("len", &sp.len.to_string()),
+            ("bound", &sp.bound.to_string()),
+            ("slice", &(sp.outer * sp.inner).to_string()),
+            ("slot", &slot(g, node, sp.y)?.to_string()),
+            ("raise", &raise),
+        ],
+    )?;
+    let mut k = Kernel::flat(
+        name,
+        node,
+        source,
+        1024,
+        vec![sp.x.0, sp.cond.0],
+        vec![sp.y.0],
+    );
+    k.grid = 1;
+    k.block = 1024;
+    k.index_check = check;
+    Ok(k)
+}
+
+/// What a true condition entry past the axis is, for the run's error.
+fn out_of_range(sp: &CompressSpec) -> String {
+    format!(
+        "a condition that selects an index past the end of the axis (length {})",
+        sp.d
+    )
+}

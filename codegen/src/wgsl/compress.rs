@@ -1,0 +1,73 @@
+//! Compress in WGSL ([`crate::lower::counted::compress`]): the slices of the data along
+//! the axis (elements when flattened) whose condition entry is true, in order, laid out
+//! at the output's bound; the kernel writes how many it kept to the output's status
+//! word ([`crate::plan::Count`]). One workgroup scans the condition in chunks and copies
+//! each chunk's kept slices together (`compress.wgsl`). A true entry past the axis is
+//! an error in the reference, so it raises the node's code in the error word
+//! ([`crate::plan::IndexCheck`]) and is never read. Data is copied as stored: every
+//! dtype WGSL storage holds but f64 ([`super::counted::data_type`]). The CUDA kernel
+//! (`cuda/compress.rs`) is the same algorithm line by line.
+
+use super::counted::{data_type, slot};
+use super::{unsupported, WgslKernel};
+use crate::lower::counted::{compress, CompressSpec};
+use crate::template::fill;
+use crate::Result;
+use gopt_ir::{DType, Graph, Node};
+
+const TEMPLATE: &str = include_str!("compress.wgsl");
+
+/// Emits the shader for Compress node `node` of `g`.
+pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
+    let sp = compress(g, node)?;
+    let t = data_type(node, sp.dtype)?;
+    let n = sp.outer * sp.d * sp.inner;
+    if u32::try_from(n).is_err() || i32::try_from(sp.len).is_err() {
+        return Err(unsupported(
+            node,
+            "more than 2^31 condition entries or 2^32 elements",
+        ));
+    }
+    let check = super::bounds::check(g, node, sp.d, out_of_range(&sp))?;
+    // Only a condition longer than the axis can select past it.
+    let raise = if sp.len > sp.d {
+        format!(
+            "                    atomicMax(&status[0], {}u);\n",
+            check.code
+        )
+    } else {
+        String::new()
+    };
+    let source = fill(
+        TEMPLATE,
+        &[
+            ("enable", super::enable_f16(sp.dtype == DType::F16)),
+            ("t", t),
+            ("outer", &sp.outer.to_string()),
+            ("d", &sp.d.to_string()),
+            ("inner", &sp.inner.max(1).to_string()),
+            ("len", &sp.len.to_string()),
+            ("bound", &sp.bound.to_string()),
+            ("slice", &(sp.outer * sp.inner).to_string()),
+            ("slot", &slot(g, node, sp.y)?.to_string()),
+            ("raise", &raise),
+        ],
+    )?;
+    Ok(WgslKernel {
+        name: name.to_string(),
+        node: node.name.clone(),
+        source,
+        workgroups: [1, 1, 1],
+        inputs: vec![sp.x.0, sp.cond.0],
+        outputs: vec![sp.y.0],
+        index_check: (sp.len > sp.d).then_some(check),
+    })
+}
+
+/// What a true condition entry past the axis is, for the run's error.
+fn out_of_range(sp: &CompressSpec) -> String {
+    format!(
+        "a condition that selects an index past the end of the axis (length {})",
+        sp.d
+    )
+}

@@ -1,0 +1,122 @@
+//! NonMaxSuppression in WGSL ([`crate::lower::counted::nms`]): per (batch, class) pair,
+//! greedy selection of the boxes by score, dropping a box that overlaps an already
+//! kept one by more than the IoU threshold, as `ir/src/ops/image/nms.rs` does (the
+//! same candidate order, ties by the lower index, the same IoU tests; f32 arithmetic
+//! where the reference uses f64). One workgroup takes the pairs in order and keeps a box
+//! per step (`nms.wgsl`): the best one that no kept box suppresses, the boxes kept or
+//! suppressed flagged in a bitset in workgroup memory (so at most [`MAX_BOXES`] boxes).
+//! The rows come out in the reference's order and the total goes to the output's
+//! status word ([`crate::plan::Count`]). The limits
+//! (`max_output_boxes_per_class`, `iou_threshold`, `score_threshold`) are read in the
+//! kernel, so they may be computed on the device; an absent or empty one means what it
+//! means to the reference (no boxes, 0.0, no threshold). Boxes in f32 or f16 (f64 and
+//! bf16 refused, [`super::counted::data_type`]). The CUDA kernel (`cuda/nms.rs`) is the
+//! same algorithm line by line.
+
+use super::counted::{data_type, slot};
+use super::types::{self, helpers_for};
+use super::{unsupported, WgslKernel};
+use crate::lower::counted::{nms, NmsSpec};
+use crate::template::fill;
+use crate::Result;
+use gopt_ir::{DType, Graph, Node};
+
+const TEMPLATE: &str = include_str!("nms.wgsl");
+
+/// Boxes per batch at most: the flags bitset takes 8 KiB of workgroup memory.
+pub const MAX_BOXES: usize = 65536;
+
+/// Emits the shader for NonMaxSuppression node `node` of `g`.
+pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
+    let sp = nms(g, node)?;
+    let t = data_type(node, sp.dtype)?;
+    let pairs = sp.batches * sp.classes;
+    let too_big = |n: usize| u32::try_from(n).is_err();
+    if too_big(sp.batches * sp.boxes * 4) || too_big(pairs * sp.boxes) || too_big(sp.bound * 3) {
+        return Err(unsupported(
+            node,
+            "more than 2^32 boxes, scores or output words",
+        ));
+    }
+    if sp.boxes > MAX_BOXES {
+        return Err(unsupported(
+            node,
+            format!("more than {MAX_BOXES} boxes per batch"),
+        ));
+    }
+    let mut inputs = vec![sp.boxes_in.0, sp.scores.0];
+    let mut bindings = String::new();
+    for (v, var, ty) in [
+        (sp.max_out, "max_out", "vec2<u32>"),
+        (sp.iou, "iou_threshold", "f32"),
+        (sp.score_threshold, "score_threshold", "f32"),
+    ] {
+        if let Some(v) = v {
+            bindings.push_str(&format!(
+                "@group(0) @binding({}) var<storage, read> {var}: array<{ty}>;\n",
+                inputs.len()
+            ));
+            inputs.push(v.0);
+        }
+    }
+    let pc = sp.per_class;
+    // An i64 limit: negative keeps nothing, above the bound keeps the bound.
+    let limit = match sp.max_out {
+        Some(_) => format!(
+            "select(select(max_out[0].x, {pc}u, max_out[0].y != 0u || max_out[0].x > {pc}u), \
+             0u, (max_out[0].y & 0x80000000u) != 0u)"
+        ),
+        None => "0u".to_string(),
+    };
+    let passes = match sp.score_threshold {
+        Some(_) => "!gopt_isnan(s) && !gopt_isnan(score_threshold[0]) && s > score_threshold[0]",
+        None => "true",
+    };
+    let iou = match sp.iou {
+        Some(_) => "iou_threshold[0]",
+        None => "0.0",
+    };
+    let source = fill(
+        TEMPLATE,
+        &[
+            ("enable", super::enable_f16(sp.dtype == DType::F16)),
+            ("batches", &sp.batches.to_string()),
+            ("classes", &sp.classes.max(1).to_string()),
+            ("boxes", &sp.boxes.to_string()),
+            ("format", format_of(&sp)),
+            ("per_class", &pc.to_string()),
+            ("slot", &slot(g, node, sp.y)?.to_string()),
+            ("t", t),
+            ("bindings", &bindings),
+            ("y_binding", &inputs.len().to_string()),
+            ("status_binding", &(inputs.len() + 1).to_string()),
+            ("center", if sp.center_point_box { "true" } else { "false" }),
+            ("helpers", &helpers_for(&format!("{TEMPLATE}{passes}"))),
+            ("load_box", &types::load(sp.dtype, "boxes[i]")),
+            ("load_score", &types::load(sp.dtype, "scores[i]")),
+            ("passes", passes),
+            ("limit", &limit),
+            ("iou", iou),
+            ("pairs", &pairs.to_string()),
+            ("words", &sp.boxes.div_ceil(32).max(1).to_string()),
+        ],
+    )?;
+    Ok(WgslKernel {
+        name: name.to_string(),
+        node: node.name.clone(),
+        source,
+        workgroups: [1, 1, 1],
+        inputs,
+        outputs: vec![sp.y.0],
+        index_check: None,
+    })
+}
+
+/// The box format, for the kernel's header.
+fn format_of(sp: &NmsSpec) -> &'static str {
+    if sp.center_point_box {
+        "[x_center, y_center, width, height]"
+    } else {
+        "corners [y1, x1, y2, x2]"
+    }
+}
