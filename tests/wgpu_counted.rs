@@ -365,3 +365,38 @@ fn an_if_on_a_computed_condition_selects_between_both_branches() {
         same_as_interpreter(&m, &[random(DType::F32, &[8, 16], seed)]);
     }
 }
+
+/// Lavapipe ends an invocation's loops after 65,535 iterations without an error: a
+/// Unique over 5,000 distinct elements (about 140,000 iterations per invocation) is
+/// refused there, naming the kernel; on a GPU it runs and matches.
+#[test]
+fn a_kernel_that_loops_past_lavapipe_s_limit_is_refused_there() {
+    let mut g = Graph::new("unique_long");
+    let x = g.add_input("x", ty(DType::I32, &[5000]));
+    let outs = node(
+        &mut g,
+        "u",
+        Op::Shape(ShapeOp::Unique),
+        Attrs::default(),
+        &[Some(x)],
+        &["y"],
+    );
+    g.outputs = outs;
+    let m = imported(g);
+    let data: Vec<f64> = (0..5000).map(|i| f64::from((i * 7919) % 5000)).collect();
+    let t = Tensor::from_f64s(DType::I32, &[5000], &data).expect("shape");
+    let dev = gopt::wgpu::device(None).unwrap_or_else(|e| panic!("{e}"));
+    if dev.adapter.name.contains("llvmpipe") {
+        let err = gopt::Compiled::empty(&m, &wgpu())
+            .run(std::slice::from_ref(&t))
+            .map(|_| ())
+            .expect_err("refused on lavapipe");
+        let msg = err.to_string();
+        assert!(
+            msg.contains("k0_unique") && msg.contains("ends loops"),
+            "{msg}"
+        );
+    } else {
+        same_as_interpreter(&m, &[t]);
+    }
+}

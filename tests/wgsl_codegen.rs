@@ -53,6 +53,7 @@ fn an_invalid_shader_names_its_node_and_shows_its_text() {
         inputs: vec![],
         outputs: vec![],
         index_check: None,
+        loop_iterations: None,
     };
     match validate(&k) {
         Err(e @ CodegenError::Shader { .. }) => {

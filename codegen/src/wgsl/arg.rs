@@ -89,5 +89,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs: vec![sp.x.0],
         outputs: vec![sp.out.0],
         index_check: None,
+        loop_iterations: None,
     })
 }

@@ -222,5 +222,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs,
         outputs: vec![a.out.0],
         index_check: None,
+        loop_iterations: None,
     })
 }

@@ -233,5 +233,6 @@ pub fn emit(node: &Node, name: &str, a: &Attention) -> Result<WgslKernel> {
         inputs,
         outputs,
         index_check: None,
+        loop_iterations: None,
     })
 }

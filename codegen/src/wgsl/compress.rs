@@ -61,6 +61,10 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs: vec![sp.x.0, sp.cond.0],
         outputs: vec![sp.y.0],
         index_check: (sp.len > sp.d).then_some(check),
+        // Chunks of 256 condition entries: 8 scan steps, then the selected slices.
+        loop_iterations: Some(
+            (sp.len.div_ceil(256) as u64).saturating_mul(9 + (sp.outer * sp.inner) as u64),
+        ),
     })
 }
 

@@ -176,6 +176,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs: node.inputs.iter().flatten().map(|v| v.0).collect(),
         outputs: vec![node.outputs[0].0],
         index_check: None,
+        loop_iterations: None,
     })
 }
 

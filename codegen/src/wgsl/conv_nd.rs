@@ -248,5 +248,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs: s.inputs(),
         outputs: vec![s.y.0],
         index_check: None,
+        loop_iterations: None,
     })
 }

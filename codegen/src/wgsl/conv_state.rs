@@ -116,5 +116,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs,
         outputs,
         index_check: None,
+        loop_iterations: None,
     })
 }

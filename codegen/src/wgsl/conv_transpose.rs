@@ -173,6 +173,7 @@ fn conv_transpose(node: &Node, name: &str, sp: &ConvTransposeSpec) -> Result<Wgs
         inputs,
         outputs: vec![sp.out.0],
         index_check: None,
+        loop_iterations: None,
     })
 }
 
@@ -205,6 +206,7 @@ fn col2im(node: &Node, name: &str, sp: &Col2ImSpec) -> Result<WgslKernel> {
         inputs: vec![sp.x.0],
         outputs: vec![sp.out.0],
         index_check: None,
+        loop_iterations: None,
     })
 }
 
@@ -266,6 +268,7 @@ fn max_unpool(g: &Graph, node: &Node, name: &str, sp: &MaxUnpoolSpec) -> Result<
         inputs: vec![sp.x.0, sp.indices.0],
         outputs: vec![sp.out.0],
         index_check: Some(check),
+        loop_iterations: None,
     })
 }
 
@@ -342,5 +345,6 @@ fn deform_conv(node: &Node, name: &str, sp: &DeformConvSpec) -> Result<WgslKerne
         inputs,
         outputs: vec![sp.out.0],
         index_check: None,
+        loop_iterations: None,
     })
 }

@@ -94,5 +94,7 @@ fn nonzero(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs: vec![x.0],
         outputs: vec![y.0],
         index_check: None,
+        // Chunks of 256, each a flag and 8 scan steps.
+        loop_iterations: Some(n.div_ceil(256) as u64 * 9),
     })
 }

@@ -134,6 +134,7 @@ fn einsum(g: &Graph, node: &Node, name: &str, c: &Contraction) -> Result<WgslKer
         inputs: c.inputs.iter().map(|v| v.0).collect(),
         outputs: vec![c.out.0],
         index_check: None,
+        loop_iterations: None,
     })
 }
 
@@ -166,5 +167,6 @@ fn det(node: &Node, name: &str, d: &DetSpec) -> Result<WgslKernel> {
         inputs: vec![d.x.0],
         outputs: vec![d.out.0],
         index_check: None,
+        loop_iterations: None,
     })
 }

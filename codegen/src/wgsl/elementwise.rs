@@ -194,6 +194,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs: params.iter().map(|v| v.0).collect(),
         outputs,
         index_check: check,
+        loop_iterations: None,
     })
 }
 

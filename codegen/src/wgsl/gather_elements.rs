@@ -53,5 +53,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs: vec![sp.data.0, sp.indices.0],
         outputs: vec![sp.out.0],
         index_check: Some(check),
+        loop_iterations: None,
     })
 }

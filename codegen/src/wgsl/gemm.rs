@@ -101,5 +101,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs,
         outputs: vec![pr.out.0],
         index_check: None,
+        loop_iterations: None,
     })
 }

@@ -62,5 +62,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs: vec![sp.a.0, sp.b.0],
         outputs: vec![sp.out.0],
         index_check: None,
+        loop_iterations: None,
     })
 }

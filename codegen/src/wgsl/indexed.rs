@@ -88,6 +88,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs: parts.inputs.iter().map(|(v, _)| v.0).collect(),
         outputs: vec![parts.out.0],
         index_check: parts.check,
+        loop_iterations: None,
     })
 }
 

@@ -180,5 +180,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs: b.inputs,
         outputs: b.outputs,
         index_check: None,
+        loop_iterations: None,
     })
 }

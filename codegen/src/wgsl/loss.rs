@@ -180,5 +180,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs,
         outputs,
         index_check: Some(check),
+        loop_iterations: None,
     })
 }

@@ -251,5 +251,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs,
         outputs: vec![out.0],
         index_check: None,
+        loop_iterations: None,
     })
 }

@@ -130,7 +130,16 @@ pub struct WgslKernel {
     /// binding after the outputs is then the run's error word (`atomic<u32>`).
     #[serde(default)]
     pub index_check: Option<crate::plan::IndexCheck>,
+    /// The most loop iterations one invocation runs in all, where the writer knows it
+    /// (the counted kernels): Mesa's lavapipe ends an invocation's loops after
+    /// [`LAVAPIPE_LOOP_LIMIT`] and carries on without an error, so the runtime refuses
+    /// such a kernel there instead of returning a wrong answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub loop_iterations: Option<u64>,
 }
+
+/// The loop iterations per invocation after which lavapipe (llvmpipe) stops looping.
+pub const LAVAPIPE_LOOP_LIMIT: u64 = 65_535;
 
 /// The backend's name in errors.
 pub const BACKEND: &str = "WGSL";

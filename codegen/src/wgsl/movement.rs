@@ -106,5 +106,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs: mv.inputs.iter().map(|(v, _)| v.0).collect(),
         outputs: vec![mv.out.0],
         index_check: check,
+        loop_iterations: None,
     })
 }

@@ -109,6 +109,13 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs,
         outputs: vec![sp.y.0],
         index_check: None,
+        // Per (batch, class) pair: clear the flags, then up to `per_class` steps, each
+        // a pass over the boxes for the best, an 8-step reduction and a pass to flag.
+        loop_iterations: Some(((sp.batches * sp.classes) as u64).saturating_mul(
+            (sp.boxes.div_ceil(32).div_ceil(256) as u64).saturating_add(
+                (sp.per_class as u64).saturating_mul(2 * sp.boxes.div_ceil(256) as u64 + 9),
+            ),
+        )),
     })
 }
 

@@ -94,6 +94,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs: sp.inputs.iter().map(|o| o.value.0).collect(),
         outputs: sp.outputs.iter().map(|o| o.value.0).collect(),
         index_check: None,
+        loop_iterations: None,
     })
 }
 

@@ -176,5 +176,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs: vec![sp.x.0],
         outputs,
         index_check: None,
+        loop_iterations: None,
     })
 }

@@ -97,6 +97,7 @@ impl<'n> Binds<'n> {
             inputs: self.inputs,
             outputs: self.outputs,
             index_check: None,
+            loop_iterations: None,
         }
     }
 }

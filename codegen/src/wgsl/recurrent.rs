@@ -90,6 +90,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs: sp.inputs().iter().map(|v| v.0).collect(),
         outputs: sp.outputs().iter().map(|v| v.0).collect(),
         index_check: check,
+        loop_iterations: None,
     })
 }
 

@@ -178,5 +178,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs: vec![crate::lower::support::input(node, 0)?.0],
         outputs: vec![node.outputs[0].0],
         index_check: None,
+        loop_iterations: None,
     })
 }

@@ -99,5 +99,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs,
         outputs: vec![sp.out.0],
         index_check: check,
+        loop_iterations: None,
     })
 }

@@ -65,6 +65,7 @@ fn kernel(
         inputs,
         outputs,
         index_check,
+        loop_iterations: None,
     }
 }
 

@@ -100,6 +100,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs,
         outputs: vec![parts.out.0],
         index_check: parts.check,
+        loop_iterations: None,
     })
 }
 

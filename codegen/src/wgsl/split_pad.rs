@@ -71,6 +71,7 @@ fn shader(
         inputs: Vec::new(),
         outputs: Vec::new(),
         index_check: None,
+        loop_iterations: None,
     })
 }
 

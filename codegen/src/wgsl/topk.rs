@@ -69,5 +69,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs: vec![sp.x.0],
         outputs: vec![sp.values.0, sp.indices.0],
         index_check: None,
+        loop_iterations: None,
     })
 }

@@ -65,5 +65,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs,
         outputs: vec![sp.out.0],
         index_check: None,
+        loop_iterations: None,
     })
 }

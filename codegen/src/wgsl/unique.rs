@@ -104,6 +104,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         inputs: vec![sp.x.0],
         outputs,
         index_check: None,
+        loop_iterations: Some(loop_iterations(&sp)),
     })
 }
 
@@ -210,4 +211,17 @@ fn cmp_body(node: &Node, dt: DType) -> Result<String> {
         }
         None => return Err(unsupported(node, format!("{dt} data"))),
     })
+}
+
+/// Loop iterations per invocation, about: each of its `d / 256` slices scans the others
+/// for its first occurrence (half of them on average), its rank (all of them) and its
+/// count (half), each comparison a loop over the slice when it has more than one
+/// element.
+fn loop_iterations(sp: &UniqueSpec) -> u64 {
+    let slice = (sp.outer * sp.inner) as u64;
+    let per_compare = 1 + if slice > 1 { slice } else { 0 };
+    let d = sp.d as u64;
+    d.div_ceil(256)
+        .saturating_mul(2 * d + 256)
+        .saturating_mul(per_compare)
 }

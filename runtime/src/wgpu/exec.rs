@@ -149,6 +149,25 @@ impl WgpuExecutable {
         let status = |k: &gopt_codegen::wgsl::WgslKernel| {
             takes_status(k.index_check.is_some(), &k.outputs, &plan.frame)
         };
+        // Lavapipe ends an invocation's loops early without an error: a kernel known to
+        // loop longer is refused there rather than answering wrong.
+        if dev.adapter.name.contains("llvmpipe") {
+            let limit = gopt_codegen::wgsl::LAVAPIPE_LOOP_LIMIT;
+            if let Some(k) = plan
+                .kernels
+                .iter()
+                .find(|k| k.loop_iterations.is_some_and(|n| n > limit))
+            {
+                return Err(err(format!(
+                    "kernel {} (node `{}`) loops about {} times per invocation; {} ends \
+                     loops after {limit} and would return a wrong answer (run it on a GPU)",
+                    k.name,
+                    k.node,
+                    k.loop_iterations.unwrap_or(0),
+                    dev.adapter.name
+                )));
+            }
+        }
         for k in &plan.kernels {
             let n = k.inputs.len() + k.outputs.len() + usize::from(status(k));
             if n as u32 > limits.max_storage_buffers_per_shader_stage {
