@@ -87,7 +87,21 @@ impl CodegenError {
                 n.outputs.iter().any(|&o| symbolic(o))
                     && n.inputs.iter().flatten().all(|&i| !symbolic(i))
             })
-            .map(|n| format!(" (first decided by node `{}` ({}))", n.name, n.op.name()))
+            .map(|n| {
+                // A control node left as it was says why (`gopt_ir::unroll`).
+                let why = n
+                    .attrs
+                    .str(gopt_ir::unroll::LEFT_ATTR)
+                    .ok()
+                    .flatten()
+                    .map(|w| format!(", left as control flow: {w}"))
+                    .unwrap_or_default();
+                format!(
+                    " (first decided by node `{}` ({}){why})",
+                    n.name,
+                    n.op.name()
+                )
+            })
             .unwrap_or_default();
         CodegenError::DynamicShape {
             value: g.value(v).name.clone(),

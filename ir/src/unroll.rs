@@ -236,6 +236,13 @@ fn expand_loop(g: &mut Graph, node: &Node, budget: &mut usize) -> Result<String>
     let m = opt(node, 0);
     let cond_in = opt(node, 1);
     let trips = match m {
+        Some(v) if g.inputs.contains(&v) && const_scalar(g, v).is_none() => {
+            return Err(unsupported(format!(
+                "its trip count is the graph input `{}`, whose value a compile without \
+                 inputs does not have (`gopt run` and `gopt test` compile once per value)",
+                g.value(v).name
+            )))
+        }
         Some(v) => const_scalar(g, v).ok_or_else(|| {
             unsupported(
                 "its trip count is computed on the device (a GPU plan unrolls loops whose \
