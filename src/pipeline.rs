@@ -243,16 +243,7 @@ pub fn specialize(
 /// with known counts unrolled), and one line per control node saying what happened.
 /// The CPU interpreter runs control flow as it is.
 fn straight_line(g: Verified, opts: &Options) -> Result<(Verified, Vec<String>)> {
-    let has_control = g.nodes.iter().any(|n| {
-        matches!(
-            n.op,
-            gopt_ir::Op::Control(
-                gopt_ir::ops::ControlOp::If
-                    | gopt_ir::ops::ControlOp::Loop
-                    | gopt_ir::ops::ControlOp::Scan
-            )
-        )
-    });
+    let has_control = g.nodes.iter().any(|n| gopt_ir::unroll::is_control(&n.op));
     if opts.backend == Backend::Cpu || !has_control {
         return Ok((g, Vec::new()));
     }

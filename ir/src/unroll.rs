@@ -48,7 +48,7 @@ pub struct Unrolled {
 /// [`Unrolled::left`].
 pub fn unroll_control(g: &mut Graph) -> Result<Unrolled> {
     let mut report = Unrolled::default();
-    if !g.nodes.iter().any(is_control) {
+    if !g.nodes.iter().any(|n| is_control(&n.op)) {
         return Ok(report);
     }
     let mut budget = MAX_UNROLLED_NODES;
@@ -58,7 +58,7 @@ pub fn unroll_control(g: &mut Graph) -> Result<Unrolled> {
         let next = g
             .nodes
             .iter()
-            .position(|n| is_control(n) && !refused.contains(&n.name));
+            .position(|n| is_control(&n.op) && !refused.contains(&n.name));
         let Some(i) = next else { break };
         let node = g.nodes[i].clone();
         let mut trial = g.clone();
@@ -96,9 +96,10 @@ pub fn unroll_control(g: &mut Graph) -> Result<Unrolled> {
     Ok(report)
 }
 
-fn is_control(n: &Node) -> bool {
+/// Whether `op` is one this pass makes straight-line (If, Loop, Scan).
+pub fn is_control(op: &Op) -> bool {
     matches!(
-        n.op,
+        op,
         Op::Control(ControlOp::If | ControlOp::Loop | ControlOp::Scan)
     )
 }
@@ -221,14 +222,7 @@ fn reads_device_indices(op: &Op) -> bool {
                 | ShapeOp::Scatter
                 | ShapeOp::Compress
         )
-    ) || is_control_op(op)
-}
-
-fn is_control_op(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Control(ControlOp::If | ControlOp::Loop | ControlOp::Scan)
-    )
+    ) || is_control(op)
 }
 
 fn expand_loop(g: &mut Graph, node: &Node, budget: &mut usize) -> Result<String> {
