@@ -35,7 +35,7 @@ set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
-TESTS=(cuda_kernels cuda_plan cuda_attention cuda_conv cuda_gemm cuda_index_ops cuda_parity_ops gpu_indices)
+TESTS=(cuda_kernels cuda_plan cuda_attention cuda_conv cuda_gemm cuda_index_ops cuda_parity_ops gpu_indices cuda_memory)
 WGPU_TESTS=(wgpu_models)
 
 if [[ "${1:-}" == "--build" ]]; then

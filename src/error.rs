@@ -46,6 +46,21 @@ pub enum GoptError {
     /// A bad option value.
     #[error("{0}")]
     Usage(String),
+    /// No bucket's predicted peak device memory fits `--memory-budget`.
+    #[error(
+        "no bucket fits --memory-budget {}: the smallest, {bucket}, needs {} ({})",
+        gopt_ir::limit::fmt_short(u128::from(*budget)),
+        gopt_ir::limit::fmt_short(u128::from(peak.total())),
+        peak.breakdown()
+    )]
+    MemoryBudget {
+        /// The budget in bytes.
+        budget: u64,
+        /// The bucket with the smallest predicted peak (`batch=1 seq=128`).
+        bucket: String,
+        /// Its predicted peak.
+        peak: gopt_codegen::peak::PeakMemory,
+    },
 }
 
 /// Result alias for the gopt library.
@@ -78,7 +93,8 @@ impl GoptError {
             | GoptError::TensorFile { .. }
             | GoptError::Inputs(_)
             | GoptError::Passes(_)
-            | GoptError::Usage(_) => false,
+            | GoptError::Usage(_)
+            | GoptError::MemoryBudget { .. } => false,
         }
     }
 }

@@ -36,11 +36,13 @@
 #![warn(missing_docs)]
 
 pub mod artifact;
+pub mod charts;
 pub mod compiled;
 pub mod cuda;
 pub mod error;
 pub mod pipeline;
 pub mod report;
+pub mod roofline;
 pub mod tensor_io;
 pub mod testing;
 pub mod value_inputs;

@@ -58,6 +58,11 @@ pub struct Options {
     /// machine's available memory on the CPU, the device's free memory on a GPU at run
     /// time, and [`gopt_ir::limit::GPU_DEFAULT`] for a plan made without a device.
     pub memory_limit: Option<u64>,
+    /// GPU backends: the device memory a run of the compiled model may hold
+    /// (`--memory-budget`). The compile predicts each bucket's peak from its plan
+    /// ([`gopt_codegen::peak`]) and keeps the buckets that fit together (a run keeps
+    /// every bucket it loads); the others are skipped with the reason. `None`: keep all.
+    pub memory_budget: Option<u64>,
 }
 
 /// Where a compiled graph executes.
@@ -156,6 +161,13 @@ impl Options {
         self
     }
 
+    /// Record the rewrites behind each kernel: each bucket's report then holds the
+    /// chain from the imported nodes to the kernel ([`gopt_passes::explain`]).
+    pub fn explain(mut self, on: bool) -> Options {
+        self.config.explain = on;
+        self
+    }
+
     /// A wall-clock limit for a whole compile: running past it is an error naming the
     /// stage, never a different result.
     pub fn time_limit(mut self, limit: Duration) -> Options {
@@ -166,6 +178,14 @@ impl Options {
     /// The most bytes a run or a plan may allocate, checked before allocating.
     pub fn memory_limit(mut self, bytes: u64) -> Options {
         self.memory_limit = Some(bytes);
+        self
+    }
+
+    /// GPU backends: keep the buckets whose predicted peak device memory fits `bytes`
+    /// together ([`Options::memory_budget`]); [`crate::GoptError::MemoryBudget`] when
+    /// none does.
+    pub fn memory_budget(mut self, bytes: u64) -> Options {
+        self.memory_budget = Some(bytes);
         self
     }
 

@@ -388,7 +388,7 @@ fn gemm_timing() {
             exe.set_inputs(&ins).expect("inputs");
             exe.execute().expect("warm-up");
             let prof = exe.profile(20).expect("profile");
-            let ms = prof.iter().map(|p| p.1).sum::<f64>();
+            let ms = prof.iter().map(|p| p.ms).sum::<f64>();
             let tflops = 2.0 * (m * n * k) as f64 / (ms * 1e-3) / 1e12;
             println!(
                 "gemm {dt} {m}x{n}x{k}: {ms:.3} ms, {tflops:.2} TFLOP/s ({})",

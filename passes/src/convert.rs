@@ -177,6 +177,7 @@ pub fn to_graph(
         g: &mut out,
         count: 0,
         consts: Vec::new(),
+        node_classes: Vec::new(),
     };
     for &v in &source.inputs {
         let ty = source.ty(v)?.clone();
@@ -221,8 +222,13 @@ pub fn to_graph(
         }
     }
     let consts = std::mem::take(&mut b.consts);
+    let node_classes = std::mem::take(&mut b.node_classes);
     out.outputs = outs;
-    Ok(Rebuilt { graph: out, consts })
+    Ok(Rebuilt {
+        graph: out,
+        consts,
+        node_classes,
+    })
 }
 
 /// A rebuilt graph whose constants are still in the e-graph's table.
@@ -232,6 +238,9 @@ pub struct Rebuilt {
     pub graph: Graph,
     /// Which constant-table entry each constant value takes.
     pub consts: Vec<(ValueId, u32)>,
+    /// The class each op node was extracted from, by node name (what explanations of
+    /// a kernel start from).
+    pub node_classes: Vec<(String, Id)>,
 }
 
 impl Rebuilt {
@@ -267,6 +276,7 @@ struct Builder<'a> {
     g: &'a mut Graph,
     count: usize,
     consts: Vec<(ValueId, u32)>,
+    node_classes: Vec<(String, Id)>,
 }
 
 impl Builder<'_> {
@@ -382,6 +392,7 @@ impl Builder<'_> {
                 };
                 let refs: Vec<&str> = outs.iter().map(String::as_str).collect();
                 let n = self.g.add_node(&base, *op, attrs, inputs, &refs);
+                self.node_classes.push((base, c));
                 Ok(self.g.nodes[n.index()].outputs.clone())
             }
         }

@@ -32,6 +32,8 @@ pub struct Target {
     pub launch_eager: f64,
     /// GEMM tile edge: dims are rounded up to it.
     pub tile: usize,
+    /// Streaming multiprocessors: a kernel with fewer blocks than this leaves some idle.
+    pub sms: usize,
     /// Whether fp32 GEMMs may use tf32 tensor cores.
     pub tf32: bool,
     /// Whether kernels are replayed from a CUDA graph.
@@ -43,7 +45,7 @@ pub struct Target {
 }
 
 impl Target {
-    /// One NVIDIA H200 (DESIGN.md: 3.7 TB/s for a vectorized element-wise kernel,
+    /// One NVIDIA H200 (132 SMs; DESIGN.md: 3.7 TB/s for a vectorized element-wise kernel,
     /// 824 TFLOP/s measured for a cuBLASLt bf16 GEMM, 0.82 µs per kernel from a CUDA
     /// graph and 4.5 µs eagerly; tf32 at half the bf16 rate, fp32 CUDA cores 60 TFLOP/s).
     pub fn h200() -> Target {
@@ -56,13 +58,15 @@ impl Target {
             launch_graph: 0.82e-6,
             launch_eager: 4.5e-6,
             tile: 64,
+            sms: 132,
             tf32: false,
             cuda_graph: true,
             low_precision: None,
         }
     }
 
-    fn launch(&self) -> f64 {
+    /// The launch cost of one kernel, as this target launches them.
+    pub fn launch(&self) -> f64 {
         if self.cuda_graph {
             self.launch_graph
         } else {
@@ -229,6 +233,84 @@ pub fn kind(op: Op) -> Kind {
     }
 }
 
+/// The family of kernel `op` makes, for charts and tables: `gemm`, `conv`,
+/// `attention` (the [`Kind`]s with a compute roof), then the streaming ones by what
+/// they do: `norm`, `softmax`, `reduce`, `pool`, `elementwise`, `movement`, `other`;
+/// `view` for ops that launch nothing.
+pub fn family(op: Op) -> &'static str {
+    match kind(op) {
+        Kind::Free => return "view",
+        Kind::Gemm => return "gemm",
+        Kind::Conv => return "conv",
+        Kind::Attention => return "attention",
+        Kind::Stream => {}
+    }
+    match op {
+        Op::Elementwise(_) | Op::Fused(_) => "elementwise",
+        Op::Shape(_) => "movement",
+        Op::Reduce(r) => match r {
+            ReduceOp::LayerNormalization
+            | ReduceOp::RMSNormalization
+            | ReduceOp::GroupNormalization
+            | ReduceOp::InstanceNormalization
+            | ReduceOp::BatchNormalization
+            | ReduceOp::LpNormalization
+            | ReduceOp::MeanVarianceNormalization
+            | ReduceOp::LRN => "norm",
+            ReduceOp::Softmax | ReduceOp::LogSoftmax | ReduceOp::Hardmax => "softmax",
+            ReduceOp::ReduceSum
+            | ReduceOp::ReduceMean
+            | ReduceOp::ReduceMax
+            | ReduceOp::ReduceMin
+            | ReduceOp::ReduceProd
+            | ReduceOp::ReduceL1
+            | ReduceOp::ReduceL2
+            | ReduceOp::ReduceLogSum
+            | ReduceOp::ReduceLogSumExp
+            | ReduceOp::ReduceSumSquare
+            | ReduceOp::ArgMax
+            | ReduceOp::ArgMin
+            | ReduceOp::TopK
+            | ReduceOp::CumSum
+            | ReduceOp::CumProd
+            | ReduceOp::NegativeLogLikelihoodLoss
+            | ReduceOp::SoftmaxCrossEntropyLoss => "reduce",
+        },
+        Op::Nn(n) => match n {
+            NnOp::AveragePool
+            | NnOp::MaxPool
+            | NnOp::LpPool
+            | NnOp::GlobalAveragePool
+            | NnOp::GlobalMaxPool
+            | NnOp::GlobalLpPool
+            | NnOp::MaxUnpool => "pool",
+            NnOp::QuantizeLinear | NnOp::DequantizeLinear | NnOp::DynamicQuantizeLinear => {
+                "elementwise"
+            }
+            NnOp::MatMul
+            | NnOp::Gemm
+            | NnOp::MatMulInteger
+            | NnOp::QLinearMatMul
+            | NnOp::Einsum
+            | NnOp::Conv
+            | NnOp::ConvTranspose
+            | NnOp::ConvInteger
+            | NnOp::QLinearConv
+            | NnOp::DeformConv
+            | NnOp::Det => "other",
+        },
+        Op::Attention(a) => match a {
+            AttentionOp::RotaryEmbedding | AttentionOp::SwiGLU => "elementwise",
+            AttentionOp::TensorScatter => "movement",
+            AttentionOp::Attention
+            | AttentionOp::FlexAttention
+            | AttentionOp::LinearAttention
+            | AttentionOp::CausalConvWithState => "other",
+        },
+        Op::Control(_) | Op::Image(_) => "other",
+    }
+}
+
 /// Estimated seconds for one e-node of `eg`, given its class's facts. Leaves are free;
 /// a node whose class failed inference is infinitely expensive (never chosen).
 pub fn node_cost(t: &Target, eg: &Egraph, class: egg::Id, n: &Term) -> f64 {
@@ -267,18 +349,137 @@ pub fn op_cost(
     inputs: &[&TensorType],
     outputs: &[TensorType],
 ) -> f64 {
-    let k = kind(op);
-    if k == Kind::Free {
-        return 0.0;
+    op_work(t, op, attrs, inputs, outputs).seconds
+}
+
+/// What one kernel does, in the units of a roofline: the bytes it moves, the
+/// operations it performs, the unit that performs them, and the cost model's
+/// estimate and class. `seconds` is what extraction minimizes (with its penalties);
+/// `class` is decided by the rules of [`Class`] from the unpenalized terms.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize)]
+pub struct Work {
+    /// Bytes read and written (every present input once, every output once).
+    pub bytes: f64,
+    /// Operations: 2·m·n·k for a GEMM (before tile rounding), 2 per multiply-add of a
+    /// convolution or attention, and one per element for a streaming kernel (the
+    /// larger of its input and output element counts), so that every kernel has a
+    /// place on a roofline.
+    pub flops: f64,
+    /// The unit the operations run on.
+    pub unit: Unit,
+    /// Estimated seconds (what [`op_cost`] returns).
+    pub seconds: f64,
+    /// Estimated seconds of the memory term alone (bytes over bandwidth).
+    pub memory_s: f64,
+    /// Estimated seconds of the compute term alone (with tile rounding).
+    pub compute_s: f64,
+    /// The class the cost model predicts.
+    pub class: Class,
+}
+
+/// The unit a kernel's operations run on, for its compute roof.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum Unit {
+    /// Tensor cores on bf16/f16 inputs, fp32 accumulation.
+    TensorF16,
+    /// Tensor cores in tf32.
+    TensorTf32,
+    /// CUDA cores (fp32 and everything else).
+    Cores,
+}
+
+impl Unit {
+    /// `bf16/f16 tensor cores`, `tf32 tensor cores`, `CUDA cores`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Unit::TensorF16 => "bf16/f16 tensor cores",
+            Unit::TensorTf32 => "tf32 tensor cores",
+            Unit::Cores => "CUDA cores",
+        }
     }
-    let bytes_of = |ty: &TensorType| -> f64 {
-        let n: f64 = ty
-            .shape
+
+    /// The key the device's measured peaks use (`bf16`, `tf32`, `fp32`).
+    pub fn key(self) -> &'static str {
+        match self {
+            Unit::TensorF16 => "bf16",
+            Unit::TensorTf32 => "tf32",
+            Unit::Cores => "fp32",
+        }
+    }
+}
+
+/// What bounds a kernel. The cost model predicts one from its estimate
+/// ([`classify_estimate`]); `gopt bench --profile` decides one from the measured time
+/// against the device's measured peaks (`gopt::roofline`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub enum Class {
+    /// The launch and its latency cost more than the work.
+    Launch,
+    /// Bytes over bandwidth bound it.
+    Memory,
+    /// Operations over the unit's rate bound it.
+    Compute,
+    /// Too little parallel work to fill the device: neither roof is reached.
+    UnderOccupied,
+}
+
+impl Class {
+    /// `launch-bound`, `memory-bound`, `compute-bound`, `under-occupied`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Class::Launch => "launch-bound",
+            Class::Memory => "memory-bound",
+            Class::Compute => "compute-bound",
+            Class::UnderOccupied => "under-occupied",
+        }
+    }
+}
+
+/// The cost model's class for a kernel whose memory term is `memory_s`, compute term
+/// `compute_s` and parallel work `blocks` (output tiles of a GEMM, 256-element blocks
+/// of a streaming kernel): launch-bound when both terms are below one launch;
+/// under-occupied when it has fewer blocks than the device has SMs; otherwise the
+/// larger term decides.
+pub fn classify_estimate(t: &Target, memory_s: f64, compute_s: f64, blocks: f64) -> Class {
+    if memory_s.max(compute_s) < t.launch() {
+        Class::Launch
+    } else if blocks < t.sms as f64 {
+        Class::UnderOccupied
+    } else if compute_s >= memory_s {
+        Class::Compute
+    } else {
+        Class::Memory
+    }
+}
+
+/// The [`Work`] of `op` with these attributes and present inputs' and outputs' types.
+pub fn op_work(
+    t: &Target,
+    op: Op,
+    attrs: &Attrs,
+    inputs: &[&TensorType],
+    outputs: &[TensorType],
+) -> Work {
+    let k = kind(op);
+    let elems = |ty: &TensorType| -> f64 {
+        ty.shape
             .iter()
             .map(|d| d.known().unwrap_or(1) as f64)
-            .product();
-        n * ty.dtype.size() as f64
+            .product()
     };
+    let bytes_of = |ty: &TensorType| -> f64 { elems(ty) * ty.dtype.size() as f64 };
+    let free = Work {
+        bytes: 0.0,
+        flops: 0.0,
+        unit: Unit::Cores,
+        seconds: 0.0,
+        memory_s: 0.0,
+        compute_s: 0.0,
+        class: Class::Launch,
+    };
+    if k == Kind::Free {
+        return free;
+    }
     let bytes: f64 =
         inputs.iter().map(|t| bytes_of(t)).sum::<f64>() + outputs.iter().map(bytes_of).sum::<f64>();
     let mem = bytes / t.bandwidth;
@@ -287,29 +488,62 @@ pub fn op_cost(
     let out_shape = outputs
         .first()
         .and_then(|t| gopt_ir::dim::concrete(&t.shape));
-    let compute = match k {
-        Kind::Free | Kind::Stream => 0.0,
+    let out_elems: f64 = outputs.iter().map(elems).sum();
+    let stream_flops = inputs.iter().map(|t| elems(t)).fold(out_elems, f64::max);
+    let stream = Compute {
+        seconds: 0.0,
+        flops: stream_flops,
+        unit: Unit::Cores,
+        blocks: out_elems.max(stream_flops) / 256.0,
+    };
+    let c = match k {
+        Kind::Free | Kind::Stream => stream,
         Kind::Gemm => match op {
             Op::Nn(NnOp::MatMul | NnOp::Gemm) | Op::Fused(FusedOp::FusedMatMul) => {
-                gemm_time(t, op, attrs, shape(0), shape(1), dt).unwrap_or(mem)
+                gemm_time(t, op, attrs, shape(0), shape(1), dt).unwrap_or(Compute {
+                    seconds: mem,
+                    ..stream
+                })
             }
             // Quantized and einsum forms: inputs are not (A, B); bytes bound them.
-            _ => mem,
+            _ => Compute {
+                seconds: mem,
+                ..stream
+            },
         },
         Kind::Conv => match op {
             Op::Nn(NnOp::Conv) | Op::Fused(FusedOp::FusedConv) => {
-                conv_time(t, shape(1), out_shape, dt).unwrap_or(mem)
+                conv_time(t, shape(1), out_shape, dt).unwrap_or(Compute {
+                    seconds: mem,
+                    ..stream
+                })
             }
-            _ => mem,
+            _ => Compute {
+                seconds: mem,
+                ..stream
+            },
         },
-        Kind::Attention => attention_time(t, attrs, shape(0), shape(1), dt).unwrap_or(mem),
+        Kind::Attention => attention_time(t, attrs, shape(0), shape(1), dt).unwrap_or(Compute {
+            seconds: mem,
+            ..stream
+        }),
+    };
+    let class = classify_estimate(t, mem, c.seconds, c.blocks);
+    let work = |seconds: f64| Work {
+        bytes,
+        flops: c.flops,
+        unit: c.unit,
+        seconds,
+        memory_s: mem,
+        compute_s: c.seconds,
+        class,
     };
     // A dtype cast is stored by the kernel that produces (or consumes) its operand, as
     // Inductor and TensorRT fuse them: it costs its extra write, not a launch.
     if op == Op::Elementwise(gopt_ir::ops::ElementwiseOp::Cast) {
-        return outputs.iter().map(bytes_of).sum::<f64>() / t.bandwidth;
+        return work(outputs.iter().map(bytes_of).sum::<f64>() / t.bandwidth);
     }
-    let mut time = mem.max(compute) + t.launch();
+    let mut time = mem.max(c.seconds) + t.launch();
     let wide_math = dt == Some(DType::F32);
     if t.low_precision.is_some()
         && wide_math
@@ -318,9 +552,28 @@ pub fn op_cost(
         time *= 1e3;
     }
     // At equal estimates the fused form wins: it is what later fusions extend.
-    match op {
+    work(match op {
         Op::Fused(_) => time * (1.0 - 1e-6),
         _ => time,
+    })
+}
+
+/// The compute side of a kernel: seconds on its unit, operations, and its parallel
+/// work in blocks (for the occupancy rule of [`classify_estimate`]).
+#[derive(Clone, Copy, Debug)]
+struct Compute {
+    seconds: f64,
+    flops: f64,
+    unit: Unit,
+    blocks: f64,
+}
+
+/// The unit a GEMM-like op on `dt` inputs runs on.
+fn gemm_unit(t: &Target, dt: DType) -> Unit {
+    match dt {
+        DType::BF16 | DType::F16 => Unit::TensorF16,
+        DType::F32 if t.tf32 => Unit::TensorTf32,
+        _ => Unit::Cores,
     }
 }
 
@@ -332,7 +585,7 @@ fn gemm_time(
     a: Option<Vec<usize>>,
     b: Option<Vec<usize>>,
     dt: Option<DType>,
-) -> Option<f64> {
+) -> Option<Compute> {
     let (a, b, dt) = (a?, b?, dt?);
     let trans_b = match op {
         Op::Nn(NnOp::Gemm) => attrs.int_or("transB", 0).ok()? != 0,
@@ -350,14 +603,23 @@ fn gemm_time(
         1
     };
     let m = if b.len() > 2 { m / batch.max(1) } else { m };
-    Some(gemm_compute(t, batch, m, n, kb, dt))
+    // Output tiles of 128×128, the size a large cuBLASLt kernel takes on Hopper.
+    // In f64: dims from a hostile model must not overflow a usize product.
+    let f = |x: usize| x as f64;
+    let tiles = f(batch) * f(m.div_ceil(128)) * f(n.div_ceil(128));
+    Some(Compute {
+        seconds: gemm_compute(t, batch, m, n, kb, dt),
+        flops: 2.0 * f(batch) * f(m) * f(n) * f(kb),
+        unit: gemm_unit(t, dt),
+        blocks: tiles,
+    })
 }
 
 /// Compute time of a (batched) `m×k · k×n` GEMM: dims rounded up to the tile, half
 /// efficiency when rows are not 16-byte aligned (n or k not a multiple of 8).
 pub fn gemm_compute(t: &Target, batch: usize, m: usize, n: usize, k: usize, dt: DType) -> f64 {
-    let up = |x: usize| x.div_ceil(t.tile) * t.tile;
-    let flops = 2.0 * (batch * up(m) * up(n) * up(k)) as f64;
+    let up = |x: usize| (x.div_ceil(t.tile) * t.tile) as f64;
+    let flops = 2.0 * batch as f64 * up(m) * up(n) * up(k);
     let aligned = n % 8 == 0 && k % 8 == 0;
     let eff = if aligned { 1.0 } else { 0.5 };
     flops / (t.gemm_rate(dt) * eff)
@@ -368,17 +630,28 @@ fn conv_time(
     w: Option<Vec<usize>>,
     y: Option<Vec<usize>>,
     dt: Option<DType>,
-) -> Option<f64> {
+) -> Option<Compute> {
     let (w, y, dt) = (w?, y?, dt?);
     let per_out: usize = w.get(1..)?.iter().product();
-    let flops = 2.0 * (y.iter().product::<usize>() * per_out) as f64;
+    let outs: f64 = y.iter().map(|&d| d as f64).product();
+    let flops = 2.0 * outs * per_out as f64;
     // Depthwise convolutions do not use tensor cores.
-    let rate = if w.get(1) == Some(&1) {
-        t.fp32
+    let (rate, unit) = if w.get(1) == Some(&1) {
+        (t.fp32, Unit::Cores)
     } else {
-        t.gemm_rate(dt)
+        (t.gemm_rate(dt), gemm_unit(t, dt))
     };
-    Some(flops / rate)
+    Some(Compute {
+        seconds: flops / rate,
+        flops,
+        unit,
+        // An implicit GEMM's 128×128 output tiles (output pixels by output channels);
+        // a depthwise kernel's blocks of 256 outputs.
+        blocks: match unit {
+            Unit::Cores => outs / 256.0,
+            Unit::TensorF16 | Unit::TensorTf32 => outs / (128.0 * 128.0),
+        },
+    })
 }
 
 /// Attention FLOPs (`Q·Kᵀ` and `P·V`) over the tensor-core rate, for 4-D `[b, h, s, d]`
@@ -389,17 +662,32 @@ fn attention_time(
     q: Option<Vec<usize>>,
     k: Option<Vec<usize>>,
     dt: Option<DType>,
-) -> Option<f64> {
+) -> Option<Compute> {
     let (q, k, dt) = (q?, k?, dt?);
-    // batch · heads · query rows · head size, and keys.
-    let (rows_x_width, keys) = match (q.as_slice(), k.as_slice()) {
-        ([b, h, s, d], [_, _, skv, _]) => (b * h * s * d, *skv),
+    // batch · heads · query rows · head size, keys, and the blocks of 64 query rows
+    // per head a flash kernel runs.
+    let f = |x: usize| x as f64;
+    let (rows_x_width, keys, blocks) = match (q.as_slice(), k.as_slice()) {
+        ([b, h, s, d], [_, _, skv, _]) => (
+            f(*b) * f(*h) * f(*s) * f(*d),
+            f(*skv),
+            f(*b) * f(*h) * f(s.div_ceil(64)),
+        ),
         ([b, s, hd], [_, skv, _]) => {
-            attrs.int_or("q_num_heads", 0).ok().filter(|h| *h > 0)?;
-            (b * s * hd, *skv)
+            let h = attrs.int_or("q_num_heads", 0).ok().filter(|h| *h > 0)?;
+            (
+                f(*b) * f(*s) * f(*hd),
+                f(*skv),
+                f(*b) * h as f64 * f(s.div_ceil(64)),
+            )
         }
         _ => return None,
     };
-    let flops = 4.0 * (rows_x_width * keys) as f64;
-    Some(flops / t.gemm_rate(dt))
+    let flops = 4.0 * rows_x_width * keys;
+    Some(Compute {
+        seconds: flops / t.gemm_rate(dt),
+        flops,
+        unit: gemm_unit(t, dt),
+        blocks,
+    })
 }

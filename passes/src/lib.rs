@@ -11,6 +11,7 @@ pub mod analysis;
 pub mod bucket;
 pub mod convert;
 pub mod cost;
+pub mod explain;
 pub mod extract;
 pub mod group;
 pub mod lang;
@@ -229,6 +230,8 @@ pub struct Config {
     pub budgets: Budgets,
     /// The target the cost model describes.
     pub target: Target,
+    /// Record the rewrites behind each kernel ([`explain`]): the report's `chains`.
+    pub explain: bool,
 }
 
 impl Default for Config {
@@ -238,6 +241,7 @@ impl Default for Config {
             disabled: Vec::new(),
             budgets: Budgets::default(),
             target: Target::h200(),
+            explain: false,
         }
     }
 }
@@ -258,6 +262,12 @@ impl Config {
             Precision::Fp16 => Some(DType::F16),
             Precision::Fp32 | Precision::Tf32 => None,
         }
+    }
+
+    /// The target the cost model describes under these options (tf32 and the low
+    /// precision set from them): what extraction minimizes and reports estimate.
+    pub fn cost_target(&self) -> Target {
+        self.target()
     }
 
     fn target(&self) -> Target {
@@ -292,7 +302,10 @@ pub fn optimize(g: Verified, cfg: &Config) -> Result<Optimized> {
     let before = report::census(&g, &plain);
     let mut source = g.into_inner();
     let consts = std::mem::take(&mut source.constants);
-    let loaded = convert::to_egraph_parts(&source, consts)?;
+    let (loaded, imported) = match cfg.explain {
+        true => explain::to_egraph_explained(&source, consts)?,
+        false => (convert::to_egraph_parts(&source, consts)?, 0),
+    };
     let rules = rules::table(cfg);
     budgets.check("convert")?;
     // egg checks its time limit after each rule's search and application: here it is
@@ -341,6 +354,17 @@ pub fn optimize(g: Verified, cfg: &Config) -> Result<Optimized> {
         &loaded.pinned,
         &source,
     )?;
+    let chains = match cfg.explain {
+        true => explain::chains(
+            &runner.egraph,
+            &target,
+            imported,
+            &ex.choice,
+            &rebuilt,
+            &source,
+        ),
+        false => Vec::new(),
+    };
     let Runner {
         egraph, iterations, ..
     } = runner;
@@ -372,7 +396,7 @@ pub fn optimize(g: Verified, cfg: &Config) -> Result<Optimized> {
     let group_ms = t2.elapsed().as_secs_f64() * 1e3;
     budgets.check("group")?;
     let after = report::census(&graph, &plain);
-    let report = PassReport::new(report::Inputs {
+    let mut report = PassReport::new(report::Inputs {
         iterations: &iterations,
         stop,
         before,
@@ -388,5 +412,6 @@ pub fn optimize(g: Verified, cfg: &Config) -> Result<Optimized> {
             ("group".into(), group_ms),
         ],
     });
+    report.keep_chains(chains);
     Ok(Optimized { graph, report })
 }

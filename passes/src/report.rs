@@ -4,7 +4,7 @@
 //! costs, each kernel's precision, and the estimated time before and after.
 
 use crate::analysis::Egraph;
-use crate::cost::{kind, node_cost, op_cost, Kind, Target};
+use crate::cost::{family, kind, node_cost, op_work, Kind, Target};
 use crate::lang::Term;
 use crate::Config;
 use gopt_ir::ops::{AttentionOp, ElementwiseOp, FusedOp, ReduceOp, ShapeOp};
@@ -23,6 +23,19 @@ pub struct Kernel {
     pub precision: String,
     /// Estimated time, µs.
     pub est_us: f64,
+    /// Bytes it reads and writes (the cost model's count).
+    pub bytes: f64,
+    /// Operations it performs (2 per multiply-add; one per element when streaming).
+    pub flops: f64,
+    /// The unit its operations run on (`bf16`, `tf32`, `fp32`: the key of the
+    /// device's peak).
+    pub unit: String,
+    /// The family of kernel, for charts and tables (`gemm`, `conv`, `attention`,
+    /// `norm`, `reduce`, `elementwise`, `movement`, `other`).
+    pub kind: String,
+    /// The class the cost model predicts (`memory-bound`, `compute-bound`,
+    /// `launch-bound`, `under-occupied`).
+    pub class: String,
 }
 
 /// Counts and estimates for one graph.
@@ -64,13 +77,19 @@ pub fn census(g: &Graph, t: &Target) -> Census {
             .iter()
             .filter_map(|v| g.value(*v).ty.clone())
             .collect();
-        let us = op_cost(t, n.op, &n.attrs, &ins, &outs) * 1e6;
+        let w = op_work(t, n.op, &n.attrs, &ins, &outs);
+        let us = w.seconds * 1e6;
         est += if us.is_finite() { us } else { 0.0 };
         kernel_list.push(Kernel {
             name: n.name.clone(),
             op: describe_op(g, n),
             precision: precision_of(g, n),
             est_us: us,
+            bytes: w.bytes,
+            flops: w.flops,
+            unit: w.unit.key().to_string(),
+            kind: family(n.op).to_string(),
+            class: w.class.name().to_string(),
         });
     }
     Census {
@@ -189,6 +208,10 @@ pub struct PassReport {
     pub attention: AttentionStats,
     /// Convolutions switched to channels-last (NHWC).
     pub channels_last: usize,
+    /// The rewrites behind each kernel a rewrite changed (recorded with
+    /// [`Config::explain`]), in kernel order.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub chains: Vec<crate::explain::Chain>,
 }
 
 /// Attention facts for the report and tests.
@@ -317,7 +340,21 @@ impl PassReport {
             timings: i.timings,
             attention,
             channels_last: i.channels_last,
+            chains: Vec::new(),
         }
+    }
+
+    /// Keeps the chains of the kernels the optimized graph still has (element-wise
+    /// grouping and the layout pass replace some), in kernel order.
+    pub fn keep_chains(&mut self, chains: Vec<crate::explain::Chain>) {
+        let mut by_name: BTreeMap<String, crate::explain::Chain> =
+            chains.into_iter().map(|c| (c.kernel.clone(), c)).collect();
+        self.chains = self
+            .after
+            .kernel_list
+            .iter()
+            .filter_map(|k| by_name.remove(&k.name))
+            .collect();
     }
 
     /// The report as text (what `gopt compile --explain` prints).
@@ -399,8 +436,56 @@ impl PassReport {
             self.after.est_us,
             self.before.est_us / self.after.est_us.max(1e-9)
         );
+        s += &self.after.kernel_table();
         s
     }
+}
+
+impl Census {
+    /// Each kernel's estimate and predicted class, in graph order, after a line that
+    /// counts the classes (what `--explain` prints; `gopt bench --profile` puts the
+    /// measured ones beside these).
+    pub fn kernel_table(&self) -> String {
+        let mut classes: BTreeMap<&str, usize> = BTreeMap::new();
+        for k in &self.kernel_list {
+            *classes.entry(k.class.as_str()).or_insert(0) += 1;
+        }
+        let counts: Vec<String> = classes.iter().map(|(c, n)| format!("{n} {c}")).collect();
+        let mut s = format!(
+            "predicted classes: {}\nkernels (cost model: time, bytes moved, operations, unit, class):\n",
+            if counts.is_empty() {
+                "no kernels".into()
+            } else {
+                counts.join(", ")
+            }
+        );
+        for k in &self.kernel_list {
+            s += &format!(
+                "  {:>9.2} µs  {:>9}  {:>9}  {:<4}  {:<14}  {} {} ({})\n",
+                k.est_us,
+                fmt_si(k.bytes, "B"),
+                fmt_si(k.flops, "op"),
+                k.unit,
+                k.class,
+                k.name,
+                k.op,
+                k.precision
+            );
+        }
+        s
+    }
+}
+
+/// `1.5 MB`, `3.2 Gop`: a count with an SI prefix.
+pub fn fmt_si(x: f64, unit: &str) -> String {
+    const PREFIXES: [(f64, &str); 5] =
+        [(1e15, "P"), (1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")];
+    for (scale, p) in PREFIXES {
+        if x >= scale {
+            return format!("{:.1} {p}{unit}", x / scale);
+        }
+    }
+    format!("{x:.0} {unit}")
 }
 
 fn attention_stats(g: &Graph) -> AttentionStats {

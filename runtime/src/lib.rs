@@ -20,6 +20,20 @@ pub mod cuda;
 pub mod host;
 pub mod wgpu;
 
+/// One step of a plan timed on its own (`profile` of either executor).
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct StepTime {
+    /// What ran: the kernel's name and node, or the GEMM's shape and node.
+    pub label: String,
+    /// The graph node it computes.
+    pub node: String,
+    /// Median milliseconds.
+    pub ms: f64,
+    /// Blocks (CUDA) or workgroups (wgpu) launched, when the plan says (a cuBLASLt
+    /// GEMM chooses its own grid: `None`).
+    pub blocks: Option<u64>,
+}
+
 /// Errors of the executors.
 #[derive(Debug, thiserror::Error)]
 pub enum RuntimeError {

@@ -60,6 +60,13 @@ pub struct Args {
     /// kind of step).
     #[arg(long)]
     pub profile: bool,
+    /// With --profile: draw each kernel on the device's roofline, coloured by kind, as
+    /// an SVG file.
+    #[arg(long, value_name = "FILE.svg", requires = "profile")]
+    pub plot: Option<PathBuf>,
+    /// With --profile: measure the device's peaks again instead of reading the cache.
+    #[arg(long, requires = "profile")]
+    pub remeasure_peaks: bool,
     /// Print the results as JSON.
     #[arg(long)]
     pub json: bool,
@@ -91,8 +98,11 @@ struct Report {
     weights_bytes: usize,
     device_bytes: usize,
     compile_ms: BTreeMap<&'static str, f64>,
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    profile: Vec<(String, f64)>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    profile: Option<super::profile::Profile>,
+    /// The predicted peak device memory, and on CUDA the measured one by phase.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    memory: Option<super::memory::BenchMemory>,
 }
 
 fn bindings(args: &Args, g: &gopt::Graph) -> Result<BTreeMap<String, u64>> {
@@ -213,20 +223,25 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         .with_context(|| format!("cannot compile {}", args.model.display()))?;
     compile_ms.insert("optimize+plan", t.elapsed().as_secs_f64() * 1e3);
     let b0 = &compiled.buckets()[0];
+    // A clone shares the weights: the executor below borrows `compiled` mutably.
     let graph = &b0
         .variant
         .as_ref()
         .context("a compiled bucket without its graph")?
-        .graph;
+        .graph
+        .clone();
     let ins = inputs(
         graph,
         &gopt::ir::limit::MemoryLimit::host(compiled.options().memory_limit),
     )?;
     let sizes = b0.sizes.clone();
+    // The cost model's target, for --profile's predicted column.
+    let target = compiled.options().config.cost_target();
     let batch = args.batch.unwrap_or(1);
-    let mut profile = Vec::new();
+    let mut steps = Vec::new();
     // Each profiled step's kind, in the profile's order (plan order).
     let mut kinds: Vec<String> = Vec::new();
+    let mut measured = None;
     let (device, times, kernels, launches, mem) = match backend {
         Backend::Wgpu => {
             let t = Instant::now();
@@ -237,7 +252,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             exe.set_inputs(&ins)?;
             let (times, gpu_clock) = exe.time(args.warmup, args.iters)?;
             if args.profile {
-                profile = exe.profile(20)?;
+                steps = exe.profile(20)?;
             }
             let p = exe.plan();
             kinds = p.step_kinds().into_iter().map(String::from).collect();
@@ -267,14 +282,19 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             let dev = gopt::cuda::device()?;
             compile_ms.insert("open GPU", t.elapsed().as_secs_f64() * 1e3);
             let t = Instant::now();
+            let probe = super::memory::start_probe()?;
             let Executor::Cuda(exe) = compiled.executor(0)? else {
                 bail!("the compiled model has no CUDA executor");
             };
             compile_ms.insert("kernels+load", t.elapsed().as_secs_f64() * 1e3);
             exe.set_inputs(&ins)?;
             let times = exe.time(args.warmup, args.iters)?;
+            probe.mark("runs")?;
+            // Ended here: what --profile then loads (the peaks' own GEMMs) is not the
+            // bucket's.
+            measured = Some(probe.finish()?);
             if args.profile {
-                profile = exe.profile(20)?;
+                steps = exe.profile(20)?;
             }
             let p = exe.plan();
             kinds = p.step_kinds().into_iter().map(String::from).collect();
@@ -313,6 +333,28 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             )
         }
     };
+    let profile = if args.profile {
+        let p = super::profile::build(
+            backend,
+            args.device.adapter.as_deref(),
+            &device,
+            args.remeasure_peaks,
+            steps,
+            graph,
+            &target,
+        )?;
+        if let Some(path) = &args.plot {
+            let title = format!(
+                "{} on {}",
+                args.model.file_name().unwrap_or_default().to_string_lossy(),
+                device
+            );
+            super::profile::plot(&p, &title, path)?;
+        }
+        Some(p)
+    } else {
+        None
+    };
     let mut sorted = times.clone();
     sorted.sort_by(|a, b| a.total_cmp(b));
     let p50 = percentile(&sorted, 0.5);
@@ -339,6 +381,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         device_bytes: mem.3,
         compile_ms,
         profile,
+        memory: super::memory::bench_memory(&compiled, measured),
     };
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
@@ -398,6 +441,9 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             gopt::report::human_bytes(report.device_bytes as u64)
         );
     }
+    if let Some(m) = &report.memory {
+        super::memory::print_bench(m);
+    }
     let stages: Vec<String> = report
         .compile_ms
         .iter()
@@ -409,42 +455,11 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         })
         .collect();
     outln!("compile  {}", stages.join(", "));
-    if !report.profile.is_empty() {
-        print_profile(&report.profile, &kinds);
+    if let Some(p) = &report.profile {
+        super::profile::print(p, &kinds);
+        if let Some(path) = &args.plot {
+            outln!("plot  {}", path.display());
+        }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// The slowest steps and the time per kind of step (`step_kinds`: each step's kind, in
-/// the profile's order).
-fn print_profile(profile: &[(String, f64)], step_kinds: &[String]) {
-    let total: f64 = profile.iter().map(|p| p.1).sum();
-    let mut per_kind: BTreeMap<&str, (usize, f64)> = BTreeMap::new();
-    for (i, (_, ms)) in profile.iter().enumerate() {
-        let kind = step_kinds.get(i).map_or("unknown", String::as_str);
-        let e = per_kind.entry(kind).or_default();
-        e.0 += 1;
-        e.1 += ms;
-    }
-    let mut kinds: Vec<_> = per_kind.into_iter().collect();
-    kinds.sort_by(|a, b| b.1 .1.total_cmp(&a.1 .1));
-    outln!(
-        "profile  {} steps, {:.3} ms timed one by one",
-        profile.len(),
-        total
-    );
-    for (kind, (n, ms)) in &kinds {
-        outln!(
-            "  {:>6.1}%  {:>8.3} ms  {:>4} x {kind}",
-            100.0 * ms / total,
-            ms,
-            n
-        );
-    }
-    let mut top: Vec<&(String, f64)> = profile.iter().collect();
-    top.sort_by(|a, b| b.1.total_cmp(&a.1));
-    outln!("slowest steps");
-    for (label, ms) in top.iter().take(12) {
-        outln!("  {:>8.3} ms  {label}", ms);
-    }
 }

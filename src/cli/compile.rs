@@ -2,7 +2,7 @@
 //! what each stage did. Later stages (saturation, extraction, kernels) join this
 //! pipeline as they are built.
 
-use super::{fmt_duration, outln};
+use super::{charts, fmt_duration, outln};
 use anyhow::{bail, Context, Result};
 use gopt::report::{human_bytes, human_count, GraphSummary};
 use gopt::Bindings;
@@ -39,6 +39,7 @@ pub const MAX_TIME_LIMIT_S: f64 = 1e6;
         gopt compile tests/data/models/mobilenet_v2/model.onnx\n  \
         gopt compile model.onnx --bind batch=8 --json\n  \
         gopt compile tests/data/models/gpt2_small/model.onnx --bind batch=1 --bind seq=128 --explain\n  \
+        gopt compile tests/data/models/bert_small/model.onnx --bind batch=1 --bind seq=128 --explain-node /m/encoder/layer.0/attention/output/Add_output_0\n  \
         gopt compile tests/data/models/bert_small/model.onnx --precision bf16 --buckets batch=1,8 --buckets seq=128 -o out/\n  \
         gopt compile model.onnx --bind batch=1 --disable fusion,layout --print-ir"
 )]
@@ -54,16 +55,26 @@ pub struct Args {
     #[command(flatten)]
     pub opt: OptArgs,
     /// Print what the optimizer did: rules fired, e-graph growth, stop reason, fusions,
-    /// padding, kernel precisions, estimated time before -> after (per bucket).
+    /// padding, kernel precisions, estimated time before -> after (per bucket). Also
+    /// records the rewrite chain of each kernel (see --explain-node); with -o, report.md
+    /// lists them.
     #[arg(long)]
     pub explain: bool,
+    /// Print the rewrites that turned the imported nodes into kernel NAME, one step per
+    /// line: the rule, the estimated time of the kernel's region after it, and the
+    /// region. NAME is a kernel's node name as `--explain` and report.json
+    /// (`after.kernel_list`) list them. Repeatable.
+    #[arg(long = "explain-node", value_name = "NAME")]
+    pub explain_node: Vec<String>,
     /// Print each bucket's optimized graph in the IR text format (large constants elided).
     #[arg(long)]
     pub print_ir: bool,
     /// Write the compile report to DIR: `report.json` (what --json prints), `report.md`
-    /// (what --explain prints) and each bucket's optimized graph as `<bucket>.ir`; with
-    /// `--target cuda|wgsl` also the artifact `gopt run DIR` loads: `plan.json`,
-    /// `kernels.cu` (or `kernels.wgsl`), `weights.bin`, `model.onnx`. `plan.json`
+    /// (what --explain prints) with each bucket's predicted roofline and e-graph growth
+    /// charts (`roofline-<bucket>.svg`, `egraph-<bucket>.svg`), and each bucket's
+    /// optimized graph as `<bucket>.ir`; with `--target cuda|wgsl` also the artifact
+    /// `gopt run DIR` loads: `plan.json`, `kernels.cu` (or `kernels.wgsl`),
+    /// `weights.bin`, `model.onnx`. `plan.json`
     /// records every file's SHA-256 (but report.json's, which holds timings); `gopt run`
     /// refuses an artifact whose files changed.
     /// Symbol names become safe file names: nothing is written outside DIR.
@@ -74,6 +85,11 @@ pub struct Args {
     /// each validated by naga; bf16 becomes f16) or `none` (stop after the optimizer).
     #[arg(long, value_enum, default_value_t = Target::Cuda)]
     pub target: Target,
+    /// Keep the buckets whose predicted peak device memory fits SIZE together (CUDA and
+    /// wgsl targets).
+    #[arg(long, value_name = "SIZE", value_parser = super::memory::parse_budget,
+          long_help = super::memory::BUDGET_HELP)]
+    pub memory_budget: Option<u64>,
 }
 
 /// What `compile` generates code for.
@@ -227,6 +243,9 @@ struct Report {
     /// What the target changed from what was asked (bf16 compiled as f16 for WGSL).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     notes: Vec<String>,
+    /// `--memory-budget`: the budget and what the kept buckets take together.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory_budget: Option<super::memory::BudgetReport>,
 }
 
 #[derive(Serialize)]
@@ -248,6 +267,9 @@ struct BucketReport {
     /// GPU targets: each If, Loop and Scan made straight-line and how, or left and why.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     control_flow: Vec<String>,
+    /// GPU targets: the predicted peak device memory and what takes it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    memory: Option<super::memory::BucketMemory>,
 }
 
 impl BucketReport {
@@ -412,6 +434,11 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         Target::Wgsl => opts.backend(gopt::Backend::Wgpu),
         Target::None => opts,
     };
+    let opts = match args.memory_budget {
+        Some(b) => opts.memory_budget(b),
+        None => opts,
+    };
+    let opts = opts.explain(args.explain || !args.explain_node.is_empty());
     let on_bucket = |b: &gopt::compiled::Bucket| {
         if let Some(bar) = &bar {
             bar.inc(1);
@@ -437,9 +464,10 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     let compiled = match compiled {
         Ok(c) => c,
         // The time limit says what ran out itself.
-        Err(e @ gopt::GoptError::Passes(gopt::passes::PassError::TimeLimit { .. })) => {
-            return Err(e.into())
-        }
+        Err(
+            e @ (gopt::GoptError::Passes(gopt::passes::PassError::TimeLimit { .. })
+            | gopt::GoptError::MemoryBudget { .. }),
+        ) => return Err(e.into()),
         Err(e) => {
             return Err(anyhow::Error::new(e).context(format!(
                 "cannot compile {}{}",
@@ -452,7 +480,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             )))
         }
     };
-    for b in compiled.buckets() {
+    for (i, b) in compiled.buckets().iter().enumerate() {
         let (cuda, wgsl) = match &b.plan {
             gopt::BackendPlan::Cpu => (None, None),
             gopt::BackendPlan::Cuda(p) => (Some(CudaSummary::of(p)), None),
@@ -479,6 +507,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
                 .as_ref()
                 .map(|v| v.control_flow.clone())
                 .unwrap_or_default(),
+            memory: super::memory::bucket_memory(&compiled, i),
         });
     }
     if let Some(b) = bar {
@@ -499,9 +528,19 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         skipped: compiled.skipped().to_vec(),
         bucket_limits: plan.map(|p| p.bounds).unwrap_or_default(),
         notes: compiled.notes().to_vec(),
+        memory_budget: super::memory::budget_report(&compiled),
     };
+    let explained: Vec<super::explain::Bucket> = report
+        .buckets
+        .iter()
+        .map(|b| super::explain::Bucket {
+            name: bucket_name(&b.bucket),
+            report: b.optimizer.as_ref(),
+        })
+        .collect();
+    super::explain::check_names(&args.explain_node, &explained)?;
     if let Some(dir) = &args.out {
-        let written = write_artifact(dir, &report, &graphs)?;
+        let written = write_artifact(dir, &report, &graphs, &opts.config.target)?;
         if args.target != Target::None {
             compiled
                 .save_with(dir, &written)
@@ -513,7 +552,9 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     } else {
         print_text(&report, &gopt::report::input_symbols(&model.model.graph));
         print_buckets(&report.buckets, args.explain);
+        super::explain::print_nodes(&args.explain_node, &explained);
         print_skipped(&report);
+        super::memory::print_budget(&compiled);
         for n in &report.notes {
             outln!("note: {n}");
         }
@@ -667,6 +708,7 @@ fn write_artifact(
     dir: &std::path::Path,
     report: &Report,
     graphs: &[(String, String)],
+    target: &gopt::passes::cost::Target,
 ) -> Result<Vec<String>> {
     std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
     let write = |name: &str, text: &str| {
@@ -675,18 +717,36 @@ fn write_artifact(
     };
     write("report.json", &serde_json::to_string_pretty(report)?)?;
     let mut md = format!("# gopt compile report: {}\n\n", report.model);
-    for b in &report.buckets {
+    let stems: Vec<String> = report
+        .buckets
+        .iter()
+        .map(|b| charts::stem(&b.bucket))
+        .collect();
+    let mut chart_files = Vec::new();
+    for (b, stem) in report
+        .buckets
+        .iter()
+        .zip(gopt::tensor_io::unique_stems(&stems))
+    {
         md += &format!("## bucket {}\n\n", bucket_name(&b.bucket));
         match &b.optimizer {
             Some(r) => {
                 md += "```text\n";
                 md += &r.explain();
                 md += "```\n\n";
+                let (files, text) =
+                    charts::write_bucket(dir, &stem, &bucket_name(&b.bucket), r, target)?;
+                md += &text;
+                chart_files.extend(files);
+                md += &super::explain::markdown(r);
             }
             None => md += "not optimized (--disable all)\n\n",
         }
         if let Some(line) = b.kinds_line() {
             md += &format!("{line}\n\n");
+        }
+        if let Some(m) = &b.memory {
+            md += &format!("{}\n\n", super::memory::bucket_line(m));
         }
         for line in b.control_flow.iter().chain(&b.counted_outputs) {
             md += &format!("- {line}\n");
@@ -713,6 +773,7 @@ fn write_artifact(
     // report.json is left out: it holds the stage timings, and hashing it into
     // plan.json would make two identical compiles give different artifacts.
     let mut written = vec!["report.md".to_string()];
+    written.extend(chart_files);
     let stems: Vec<String> = graphs.iter().map(|(s, _)| s.clone()).collect();
     for (stem, (_, text)) in gopt::tensor_io::unique_stems(&stems).iter().zip(graphs) {
         let name = format!("{stem}.ir");
@@ -751,6 +812,9 @@ fn print_buckets(buckets: &[BucketReport], explain: bool) {
         if explain {
             outln!("== bucket {name}");
             for line in r.explain().lines() {
+                outln!("  {line}");
+            }
+            if let Some(line) = super::explain::summary_line(r) {
                 outln!("  {line}");
             }
         } else {
@@ -793,6 +857,9 @@ fn print_buckets(buckets: &[BucketReport], explain: bool) {
         }
         if let Some(line) = b.kinds_line() {
             outln!("  {line}");
+        }
+        if let Some(m) = &b.memory {
+            outln!("  {}", super::memory::bucket_line(m));
         }
         for line in b.control_flow.iter().chain(&b.counted_outputs) {
             outln!("  {line}");

@@ -3,8 +3,12 @@
 
 pub mod adapters;
 pub mod bench;
+pub mod charts;
 pub mod compile;
+pub mod explain;
 pub mod inspect;
+pub mod memory;
+pub mod profile;
 pub mod run;
 pub mod test;
 

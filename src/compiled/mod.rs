@@ -5,8 +5,8 @@
 //! chosen backend, outputs sliced back. Each bucket states what it costs in
 //! backend-neutral terms ([`Bucket::kernels`], [`Bucket::launches`],
 //! [`Bucket::device_bytes`]). The executors a run loads live in `device`, the artifact
-//! (`save`, `load`) in `save`. The CLI's `compile`, `run`, `test` and `bench` are built
-//! on these calls.
+//! (`save`, `load`) in `save`, `--memory-budget`'s choice of buckets in `budget`. The
+//! CLI's `compile`, `run`, `test` and `bench` are built on these calls.
 //!
 //! ```no_run
 //! use gopt::{Backend, Options, Precision};
@@ -33,6 +33,7 @@
 //! # Ok::<(), gopt::GoptError>(())
 //! ```
 
+mod budget;
 mod device;
 mod save;
 
@@ -191,6 +192,7 @@ pub fn compile_buckets(
         let i = c.plan_bucket(b, v?, budgets)?;
         progress(&c.buckets[i]);
     }
+    c.apply_memory_budget(budgets)?;
     Ok(c)
 }
 
@@ -256,6 +258,7 @@ pub fn compile_plan(
             )));
         }
     }
+    c.apply_memory_budget(budgets)?;
     Ok(c)
 }
 

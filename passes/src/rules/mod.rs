@@ -35,7 +35,7 @@ impl Applier<Term, Facts> for FnApplier {
         eg: &mut Egraph,
         eclass: Id,
         subst: &Subst,
-        _ast: Option<&PatternAst<Term>>,
+        ast: Option<&PatternAst<Term>>,
         rule: Symbol,
     ) -> Vec<Id> {
         // Builders make fresh constants (padded or concatenated weights) that hash-consing
@@ -52,7 +52,13 @@ impl Applier<Term, Facts> for FnApplier {
         if eg[new].data.error.is_some() || !same_types(eg, eclass, new) {
             return vec![];
         }
-        if eg.union(eclass, new) {
+        // egg passes the matched pattern only when it records explanations: then the
+        // union starts at the matched term and carries the rule's name.
+        let merged = match ast {
+            Some(ast) => union_explained(eg, ast, subst, new, rule),
+            None => eg.union(eclass, new),
+        };
+        if merged {
             let root = eg.find(eclass);
             let bound: Vec<Id> = bound.iter().map(|&b| eg.find(b)).collect();
             eg.analysis.applied.insert((rule, root, bound));
@@ -61,6 +67,22 @@ impl Applier<Term, Facts> for FnApplier {
             vec![]
         }
     }
+}
+
+/// Merges the instantiation of the matched pattern `ast` with `new`, justified by
+/// `rule` (the explanation's step from the term the rule matched to what it built).
+fn union_explained(
+    eg: &mut Egraph,
+    ast: &PatternAst<Term>,
+    subst: &Subst,
+    new: Id,
+    rule: Symbol,
+) -> bool {
+    let built = Var::from_u32(u32::MAX);
+    let mut s = subst.clone();
+    s.insert(built, new);
+    let to: PatternAst<Term> = vec![egg::ENodeOrVar::Var(built)].into();
+    eg.union_instantiations(ast, &to, &s, rule).1
 }
 
 /// A rule whose right side is a function.

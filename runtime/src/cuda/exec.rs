@@ -9,9 +9,9 @@
 
 use super::blas::{self, Lt, Prepared, Ptrs};
 use super::device::{launch_config, Device};
-use super::drv;
 use super::modules::compile_kernels;
 pub use super::modules::precompile;
+use super::{drv, memory};
 use crate::host::from_bytes;
 use crate::{Result, RuntimeError};
 use cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
@@ -33,6 +33,9 @@ pub struct Weights {
 /// Checks that what loading `plan` allocates on the device — its arena, the cuBLASLt
 /// workspace and, with `weights`, the weights blob still to upload — fits the device's
 /// free memory and `flag` (`--memory-limit`): an error naming `what` (the bucket) and
+/// How many times [`Executable::profile`] repeats a step inside the graph it times.
+pub const PROFILE_REPEATS: usize = 20;
+
 /// the bytes, before anything is allocated.
 pub fn check_memory(
     dev: &Device,
@@ -83,6 +86,7 @@ impl Weights {
         dev.stream
             .synchronize()
             .map_err(drv("uploading the weights"))?;
+        memory::phase("weights")?;
         Ok(Arc::new(Weights { buf, base }))
     }
 
@@ -131,12 +135,15 @@ impl Executable {
             plan.arena_bytes.saturating_add(blas::WORKSPACE),
         )?;
         let (modules, funcs) = compile_kernels(dev, &plan.kernels)?;
+        memory::phase("modules")?;
         let stream = dev.ctx.new_stream().map_err(drv("creating a stream"))?;
         let arena: CudaSlice<u8> = stream
             .alloc_zeros(plan.arena_bytes.max(256))
             .map_err(drv(format!("allocating a {} byte arena", plan.arena_bytes)))?;
         let arena_base = arena.device_ptr(&stream).0;
+        memory::phase("arena")?;
         let lt = Lt::new(&stream)?;
+        memory::phase("cublaslt")?;
         let ptr = |v: u32| -> Result<u64> {
             match plan.places.get(&v) {
                 Some(Place::Arena(o)) => Ok(arena_base + *o as u64),
@@ -158,6 +165,7 @@ impl Executable {
         } else {
             None
         };
+        memory::phase("status")?;
         let mut args = Vec::with_capacity(plan.kernels.len());
         for k in &plan.kernels {
             let mut a = k
@@ -187,6 +195,7 @@ impl Executable {
                 }
             });
         }
+        memory::phase("gemms")?;
         Ok(Executable {
             plan,
             stream,
@@ -213,6 +222,20 @@ impl Executable {
     /// Device bytes this executable holds: arena, weights, cuBLASLt workspace.
     pub fn device_bytes(&self) -> usize {
         self.arena.len() + self.weights.bytes() + self.lt.workspace_bytes()
+    }
+
+    /// Launches one step: its kernel, or its GEMM and then its post kernel.
+    fn launch_ready(&self, s: &Ready) -> Result<()> {
+        match s {
+            Ready::Kernel(k) => self.launch(*k),
+            Ready::Gemm(g, post) => {
+                g.launch(&self.lt, &self.stream)?;
+                match post {
+                    Some(k) => self.launch(*k),
+                    None => Ok(()),
+                }
+            }
+        }
     }
 
     fn launch(&self, k: usize) -> Result<()> {
@@ -248,15 +271,7 @@ impl Executable {
             .map_err(drv("zeroing the index error word"))?;
         }
         for (i, s) in self.steps.iter().enumerate() {
-            match s {
-                Ready::Kernel(k) => self.launch(*k)?,
-                Ready::Gemm(g, post) => {
-                    g.launch(&self.lt, &self.stream)?;
-                    if let Some(k) = post {
-                        self.launch(*k)?;
-                    }
-                }
-            }
+            self.launch_ready(s)?;
             if sync {
                 let what = match &self.plan.steps[i] {
                     Step::Kernel(k) => format!(
@@ -297,6 +312,7 @@ impl Executable {
             })?;
             graph.upload().map_err(drv("uploading the CUDA graph"))?;
             self.graph = Some(graph);
+            memory::phase("graph")?;
         }
         match &self.graph {
             Some(g) => g.launch().map_err(drv("replaying the CUDA graph")),
@@ -448,50 +464,57 @@ impl Executable {
             .collect()
     }
 
-    /// Times each step on its own (launched one by one between CUDA events, `iters`
-    /// times after one warm-up); returns each step's label and median milliseconds, in
-    /// plan order. Launch gaps are not included: the sum is below a graph replay only
-    /// by what the graph saves.
-    pub fn profile(&mut self, iters: usize) -> Result<Vec<(String, f64)>> {
+    /// Times each step on its own, as it runs inside the bucket's CUDA graph: the step
+    /// is captured [`PROFILE_REPEATS`] times in a row into a graph of its own, which is
+    /// replayed between two CUDA events (`iters` times after one warm-up); the step's
+    /// time is a replay's over the repeats, so neither the host's launch cost nor the
+    /// events' own cost is in it. Returns each step's label, node, median milliseconds
+    /// and blocks, in plan order. A repeated step reads what the previous repeat wrote
+    /// where it works in place, so the arena holds garbage afterwards: run the plan
+    /// again before reading outputs.
+    pub fn profile(&mut self, iters: usize) -> Result<Vec<crate::StepTime>> {
         let _gpu = gpu_lock();
         self.enqueue(false)?;
         let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
-        let n = self.steps.len();
-        let mut samples: Vec<Vec<f64>> = vec![Vec::with_capacity(iters); n];
-        for _ in 0..iters.max(1) {
-            let mut events = Vec::with_capacity(n + 1);
-            let first = self
-                .ctx
-                .new_event(flags)
-                .map_err(drv("creating an event"))?;
-            first
-                .record(&self.stream)
-                .map_err(drv("recording an event"))?;
-            events.push(first);
-            for s in &self.steps {
-                match s {
-                    Ready::Kernel(k) => self.launch(*k)?,
-                    Ready::Gemm(g, post) => {
-                        g.launch(&self.lt, &self.stream)?;
-                        if let Some(k) = post {
-                            self.launch(*k)?;
-                        }
-                    }
-                }
-                let e = self
+        let mut samples: Vec<Vec<f64>> = Vec::with_capacity(self.steps.len());
+        for (i, s) in self.steps.iter().enumerate() {
+            self.stream
+                .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+                .map_err(drv("starting a profile capture"))?;
+            let enq = (0..PROFILE_REPEATS).try_for_each(|_| self.launch_ready(s));
+            let graph = self
+                .stream
+                .end_capture(CUgraphInstantiate_flags(0))
+                .map_err(drv("ending a profile capture"));
+            enq?;
+            let graph = graph?.ok_or_else(|| RuntimeError::Driver {
+                what: format!("capturing step {i} to profile it"),
+                msg: "the capture produced no graph".into(),
+            })?;
+            graph.launch().map_err(drv("replaying a profile graph"))?;
+            let mut t = Vec::with_capacity(iters.max(1));
+            for _ in 0..iters.max(1) {
+                let start = self
                     .ctx
                     .new_event(flags)
                     .map_err(drv("creating an event"))?;
-                e.record(&self.stream).map_err(drv("recording an event"))?;
-                events.push(e);
+                let end = self
+                    .ctx
+                    .new_event(flags)
+                    .map_err(drv("creating an event"))?;
+                start
+                    .record(&self.stream)
+                    .map_err(drv("recording an event"))?;
+                graph.launch().map_err(drv("replaying a profile graph"))?;
+                end.record(&self.stream)
+                    .map_err(drv("recording an event"))?;
+                self.stream
+                    .synchronize()
+                    .map_err(drv("profiling the plan (an asynchronous CUDA error)"))?;
+                let ms = start.elapsed_ms(&end).map_err(drv("reading an event"))?;
+                t.push(f64::from(ms) / PROFILE_REPEATS as f64);
             }
-            self.stream
-                .synchronize()
-                .map_err(drv("running the plan (an asynchronous CUDA error)"))?;
-            for (i, w) in events.windows(2).enumerate() {
-                let ms = w[0].elapsed_ms(&w[1]).map_err(drv("reading an event"))?;
-                samples[i].push(f64::from(ms));
-            }
+            samples.push(t);
         }
         Ok(self
             .plan
@@ -500,25 +523,38 @@ impl Executable {
             .zip(samples)
             .map(|(s, mut t)| {
                 t.sort_by(|a, b| a.total_cmp(b));
-                let label = match s {
+                let (label, node, blocks) = match s {
                     Step::Kernel(k) => {
                         let k = &self.plan.kernels[*k];
-                        format!("{} `{}`", k.name, k.node)
+                        (
+                            format!("{} `{}`", k.name, k.node),
+                            k.node.clone(),
+                            Some(u64::from(k.grid)),
+                        )
                     }
-                    Step::Gemm(g) => format!(
-                        "GEMM {}x{}x{}{} `{}`",
-                        g.m,
-                        g.n,
-                        g.k,
-                        if g.batch > 1 {
-                            format!(" x{}", g.batch)
-                        } else {
-                            String::new()
-                        },
-                        g.node
+                    Step::Gemm(g) => (
+                        format!(
+                            "GEMM {}x{}x{}{} `{}`",
+                            g.m,
+                            g.n,
+                            g.k,
+                            if g.batch > 1 {
+                                format!(" x{}", g.batch)
+                            } else {
+                                String::new()
+                            },
+                            g.node
+                        ),
+                        g.node.clone(),
+                        None,
                     ),
                 };
-                (label, t[t.len() / 2])
+                crate::StepTime {
+                    label,
+                    node,
+                    ms: t[t.len() / 2],
+                    blocks,
+                }
             })
             .collect())
     }

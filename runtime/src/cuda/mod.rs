@@ -6,12 +6,15 @@
 //! - [`exec`]: a whole plan — weights uploaded once per model, an arena per bucket, the
 //!   steps captured into a CUDA graph and replayed, per-step profiles;
 //! - [`blas`]: the plan's GEMMs as cuBLASLt matmuls prepared once;
+//! - [`memory`]: the device memory an executor really takes, phase by phase;
 //! - `modules`: the plan's kernels grouped into modules NVRTC compiles in parallel.
 
 pub mod blas;
 pub mod device;
 pub mod exec;
+pub mod memory;
 mod modules;
+pub mod peaks;
 pub use modules::compile_for_arch;
 
 pub use device::{launch_config, ptx_cache_dir, Device, Timing};

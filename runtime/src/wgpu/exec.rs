@@ -573,7 +573,7 @@ impl WgpuExecutable {
 
     /// Each kernel timed alone (dispatched in its own pass between timestamps, `iters`
     /// times): label and median milliseconds, in plan order. Empty without timestamps.
-    pub fn profile(&mut self, iters: usize) -> Result<Vec<(String, f64)>> {
+    pub fn profile(&mut self, iters: usize) -> Result<Vec<crate::StepTime>> {
         let Some((set, resolve, read)) = &self.timestamps else {
             return Ok(Vec::new());
         };
@@ -626,7 +626,13 @@ impl WgpuExecutable {
             .zip(samples)
             .map(|(k, mut t)| {
                 t.sort_by(|a, b| a.total_cmp(b));
-                (format!("{} `{}`", k.name, k.node), t[t.len() / 2])
+                let [x, y, z] = k.workgroups;
+                crate::StepTime {
+                    label: format!("{} `{}`", k.name, k.node),
+                    node: k.node.clone(),
+                    ms: t[t.len() / 2],
+                    blocks: Some(u64::from(x.max(1)) * u64::from(y.max(1)) * u64::from(z.max(1))),
+                }
             })
             .collect())
     }

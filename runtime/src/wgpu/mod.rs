@@ -11,6 +11,7 @@
 
 pub mod device;
 pub mod exec;
+pub mod peaks;
 
 /// wgpu's device limits (for [`WgpuDevice::open_with_limits`]).
 pub use ::wgpu::Limits;
