@@ -27,6 +27,10 @@ const RESULT: &str = "GOPT_MEMORY_RESULT ";
 /// How far above the measurement the prediction may be.
 const TOLERANCE: f64 = 0.10;
 
+/// A least-squares fit to print: the phase, what it is fitted against, and that figure of
+/// a case.
+type Fit = (&'static str, &'static str, fn(&Case) -> f64);
+
 /// One bucket's figures: the plan's, the prediction and the measurement.
 struct Case {
     name: String,
@@ -246,7 +250,7 @@ fn print_calibration(cases: &[Case]) {
             .map(|(_, b)| *b as f64)
             .sum()
     };
-    let fits: [(&str, &str, fn(&Case) -> f64); 4] = [
+    let fits: [Fit; 4] = [
         ("modules", "distinct kernels", |c| c.kernels as f64),
         ("modules", "modules", |c| c.modules as f64),
         ("graph", "graph nodes", |c| c.graph_nodes as f64),

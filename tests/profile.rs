@@ -96,7 +96,11 @@ fn profile_classes_every_kernel_and_plots_it_on_the_roofline() {
                 k["predicted_ms"].as_f64().unwrap_or(0.0),
             );
             let off = m.max(1e-9) / e.max(1e-9);
-            assert_eq!(k["mismatch"].as_bool(), Some(off > 2.0 || off < 0.5), "{k}");
+            assert_eq!(
+                k["mismatch"].as_bool(),
+                Some(!(0.5..=2.0).contains(&off)),
+                "{k}"
+            );
         }
     }
     for n in p["classes"].as_object().expect("classes").values() {

@@ -14,6 +14,27 @@ use gopt_ir::{DType, Tensor};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+/// Milliseconds the work `enqueue` puts on `stream` takes, between two CUDA events
+/// (waits for the second; `what` names the work in an asynchronous error).
+pub(crate) fn event_ms(
+    ctx: &Arc<CudaContext>,
+    stream: &Arc<CudaStream>,
+    what: &str,
+    enqueue: impl FnOnce() -> Result<()>,
+) -> Result<f64> {
+    let flags = Some(cudarc::driver::sys::CUevent_flags::CU_EVENT_DEFAULT);
+    let start = ctx.new_event(flags).map_err(drv("creating an event"))?;
+    let end = ctx.new_event(flags).map_err(drv("creating an event"))?;
+    start.record(stream).map_err(drv("recording an event"))?;
+    enqueue()?;
+    end.record(stream).map_err(drv("recording an event"))?;
+    end.synchronize()
+        .map_err(drv(format!("{what} (an asynchronous CUDA error)")))?;
+    Ok(f64::from(
+        start.elapsed_ms(&end).map_err(drv("reading an event"))?,
+    ))
+}
+
 /// One GPU, its context and a stream.
 pub struct Device {
     pub(crate) ctx: Arc<CudaContext>,

@@ -8,7 +8,7 @@
 //! out of range, read back with the outputs; nonzero fails the run naming the node.
 
 use super::blas::{self, Lt, Prepared, Ptrs};
-use super::device::{launch_config, Device};
+use super::device::{event_ms, launch_config, Device};
 use super::modules::compile_kernels;
 pub use super::modules::precompile;
 use super::{drv, memory};
@@ -475,7 +475,6 @@ impl Executable {
     pub fn profile(&mut self, iters: usize) -> Result<Vec<crate::StepTime>> {
         let _gpu = gpu_lock();
         self.enqueue(false)?;
-        let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let mut samples: Vec<Vec<f64>> = Vec::with_capacity(self.steps.len());
         for (i, s) in self.steps.iter().enumerate() {
             self.stream
@@ -494,25 +493,10 @@ impl Executable {
             graph.launch().map_err(drv("replaying a profile graph"))?;
             let mut t = Vec::with_capacity(iters.max(1));
             for _ in 0..iters.max(1) {
-                let start = self
-                    .ctx
-                    .new_event(flags)
-                    .map_err(drv("creating an event"))?;
-                let end = self
-                    .ctx
-                    .new_event(flags)
-                    .map_err(drv("creating an event"))?;
-                start
-                    .record(&self.stream)
-                    .map_err(drv("recording an event"))?;
-                graph.launch().map_err(drv("replaying a profile graph"))?;
-                end.record(&self.stream)
-                    .map_err(drv("recording an event"))?;
-                self.stream
-                    .synchronize()
-                    .map_err(drv("profiling the plan (an asynchronous CUDA error)"))?;
-                let ms = start.elapsed_ms(&end).map_err(drv("reading an event"))?;
-                t.push(f64::from(ms) / PROFILE_REPEATS as f64);
+                let ms = event_ms(&self.ctx, &self.stream, "profiling the plan", || {
+                    graph.launch().map_err(drv("replaying a profile graph"))
+                })?;
+                t.push(ms / PROFILE_REPEATS as f64);
             }
             samples.push(t);
         }

@@ -4,9 +4,10 @@
 //! GEMM roofs are measured by timing the plan of a large MatMul, in the `gopt` crate,
 //! so that they come from the same cuBLASLt calls a model's GEMMs make.
 
+use super::device::event_ms;
 use super::{drv, gpu_lock, Device};
 use crate::Result;
-use cudarc::driver::sys::{CUdevice_attribute, CUevent_flags};
+use cudarc::driver::sys::CUdevice_attribute;
 use cudarc::driver::CudaSlice;
 
 impl Device {
@@ -22,29 +23,13 @@ impl Device {
             .stream
             .alloc_zeros(bytes)
             .map_err(drv(format!("allocating {bytes} bytes to time a copy")))?;
-        let flags = Some(CUevent_flags::CU_EVENT_DEFAULT);
         let mut best = f64::INFINITY;
         for i in 0..=iters.max(1) {
-            let start = self
-                .ctx
-                .new_event(flags)
-                .map_err(drv("creating an event"))?;
-            let end = self
-                .ctx
-                .new_event(flags)
-                .map_err(drv("creating an event"))?;
-            start
-                .record(&self.stream)
-                .map_err(drv("recording an event"))?;
-            self.stream
-                .memcpy_dtod(&src, &mut dst)
-                .map_err(drv("copying on the device"))?;
-            end.record(&self.stream)
-                .map_err(drv("recording an event"))?;
-            self.stream
-                .synchronize()
-                .map_err(drv("copying on the device (an asynchronous CUDA error)"))?;
-            let ms = f64::from(start.elapsed_ms(&end).map_err(drv("reading an event"))?);
+            let ms = event_ms(&self.ctx, &self.stream, "copying on the device", || {
+                self.stream
+                    .memcpy_dtod(&src, &mut dst)
+                    .map_err(drv("copying on the device"))
+            })?;
             if i > 0 && ms > 0.0 {
                 best = best.min(ms);
             }
