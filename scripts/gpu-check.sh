@@ -20,6 +20,8 @@
 #            cases against tests/conformance/wgpu.manifest;
 #         (--all-conformance: every case through CUDA, not only the models' op families;
 #         the passing cases are written to $OUT/cuda.manifest and $OUT/wgpu.manifest)
+#         (--decode-bench: bench/decode-bench.sh, LLM decode of the TinyLlama-1.1B shape
+#         against PyTorch's static-cache decode, into $OUT/decode)
 #         5. bench/gpu-bench.sh: ResNet-50, BERT-base, GPT-2 (and, with --bench-models,
 #            the Llama decoder; GOPT_LLAMA_LAYERS=N for a smaller stack) against PyTorch
 #            (SDPA attention) eager and torch.compile (the faster of default and
@@ -35,7 +37,7 @@ set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
-TESTS=(cuda_kernels cuda_plan cuda_attention cuda_conv cuda_gemm cuda_index_ops cuda_parity_ops gpu_indices cuda_memory)
+TESTS=(cuda_kernels cuda_plan cuda_attention cuda_attention_decode cuda_conv cuda_gemm cuda_gemv cuda_index_ops cuda_parity_ops gpu_indices cuda_memory generate)
 WGPU_TESTS=(wgpu_models)
 
 if [[ "${1:-}" == "--build" ]]; then
@@ -59,10 +61,11 @@ if [[ "${1:-}" == "--build" ]]; then
     exit 0
 fi
 
-BENCH=1; CONF=1; WGPU=1; CONF_ALL=0; MODELS=1; BENCH_MODELS=""
+BENCH=1; CONF=1; WGPU=1; CONF_ALL=0; MODELS=1; BENCH_MODELS=""; DECODE=0
 while (($#)); do
     case "$1" in
         --no-bench) BENCH=0 ;;
+        --decode-bench) DECODE=1 ;;
         --all-conformance) CONF_ALL=1 ;;
         --no-models) MODELS=0 ;;
         --no-wgpu) WGPU=0 ;;
@@ -216,6 +219,13 @@ manifest_rc() {
         record "conformance cuda ($what${manifest[*]:+, ${manifest[*]}})" \
             "$rc" "$(tail -1 "$OUT/conformance_cuda.log")"
         grep -E '^FAIL' "$OUT/conformance_cuda.log" | head -30
+    fi
+    if [[ "$DECODE" == 1 ]]; then
+        echo "== LLM decode benchmark"
+        bash bench/decode-bench.sh "$BIN/gopt" "$OUT/decode" 2>&1 | tail -30
+        rc="${PIPESTATUS[0]}"
+        [[ -s "$OUT/decode/gopt_decode_b1.json" && -s "$OUT/decode/gopt_decode_b16.json" ]] || rc=1
+        record "decode benchmark" "$rc" "bench/decode-bench.sh, $OUT/decode"
     fi
     if [[ "$BENCH" == 1 ]]; then
         echo "== benchmark"

@@ -11,7 +11,8 @@
 //!   sub-graphs to constants) and verifies it;
 //! - [`run_cpu`] runs a model on the CPU reference interpreter, as imported;
 //! - [`testing`] runs ONNX-layout test cases against reference outputs;
-//! - [`report`] describes what specialization left in a graph.
+//! - [`report`] describes what specialization left in a graph;
+//! - [`generate`] runs LLM generation on a decoder exported with a KV cache.
 //!
 //! ```no_run
 //! use gopt::{Backend, Options, Precision};
@@ -40,6 +41,7 @@ pub mod charts;
 pub mod compiled;
 pub mod cuda;
 pub mod error;
+pub mod generate;
 pub mod pipeline;
 pub mod report;
 pub mod roofline;

@@ -20,7 +20,8 @@ use std::process::ExitCode;
         gopt compile model.onnx --bind batch=1 --bind seq=128\n  \
         gopt run model.onnx --input input_ids=ids.npy -o out/\n  \
         gopt test tests/data/conformance\n  \
-        gopt bench model.onnx --batch 32 --seq 128 --precision bf16\n\n\
+        gopt bench model.onnx --batch 32 --seq 128 --precision bf16\n  \
+        gopt generate decoder.onnx --prompt-ids 1,42,7 --max-new-tokens 32\n\n\
         Exit codes: 0 success, 1 test failures, 2 errors (bad model, bad input, bad usage).\n\
         Run `gopt help <command>` for each command's options and examples."
 )]
@@ -39,6 +40,7 @@ enum Command {
     Test(cli::test::Args),
     Compile(cli::compile::Args),
     Bench(cli::bench::Args),
+    Generate(cli::generate::Args),
     Adapters(cli::adapters::Args),
 }
 
@@ -65,6 +67,7 @@ fn main() -> ExitCode {
         Command::Test(a) => cli::test::main(a),
         Command::Compile(a) => cli::compile::main(a),
         Command::Bench(a) => cli::bench::main(a),
+        Command::Generate(a) => cli::generate::main(a),
         Command::Adapters(a) => cli::adapters::main(a),
     };
     match result {

@@ -240,6 +240,16 @@ pub fn specialize(
 ) -> Result<Variant> {
     let b: Bindings = bucket.iter().map(|(k, v)| (k.clone(), *v)).collect();
     let g = crate::prepare(model, &b)?;
+    optimize_prepared(g, bucket, opts)
+}
+
+/// Optimizes `g`, a graph specialized to `bucket` already (bound, folded and verified,
+/// perhaps rewritten since, as generation's steps are), for `opts`' backend.
+pub fn optimize_prepared(
+    g: Verified,
+    bucket: &BTreeMap<String, u64>,
+    opts: &Options,
+) -> Result<Variant> {
     let (g, control_flow) = straight_line(g, opts)?;
     if opts.no_optimize {
         return Ok(Variant {

@@ -13,7 +13,7 @@
 //!   largest free one, grown) when first written and giving it back after its last
 //!   reader; graph inputs and outputs own their buffers.
 
-use crate::lower::{absorb, lower, Lowered, Views};
+use crate::lower::{absorb, lower, Kind, Lowered, Views};
 use crate::{CodegenError, Result};
 use gopt_ir::ops::ShapeOp;
 use gopt_ir::{Graph, Op, ValueId};
@@ -75,21 +75,28 @@ pub fn plan(g: &Graph) -> Result<Layout> {
         alias_outputs: true,
         strided_reads: true,
         stores_casts: true,
+        offset_views: true,
     };
     let lowered: Vec<Lowered> = g.nodes.iter().map(|n| lower(g, n, views)).collect();
-    arena(g, &aliasing(g, &lowered), &absorb::early_writes(g, views))
+    arena(
+        g,
+        &aliasing(g, &lowered, views),
+        &absorb::early_writes(g, views),
+    )
 }
 
-/// Which nodes alias their input's bytes as lowered: views, and the Splits and Slices
+/// Which nodes alias their input's bytes as lowered: views, the Splits and Slices
 /// attention reads in place (nothing reads their pieces as buffers, but the source must
-/// live as long as they do).
-pub fn aliasing(g: &Graph, lowered: &[Lowered]) -> Vec<bool> {
+/// live as long as they do), and the cache updates written in place
+/// ([`crate::lower::scatter::in_place`]).
+pub fn aliasing(g: &Graph, lowered: &[Lowered], views: Views) -> Vec<bool> {
     g.nodes
         .iter()
         .zip(lowered)
         .map(|(n, l)| match l {
-            Lowered::View => true,
+            Lowered::View | Lowered::Window(_) => true,
             Lowered::Absorbed => matches!(n.op, Op::Shape(ShapeOp::Split | ShapeOp::Slice)),
+            Lowered::Kernel(Kind::Scatter) => crate::lower::scatter::in_place(g, n, views),
             Lowered::Gemm(_) | Lowered::ConvGemm | Lowered::Kernel(_) | Lowered::Unsupported(_) => {
                 false
             }

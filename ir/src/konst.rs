@@ -52,8 +52,9 @@ enum Source {
     Concat(Vec<Const>, usize),
     /// The source zero-padded at the end of each axis.
     Pad(Const),
-    /// The source through a transform named for reports (a rule's weight rewrite).
-    Map(Const, &'static str, MapFn),
+    /// The source through a transform named for reports (a rule's weight rewrite), with
+    /// the parameters that make it this transform (a head size).
+    Map(Const, &'static str, Vec<u64>, MapFn),
 }
 
 /// A lazy transform's function: the source tensor to the result.
@@ -292,14 +293,67 @@ impl Const {
     /// the data is needed (written, or decoded) and must return exactly that type.
     /// Optimizer rules that rewrite a weight (rotating its columns, folding a scale)
     /// record their rewrite this way instead of materializing a copy.
+    /// `params` are what `f` depends on besides the data (two maps of one kind with
+    /// equal parameters over the same source are the same constant, [`Const::recipe`]).
     pub fn map(
         &self,
         kind: &'static str,
+        params: &[u64],
         dtype: DType,
         shape: Vec<usize>,
         f: impl Fn(&Tensor) -> Tensor + Send + Sync + 'static,
     ) -> Const {
-        Const::lazy(dtype, shape, Source::Map(self.clone(), kind, Arc::new(f)))
+        let src = Source::Map(self.clone(), kind, params.to_vec(), Arc::new(f));
+        Const::lazy(dtype, shape, src)
+    }
+
+    /// A key two handles share exactly when their elements are computed the same way
+    /// from the same shared data: a data leaf is its address (an imported weight's
+    /// bytes, a decoded tensor), a lazy view its kind and parameters over its sources'
+    /// keys. Buckets optimized apart make their own views of one weight (each casts it
+    /// to bf16, merges Q/K/V); the weight store keeps one copy of those by this key.
+    pub fn recipe(&self) -> Vec<u64> {
+        let mut key = Vec::new();
+        self.recipe_into(&mut key);
+        key
+    }
+
+    fn recipe_into(&self, key: &mut Vec<u64>) {
+        key.push(self.dtype() as u64);
+        key.push(self.shape().len() as u64);
+        key.extend(self.shape().iter().map(|&d| d as u64));
+        match &self.0.src {
+            Source::Dense => key.extend([0, self.addr() as u64]),
+            Source::Raw(b) => key.extend([1, b.as_ptr() as u64, b.len() as u64]),
+            Source::Cast(s) => {
+                key.push(2);
+                s.recipe_into(key);
+            }
+            Source::Transpose(s, perm) => {
+                key.push(3);
+                key.extend(perm.iter().map(|&p| p as u64));
+                s.recipe_into(key);
+            }
+            Source::Reshape(s) => {
+                key.push(4);
+                s.recipe_into(key);
+            }
+            Source::Concat(parts, axis) => {
+                key.extend([5, *axis as u64, parts.len() as u64]);
+                parts.iter().for_each(|p| p.recipe_into(key));
+            }
+            Source::Pad(s) => {
+                key.push(6);
+                s.recipe_into(key);
+            }
+            Source::Map(s, kind, params, _) => {
+                key.extend([7, kind.len() as u64]);
+                key.extend(kind.bytes().map(u64::from));
+                key.push(params.len() as u64);
+                key.extend(params);
+                s.recipe_into(key);
+            }
+        }
     }
 
     /// Runs `f` on the decoded tensor: the kept one when there is one, else a
@@ -328,7 +382,7 @@ impl Const {
                 let tensors: Vec<Tensor> = parts.iter().map(|p| p.with_tensor(Tensor::clone)).collect();
                 concat_tensors(&tensors, *axis)
             }
-            Source::Map(s, kind, f) => {
+            Source::Map(s, kind, _, f) => {
                 let t = s.with_tensor(|t| f(t));
                 assert!(
                     t.dtype() == self.0.dtype && t.shape() == shape.as_slice(),
@@ -371,6 +425,17 @@ impl Const {
             }
             Source::Raw(b) => out(b),
             Source::Reshape(s) => s.write_le(out),
+            // A matrix transposed (a GEMM weight stored `[N, K]`): its source's bytes
+            // (a cast converted the fast way) moved in cache-sized blocks.
+            Source::Transpose(s, perm) if perm[..] == [1, 0] => {
+                let (rows, cols) = (s.shape()[0], s.shape()[1]);
+                out(&transpose_bytes(
+                    &s.to_le_bytes(),
+                    rows,
+                    cols,
+                    self.dtype().size(),
+                ))
+            }
             Source::Cast(s) => match (s.dtype(), self.dtype()) {
                 (DType::F32, DType::BF16) => {
                     narrow(s, out, |h: &mut [bf16], f| h.convert_from_f32_slice(f))
@@ -425,9 +490,10 @@ impl Const {
                 parts.iter().for_each(|p| h.eat(p.fingerprint()));
                 h.eat(*axis as u64);
             }
-            Source::Map(s, kind, _) => {
+            Source::Map(s, kind, params, _) => {
                 h.eat(s.fingerprint());
                 h.bytes(kind.as_bytes());
+                params.iter().for_each(|&p| h.eat(p));
             }
         }
         h.finish()
@@ -446,9 +512,26 @@ impl Const {
             Source::Reshape(_) => "reshape",
             Source::Concat(..) => "concat",
             Source::Pad(_) => "pad",
-            Source::Map(_, kind, _) => kind,
+            Source::Map(_, kind, _, _) => kind,
         }
     }
+}
+
+/// The bytes of a row-major `rows x cols` matrix of `es`-byte elements, transposed.
+fn transpose_bytes(src: &[u8], rows: usize, cols: usize, es: usize) -> Vec<u8> {
+    const B: usize = 32;
+    let mut dst = vec![0u8; src.len()];
+    for r0 in (0..rows).step_by(B) {
+        for c0 in (0..cols).step_by(B) {
+            for r in r0..(r0 + B).min(rows) {
+                for c in c0..(c0 + B).min(cols) {
+                    let (from, to) = ((r * cols + c) * es, (c * rows + r) * es);
+                    dst[to..to + es].copy_from_slice(&src[from..from + es]);
+                }
+            }
+        }
+    }
+    dst
 }
 
 /// f32 elements (little-endian bytes, streamed by `src` in whole elements) written as

@@ -4,13 +4,15 @@
 //! [`cost`] model of the target ([`extract`]); convolutional graphs then switch to
 //! channels-last ([`nhwc`]) and neighbouring element-wise ops are grouped into single
 //! kernels ([`group`]). [`bucket`] chooses the shape buckets a model
-//! is specialized for. [`report`] says what happened, in numbers and in words.
+//! is specialized for; [`decoder`] turns a decoder exported with a KV cache into its
+//! prefill and decode steps, the cache written in place. [`report`] says what happened, in numbers and in words.
 #![warn(missing_docs)]
 
 pub mod analysis;
 pub mod bucket;
 pub mod convert;
 pub mod cost;
+pub mod decoder;
 pub mod explain;
 pub mod extract;
 pub mod group;

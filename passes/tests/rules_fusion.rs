@@ -576,3 +576,73 @@ fn rotate_half_folds_into_the_weight() {
     // Concat(-x[2:], x[:3]) is not a rotation by half.
     check_not_applicable("fuse-rotate-half-into-weight", &rotate_half_src(3));
 }
+
+/// torch's SDPA export: Q and Kᵀ scaled by √c each, a float mask added, the softmax's
+/// NaN rows (fully masked) set to 0, then ·V.
+fn sdpa_export(mask: &str) -> String {
+    format!(
+        r#"graph "g"(%0 "q": f32[1,2,3,4], %1 "k": f32[1,2,5,4], %2 "v": f32[1,2,5,4]) -> (%15) {{
+  %3 "c": f32[] = const [0.70710677]
+  %4 "qs": f32[1,2,3,4] = Mul "qs"(%0, %3)
+  %5 "ks": f32[1,2,5,4] = Mul "ks"(%1, %3)
+  %6 "kt": f32[1,2,4,5] = Transpose "kt"(%5) {{perm=ints[0,1,3,2]}}
+  %7 "s": f32[1,2,3,5] = MatMul "s"(%4, %6)
+  %8 "m": f32[1,1,1,5] = const {mask}
+  %9 "a": f32[1,2,3,5] = Add "a"(%7, %8)
+  %10 "p": f32[1,2,3,5] = Softmax "p"(%9) {{axis=-1}}
+  %11 "nan": bool[1,2,3,5] = IsNaN "nan"(%10)
+  %12 "zero": f32[] = const [0.0]
+  %13 "pz": f32[1,2,3,5] = Where "pz"(%11, %12, %10)
+  %15 "o": f32[1,2,3,4] = MatMul "o"(%13, %2)
+}}"#
+    )
+}
+
+#[test]
+fn sdpa_exports_fuse_into_attention() {
+    let src = sdpa_export("[0.0, 0.0, -1.0e4, 0.0, -1.0e4]");
+    // Each rule alone: the scale moves past the transpose, the two scales meet after
+    // the product, and the guarded softmax becomes Attention once both have.
+    fires("fuse-transpose-scalar-mul", &src, "Transpose");
+    fires(
+        "fuse-matmul-scaled-operands",
+        r#"graph "g"(%0 "a": f32[2,3], %1 "b": f32[3,4]) -> (%6) {
+  %2 "c1": f32[] = const [0.5]
+  %3 "c2": f32[] = const [0.25]
+  %4 "x": f32[2,3] = Mul "x"(%0, %2)
+  %5 "y": f32[3,4] = Mul "y"(%1, %3)
+  %6 "p": f32[2,4] = MatMul "p"(%4, %5)
+}"#,
+        "MatMul",
+    );
+    let all = [
+        "fuse-transpose-scalar-mul",
+        "fuse-matmul-scaled-operands",
+        "fuse-attention-nan-guard",
+    ];
+    let g = common::check_rules(&all, &src);
+    let ops: Vec<&str> = g.nodes.iter().map(|n| n.op.name()).collect();
+    assert!(
+        ops.contains(&"Attention") && !ops.contains(&"Softmax"),
+        "{}",
+        gopt_ir::text::print(&g)
+    );
+    // A scale that is not one number does not commute with the transpose or the product.
+    let vector_scale = src.replace(
+        r#"%5 "ks": f32[1,2,5,4] = Mul "ks"(%1, %3)"#,
+        r#"%16 "cv": f32[4] = const [0.5, 0.25, 1.0, 2.0]
+  %5 "ks": f32[1,2,5,4] = Mul "ks"(%1, %16)"#,
+    );
+    check_not_applicable("fuse-transpose-scalar-mul", &vector_scale);
+    check_not_applicable("fuse-matmul-scaled-operands", &vector_scale);
+    // A half type rounds each step where the product would round once.
+    check_not_applicable("fuse-matmul-scaled-operands", &src.replace("f32", "f16"));
+    // A guard that writes anything but 0 is not Attention's.
+    check_not_applicable(
+        "fuse-attention-nan-guard",
+        &src.replace(
+            r#"%12 "zero": f32[] = const [0.0]"#,
+            r#"%12 "zero": f32[] = const [1.0]"#,
+        ),
+    );
+}

@@ -70,6 +70,15 @@ pub struct Args {
     /// Print the results as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Time one decode step of a decoder exported with its KV cache (as `gopt
+    /// generate` replays it per token) instead of a forward pass: --batch rows with
+    /// --context tokens in the cache; the time per token against the memory roof.
+    #[arg(long, conflicts_with_all = ["seq", "binds", "profile"])]
+    pub decode: bool,
+    /// With --decode: tokens in the cache (the step runs in the smallest cache bucket
+    /// holding them).
+    #[arg(long, value_name = "L", default_value_t = 128, requires = "decode")]
+    pub context: u64,
     #[command(flatten)]
     pub opt: super::compile::OptArgs,
 }
@@ -190,9 +199,9 @@ fn inputs(g: &gopt::Graph, limit: &gopt::ir::limit::MemoryLimit) -> Result<Vec<T
 }
 
 /// Most `--iters` (and `--warmup`) runs: the times are kept, one number a run.
-const MAX_RUNS: usize = 1_000_000;
+pub(super) const MAX_RUNS: usize = 1_000_000;
 
-fn percentile(sorted: &[f64], p: f64) -> f64 {
+pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
     let i = ((sorted.len() - 1) as f64 * p).round() as usize;
     sorted[i.min(sorted.len() - 1)]
 }
@@ -207,6 +216,9 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     }
     if args.warmup > MAX_RUNS {
         bail!("--warmup {}: expected 0 to {MAX_RUNS} runs", args.warmup);
+    }
+    if args.decode {
+        return super::bench_decode::main(args);
     }
     let mut compile_ms = BTreeMap::new();
     let t = Instant::now();

@@ -90,6 +90,20 @@ pub struct Args {
     #[arg(long, value_name = "SIZE", value_parser = super::memory::parse_budget,
           long_help = super::memory::BUDGET_HELP)]
     pub memory_budget: Option<u64>,
+    /// Compile a decoder exported with its KV cache for generation instead: its prefill
+    /// steps (batch x prompt length) and decode steps (batch x cache length), as `gopt
+    /// generate` runs them, each reported with its kernels and cache bytes.
+    #[arg(long)]
+    pub generate: bool,
+    /// With --generate: the largest batch (steps for 1, 2, 4, ... up to it).
+    #[arg(long, value_name = "B", default_value_t = 16, requires = "generate")]
+    pub max_batch: u64,
+    /// With --generate: the longest cache (decode steps for 128, 256, ... up to it).
+    #[arg(long, value_name = "N", default_value_t = 2048, requires = "generate")]
+    pub max_context: u64,
+    /// With --generate: which steps to compile.
+    #[arg(long, value_enum, default_value_t = super::compile_generate::Steps::All, requires = "generate")]
+    pub steps: super::compile_generate::Steps,
 }
 
 /// What `compile` generates code for.
@@ -341,6 +355,9 @@ impl CudaSummary {
 
 /// Runs `gopt compile`.
 pub fn main(args: &Args) -> Result<ExitCode> {
+    if args.generate {
+        return super::compile_generate::main(args);
+    }
     let bindings = parse_binds(&args.binds)?;
     let mut stages = Vec::new();
     // Progress goes to a terminal only, so stderr holds nothing but errors otherwise;

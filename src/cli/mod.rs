@@ -3,9 +3,12 @@
 
 pub mod adapters;
 pub mod bench;
+pub mod bench_decode;
 pub mod charts;
 pub mod compile;
+pub mod compile_generate;
 pub mod explain;
+pub mod generate;
 pub mod inspect;
 pub mod memory;
 pub mod profile;

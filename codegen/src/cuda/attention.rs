@@ -22,6 +22,8 @@ use crate::template::fill;
 use crate::{CodegenError, Result};
 use gopt_ir::{DType, Graph, Node};
 
+#[path = "attention_decode.rs"]
+pub mod decode;
 #[path = "attention_general.rs"]
 mod general;
 
@@ -102,6 +104,9 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     let a = lower(g, node, super::VIEWS.strided_reads).map_err(|e| e.for_backend("CUDA"))?;
     if a.general() {
         return general::emit(node, name, &a);
+    }
+    if decode::applies(&a) {
+        return decode::emit(node, name, &a);
     }
     let Attention {
         dtype: dt,

@@ -18,6 +18,7 @@ pub mod elementwise;
 mod fold;
 pub mod gather_elements;
 pub mod gemm;
+pub mod gemv;
 pub mod glu;
 pub mod indexed;
 pub mod loss;
@@ -62,6 +63,7 @@ pub const VIEWS: Views = Views {
     alias_outputs: true,
     strided_reads: true,
     stores_casts: true,
+    offset_views: true,
 };
 
 /// Helpers every module includes (dtype conversions, activations).
@@ -157,7 +159,11 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
                 Err(e) => return Err(e),
             },
             Lowered::Unsupported(why) => others.push((n.name.clone(), why)),
-            Lowered::View | Lowered::Absorbed | Lowered::Gemm(_) | Lowered::ConvGemm => {}
+            Lowered::View
+            | Lowered::Window(_)
+            | Lowered::Absorbed
+            | Lowered::Gemm(_)
+            | Lowered::ConvGemm => {}
         }
     }
     Ok((kernels, others))

@@ -64,14 +64,32 @@ pub fn build(g: &Graph) -> Result<(CudaPlan, Vec<u8>)> {
     Ok((p, store.blob().to_vec()))
 }
 
+/// Choices of a plan that a compile makes for its workload.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanOptions {
+    /// Products with few rows and a constant `[N, K]` weight run as the generated
+    /// GEMV kernel ([`super::gemv`]) instead of cuBLASLt: generation's decode steps,
+    /// whose weights are stored that way.
+    pub gemv: bool,
+}
+
 /// Builds the plan of `g` with its constants in `store` (shared across buckets).
 pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
+    build_with_options(g, store, PlanOptions::default())
+}
+
+/// [`build_with`] with the choices of `opts`.
+pub fn build_with_options(
+    g: &Graph,
+    store: &mut WeightStore,
+    opts: PlanOptions,
+) -> Result<CudaPlan> {
     let (g, counts) = counted::bound(g)?;
     let g = &*g;
     let lowered: Vec<Lowered> = g.nodes.iter().map(|n| lower(g, n, VIEWS)).collect();
     let mut early = slice_candidates(g, &lowered);
     early.extend(absorb::early_writes(g, VIEWS));
-    let mut views = memory::aliasing(g, &lowered);
+    let mut views = memory::aliasing(g, &lowered, VIEWS);
     let padded = padded_outputs(g, &lowered);
     for &i in padded.keys() {
         views[i] = true;
@@ -93,7 +111,7 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
             continue;
         }
         let done: Result<()> = match low {
-            Lowered::View | Lowered::Absorbed => Ok(()),
+            Lowered::View | Lowered::Window(_) | Lowered::Absorbed => Ok(()),
             Lowered::ConvGemm => {
                 let (wid, sid) = (next, next + 1);
                 next += 2;
@@ -105,6 +123,12 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
                     }
                     steps.push(Step::Gemm(cg.gemm));
                     synth_weights.push((wid, cg.weight));
+                })
+            }
+            Lowered::Gemm(_) if opts.gemv && super::gemv::applies(g, n) => {
+                super::gemv::emit(g, n, &format!("k{i}_gemv")).map(|k| {
+                    kernels.push(k);
+                    steps.push(Step::Kernel(kernels.len() - 1));
                 })
             }
             Lowered::Gemm(_) => gemm::lower(g, n, &format!("k{i}_epilogue"), &mut kernels)
@@ -125,10 +149,13 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
         return Err(e);
     }
     fold_slices(g, &mut steps, &kernels, &early);
-    // Places: arena slots for activations, the weights blob for constants.
+    // Places: arena slots for activations (a window starts inside its source's
+    // bytes), the weights blob for constants.
+    let within = window_offsets(g, &lowered);
     let mut places = BTreeMap::new();
     for (v, &slot) in &layout.slots {
-        places.insert(v.0, Place::Arena(layout.buffers[slot].offset));
+        let at = within.get(v).copied().unwrap_or(0);
+        places.insert(v.0, Place::Arena(layout.buffers[slot].offset + at));
     }
     let mut add_weight = |places: &mut BTreeMap<u32, Place>, id: u32, t: &Const| {
         places.insert(id, Place::Weight(store.add_const(t)));
@@ -233,6 +260,26 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
         tf32: false,
     };
     Ok(plan)
+}
+
+/// How far into its root's bytes each value that lives in another's starts: windows
+/// add their offset to their source's, views keep it.
+fn window_offsets(g: &Graph, lowered: &[Lowered]) -> std::collections::HashMap<ValueId, usize> {
+    let mut within = std::collections::HashMap::new();
+    for (n, low) in g.nodes.iter().zip(lowered) {
+        let add = match low {
+            Lowered::Window(off) => *off,
+            Lowered::View => 0,
+            _ => continue,
+        };
+        if let (Some(Some(src)), Some(out)) = (n.inputs.first(), n.outputs.first()) {
+            let base = within.get(src).copied().unwrap_or(0);
+            if base + add > 0 {
+                within.insert(*out, base + add);
+            }
+        }
+    }
+    within
 }
 
 impl CudaPlan {

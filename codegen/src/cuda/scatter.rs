@@ -8,13 +8,16 @@
 use super::elementwise::storage;
 use super::support::{store, unsupported};
 use super::Kernel;
-use crate::lower::scatter::{spec, CacheSpec, ElementsSpec, NdSpec, Reduction, ScatterSpec};
+use crate::lower::scatter::{
+    in_place, spec, CacheSpec, ElementsSpec, NdSpec, Reduction, ScatterSpec,
+};
 use crate::plan::{index_code, IndexCheck};
 use crate::template::fill;
 use crate::Result;
 use gopt_ir::{DType, Graph, Node, ValueId};
 
 const TEMPLATE: &str = include_str!("scatter.cu");
+const IN_PLACE: &str = include_str!("scatter_in_place.cu");
 
 /// One kernel's parts before the template is filled.
 struct Parts {
@@ -34,6 +37,9 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     let parts = match spec(g, node)? {
         ScatterSpec::Elements(s) => elements(g, node, &s)?,
         ScatterSpec::Nd(s) => nd(g, node, &s)?,
+        ScatterSpec::Cache(s) if in_place(g, node, super::VIEWS) => {
+            return cache_in_place(g, node, name, &s)
+        }
         ScatterSpec::Cache(s) => cache(g, node, &s)?,
     };
     let t = storage(parts.dtype);
@@ -201,6 +207,78 @@ fn nd(g: &Graph, node: &Node, s: &NdSpec) -> Result<Parts> {
             op: node.op.name().into(),
             what: s.out_of_range(),
         }),
+    })
+}
+
+/// TensorScatter in place ([`in_place`]): one thread per update element, written at
+/// its row's write index (checked like the copying kernel's: linear windows must fit,
+/// circular ones wrap); the output parameter is the cache's own memory.
+fn cache_in_place(g: &Graph, node: &Node, name: &str, s: &CacheSpec) -> Result<Kernel> {
+    let t = storage(s.dtype);
+    let (inner, m, seq) = (s.inner, s.max_seq, s.seq);
+    let mut params = vec![
+        format!("const {t}* __restrict__ data"),
+        format!("const {t}* __restrict__ upd"),
+    ];
+    let mut inputs = vec![s.past.0, s.update.0];
+    let mut position = String::new();
+    if let Some(w) = s.writes {
+        params.push(format!(
+            "const {}* __restrict__ wi",
+            storage(s.writes_dtype)
+        ));
+        inputs.push(w.0);
+        position += &format!(
+            "        const long long ww = (long long)wi[p / {}LL];\n",
+            s.per_batch.max(1)
+        );
+    } else {
+        position += "        const long long ww = 0;\n";
+    }
+    params.push(format!("{t}* __restrict__ out"));
+    let mut check = None;
+    if s.circular {
+        position +=
+            &format!("        const long long s = (((ww % {m}LL) + {m}LL) % {m}LL + q) % {m}LL;\n");
+    } else {
+        let code = index_code(g, node)?;
+        position += &format!(
+            "        if (ww < 0 || ww > {last}LL) {{ atomicMax(gopt_err, {code}u); continue; }}\n        \
+             const long long s = ww + q;\n",
+            last = m - seq
+        );
+        params.push("unsigned int* __restrict__ gopt_err".into());
+        check = Some(IndexCheck {
+            code,
+            op: node.op.name().into(),
+            what: s.out_of_range(),
+        });
+    }
+    let n = s.n / m * seq;
+    let source = fill(
+        IN_PLACE,
+        &[
+            (
+                "how",
+                if s.circular {
+                    "positions wrap around the cache"
+                } else {
+                    "a window past the cache raises the run's error word and is not written"
+                },
+            ),
+            ("name", name),
+            ("params", &params.join(", ")),
+            ("n", &n.to_string()),
+            ("inner", &inner.to_string()),
+            ("seq", &seq.to_string()),
+            ("row", &(seq * inner).to_string()),
+            ("max_seq", &m.to_string()),
+            ("position", &position),
+        ],
+    )?;
+    Ok(Kernel {
+        index_check: check,
+        ..Kernel::flat(name, node, source, n.max(1), inputs, vec![s.out.0])
     })
 }
 

@@ -188,7 +188,7 @@ pub fn stored_cast<'g>(g: &'g Graph, n: &Node) -> Option<(&'g Node, bool)> {
         exposed |= g.outputs.contains(&v);
         for r in readers(g, v) {
             match r.outputs.as_slice() {
-                [o] if super::is_view_op(r.op) => todo.push(*o),
+                [o] if super::is_view(g, r) => todo.push(*o),
                 _ => rs.push(r),
             }
         }
@@ -216,7 +216,7 @@ pub fn cast_stored_by_producer(g: &Graph, n: &Node) -> bool {
         .flatten()
         .and_then(|x| writer(g, x));
     while let Some((p, 0)) = at {
-        if !super::is_view_op(p.op) {
+        if !super::is_view(g, p) {
             break;
         }
         at = p

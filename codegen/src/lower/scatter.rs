@@ -14,7 +14,10 @@
 //!   ([`NdSpec`]): O(elements × rows × depth), refused past [`MAX_ND_WORK`].
 //! - TensorScatter: each cache position knows the update it receives from its batch
 //!   entry's write index (linear: the window must fit the cache, else the run fails;
-//!   circular: positions wrap) ([`CacheSpec`]).
+//!   circular: positions wrap) ([`CacheSpec`]). A cache that is a graph input read by
+//!   nothing else is updated in place where the backend lets an output alias an input
+//!   ([`in_place`]): then one thread per update element writes it, and the rest of the
+//!   cache is not touched (generation's KV cache, which lives across steps).
 
 use super::index::strides;
 use super::support::{input, opt_input, output, plan, typed, unsupported};
@@ -364,6 +367,25 @@ fn nd(g: &Graph, node: &Node) -> Result<NdSpec> {
         coords: (0..depth).map(|a| (ds[a], st[a])).collect(),
         ops,
     })
+}
+
+/// Whether TensorScatter node `node` of `g` updates its cache in place (its output
+/// aliases input 0's memory): the cache is a graph input that no other node reads and
+/// that is not itself an output, and `views` lets outputs alias (an arena). Then the
+/// kernel writes the update's rows only.
+pub fn in_place(g: &Graph, node: &Node, views: super::Views) -> bool {
+    let Some(Some(cache)) = node.inputs.first() else {
+        return false;
+    };
+    node.op == Op::Attention(AttentionOp::TensorScatter)
+        && views.alias_outputs
+        && g.inputs.contains(cache)
+        && !g.outputs.contains(cache)
+        && g.nodes
+            .iter()
+            .filter(|n| n.inputs.contains(&Some(*cache)))
+            .count()
+            == 1
 }
 
 /// TensorScatter with `mode` and `axis`.

@@ -150,6 +150,7 @@ pub const VIEWS: Views = Views {
     alias_outputs: false,
     strided_reads: false,
     stores_casts: false,
+    offset_views: false,
 };
 
 /// The shader of family `kind` for node `n` (named `name`): one exhaustive match over
@@ -198,6 +199,8 @@ pub fn write(g: &Graph, i: usize, n: &Node, lowered: &Lowered) -> Result<Option<
     let name = format!("k{i}");
     let k = match lowered {
         Lowered::View | Lowered::Absorbed => return Ok(None),
+        // The pool binds whole buffers (`VIEWS.offset_views` is off): a window is a copy.
+        Lowered::Window(_) => kernel(g, n, Kind::Movement, &name),
         Lowered::Gemm(GemmForm::Gemm) => gemm::emit(g, n, &name),
         Lowered::Gemm(GemmForm::MatMul) => matmul::emit(g, n, &name),
         Lowered::ConvGemm => conv::emit(g, n, &name),

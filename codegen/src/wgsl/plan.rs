@@ -232,7 +232,7 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<WgslPlan> {
     if let Some(e) = refuse(BACKEND, missing) {
         return Err(e);
     }
-    let views = memory::aliasing(g, &lowered);
+    let views = memory::aliasing(g, &lowered, super::VIEWS);
     let lt = memory::lifetimes(g, &views, &absorb::early_writes(g, VIEWS));
     let pool = memory::pool(g, &lt, |v| bytes_of(g, v))?;
     let mut slots: BTreeMap<u32, Slot> = BTreeMap::new();

@@ -132,6 +132,21 @@ pub fn rules() -> Vec<Rule> {
             "(MatMul ?o (Softmax ?sm (Mul ?q (MatMul ?m ?qq ?kt) ?c)) ?v)",
             |eg, _, s| attention(eg, s, Scale::Mul, false),
         ),
+        // Where(IsNaN(Softmax(Q·Kᵀ·c + M)), 0, Softmax(..))·V = Attention(Q, K, V, M, scale = c):
+        // torch's SDPA export guards fully masked rows to 0, as Attention does
+        rule(
+            "fuse-attention-nan-guard",
+            "(MatMul ?o (Where ?w (IsNaN ?n (Softmax ?sm (Add ?p (Mul ?q (MatMul ?m ?qq ?kt) ?c) ?mask))) ?z (Softmax ?sm (Add ?p (Mul ?q (MatMul ?m ?qq ?kt) ?c) ?mask))) ?v)",
+            attention_nan_guard,
+        ),
+        // (a·c₁)·(b·c₂) = (a·b)·(c₁c₂) for scalars: SDPA's export scales Q and Kᵀ by √c each
+        rule(
+            "fuse-matmul-scaled-operands",
+            "(MatMul ?m (Mul ?p ?a ?c1) (Mul ?q ?b ?c2))",
+            scaled_operands,
+        ),
+        // Transpose(x·c) = Transpose(x)·c for a scalar c (the scale moves to where it folds)
+        rule("fuse-transpose-scalar-mul", "(Transpose ?t (Mul ?p ?x ?c))", transpose_scalar),
         // rotate_half(T(R(x·W + b))) = T(R(x·W' + b')), W' = W's columns per head rotated by
         // half and the moved-down half negated: rotary's rotate_half folded into a GEMM
         rule(
@@ -573,7 +588,8 @@ fn attention(eg: &mut Egraph, s: &Subst, scale: Scale, masked: bool) -> Option<I
                 a.set("is_causal", Attr::Int(1));
             }
             _ => {
-                if ms.len() > 4 || !dtype(eg, m)?.is_float() {
+                // The kernels broadcast masks of rank 1 to 4.
+                if ms.is_empty() || ms.len() > 4 || !dtype(eg, m)?.is_float() {
                     return None;
                 }
                 mask = Some(m);
@@ -589,6 +605,64 @@ fn attention(eg: &mut Egraph, s: &Subst, scale: Scale, masked: bool) -> Option<I
         Op::Attention(AttentionOp::Attention),
         a,
         &[Some(q), Some(k), Some(v), mask],
+    ))
+}
+
+/// Attention for a matched softmax guarded to 0 on NaN rows, in f32 (a half-precision
+/// graph rounds each step where the fused op rounds once: ONNX's own expanded
+/// `Attention` functions, in fp16, are held to the step-by-step result).
+fn attention_nan_guard(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    if scalar_of(eg, var(s, "?z")) != Some(0.0) || dtype(eg, var(s, "?qq"))? != gopt_ir::DType::F32
+    {
+        return None;
+    }
+    attention(eg, s, Scale::Mul, true)
+}
+
+/// `Mul(MatMul(a, b), c₁·c₂)` for a matched `MatMul(Mul(a, c₁), Mul(b, c₂))` of f32
+/// scalars (one rounding fewer than scaling each operand: below f32's own error, which
+/// a half type's would not be).
+fn scaled_operands(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let (c1, c2) = (scalar_of(eg, var(s, "?c1"))?, scalar_of(eg, var(s, "?c2"))?);
+    let dt = dtype(eg, var(s, "?a"))?;
+    if dt != gopt_ir::DType::F32
+        || dtype(eg, var(s, "?b"))? != dt
+        || dtype(eg, var(s, "?c1"))? != dt
+    {
+        return None;
+    }
+    let m = attrs(eg, s, "?m")?;
+    let mm = add_op(
+        eg,
+        Op::Nn(gopt_ir::ops::NnOp::MatMul),
+        m,
+        &[Some(var(s, "?a")), Some(var(s, "?b"))],
+    );
+    let c = add_const(eg, Tensor::from_f64s(dt, &[], &[c1 * c2]).ok()?);
+    Some(add_op(
+        eg,
+        Op::Elementwise(ElementwiseOp::Mul),
+        Attrs::default(),
+        &[Some(mm), Some(c)],
+    ))
+}
+
+/// `Mul(Transpose(x), c)` for a matched `Transpose(Mul(x, c))` of a float scalar `c`.
+fn transpose_scalar(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
+    let c = var(s, "?c");
+    if scalar_of(eg, c).is_none()
+        || shape(eg, c)?.iter().product::<usize>() != 1
+        || shape(eg, c)?.len() > 1
+    {
+        return None;
+    }
+    let t = attrs(eg, s, "?t")?;
+    let x = add_op(eg, Op::Shape(ShapeOp::Transpose), t, &[Some(var(s, "?x"))]);
+    Some(add_op(
+        eg,
+        Op::Elementwise(ElementwiseOp::Mul),
+        Attrs::default(),
+        &[Some(x), Some(c)],
     ))
 }
 
@@ -677,9 +751,13 @@ fn rotate_half_lazy(k: &gopt_ir::Const, d: usize) -> Option<gopt_ir::Const> {
     if !ok || d == 0 || d % 2 != 0 || k.shape().last()? % d != 0 {
         return None;
     }
-    Some(k.map("rotate-half", dt, k.shape().to_vec(), move |t| {
-        rotate_half_columns(t, d).unwrap_or_else(|| t.clone())
-    }))
+    Some(k.map(
+        "rotate-half",
+        &[d as u64],
+        dt,
+        k.shape().to_vec(),
+        move |t| rotate_half_columns(t, d).unwrap_or_else(|| t.clone()),
+    ))
 }
 
 fn rotate_half_columns(t: &Tensor, d: usize) -> Option<Tensor> {

@@ -2,7 +2,8 @@
 //! type on tensor cores with fp32 accumulation (the IR's fused ops round once, at the
 //! end), their weights cast once at compile time; everything else keeps fp32.
 //!
-//! - Allow (low-precision inputs, fp32 accumulation): `FusedMatMul`, `MatMul`,
+//! - Allow (low-precision inputs, fp32 accumulation): `FusedMatMul`, `MatMul` (but for
+//!   outer products, whose reduction has length 1: rotary angles `inv_freq ⊗ positions`),
 //!   `FusedConv` except grouped/depthwise ones and those with under 8 input channels
 //!   (CUDA cores or too short a reduction: no tensor-core gain),
 //!   `Attention` (its softmax runs in fp32 inside the kernel).
@@ -158,6 +159,9 @@ fn lower_fused(eg: &mut Egraph, id: Id, s: &Subst, low: DType, op: FusedOp) -> O
     if dtype(eg, a)? != DType::F32 || dtype(eg, w)? != DType::F32 {
         return None;
     }
+    if op == FusedOp::FusedMatMul && outer_product(eg, a) {
+        return None;
+    }
     let mut f = attrs(eg, s, "?f")?;
     // Depthwise convolutions run on CUDA cores in fp32 either way: rounding their
     // inputs would cost accuracy for no tensor-core gain.
@@ -183,9 +187,17 @@ fn produces_output(eg: &Egraph, id: Id) -> bool {
     eg.analysis.roots.iter().any(|r| eg.find(*r) == c)
 }
 
+/// Whether a product of `a` by something has a reduction of length 1 (an outer
+/// product): no tensor-core gain, and exporters compute rotary angles this way
+/// (`inv_freq ⊗ positions`), where rounding the positions to 8 bits would move every
+/// position past 256.
+fn outer_product(eg: &Egraph, a: Id) -> bool {
+    super::shape(eg, a).is_some_and(|s| s.last() == Some(&1))
+}
+
 fn lower_matmul(eg: &mut Egraph, s: &Subst, low: DType) -> Option<Id> {
     let (a, w) = (var(s, "?a"), var(s, "?w"));
-    if dtype(eg, a)? != DType::F32 || dtype(eg, w)? != DType::F32 {
+    if dtype(eg, a)? != DType::F32 || dtype(eg, w)? != DType::F32 || outer_product(eg, a) {
         return None;
     }
     let mut f = Attrs::default();
@@ -204,7 +216,12 @@ fn lower_attention(eg: &mut Egraph, s: &Subst, low: DType) -> Option<Id> {
     if dtype(eg, q)? != DType::F32 {
         return None;
     }
-    let f = attrs(eg, s, "?f")?;
+    let mut f = attrs(eg, s, "?f")?;
+    // The softmax stays fp32 (the policy's deny list): said on the node, so that its
+    // reference semantics (ONNX's softmax_precision) are what the kernels compute.
+    if f.get("softmax_precision").is_none() {
+        f.set("softmax_precision", Attr::DType(DType::F32));
+    }
     let (lq, lk, lv) = (cast(eg, q, low), cast(eg, k, low), cast(eg, v, low));
     let m = opt(eg, var(s, "?m"));
     let att = add_op(

@@ -72,14 +72,30 @@ pub fn check_rewrite(rule: &str, before: &str, after: &str) -> Verified {
 /// graph must stay within relative L2 error `l2` of the input graph.
 #[track_caller]
 pub fn check_rewrite_within(rule: &str, before: &str, after: &str, l2: Option<f64>) -> Verified {
-    let r = by_name(rule).unwrap_or_else(|| panic!("no rule {rule}"));
+    check_rules_within(&[rule], before, after, l2)
+}
+
+/// [`check_rewrite`] for rules that work together (each one's result the next one's
+/// pattern): `src` must reach an equivalent extracted graph; it is returned.
+#[track_caller]
+pub fn check_rules(rules: &[&str], src: &str) -> Verified {
+    check_rules_within(rules, src, src, None)
+}
+
+#[track_caller]
+fn check_rules_within(rules: &[&str], before: &str, after: &str, l2: Option<f64>) -> Verified {
+    let rs: Vec<_> = rules
+        .iter()
+        .map(|r| by_name(r).unwrap_or_else(|| panic!("no rule {r}")))
+        .collect();
+    let rule = rules.join(", ");
     let b = load(before);
     let a = load(after);
     let l = to_egraph(&b).expect("loads");
     let runner = Runner::default()
         .with_egraph(l.egraph)
         .with_iter_limit(6)
-        .run(std::slice::from_ref(&r));
+        .run(&rs);
     let mut eg = runner.egraph;
     let (aroots, _, _, _) = add_graph(&mut eg, &a).expect("expected graph loads");
     eg.rebuild();

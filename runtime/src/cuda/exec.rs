@@ -24,6 +24,19 @@ use gopt_codegen::plan::{index_error, keep_counted, status_words, takes_status, 
 use gopt_ir::Tensor;
 use std::sync::Arc;
 
+/// A strided copy of rows between two plans' values ([`Executable::copy_rows_from`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RowCopy {
+    /// Rows to copy.
+    pub rows: usize,
+    /// Bytes per row.
+    pub width: usize,
+    /// Bytes between the starts of consecutive source rows.
+    pub src_pitch: usize,
+    /// Bytes between the starts of consecutive destination rows.
+    pub dst_pitch: usize,
+}
+
 /// Weights on the device, shared by every bucket of a model.
 pub struct Weights {
     buf: CudaSlice<u8>,
@@ -292,28 +305,41 @@ impl Executable {
         self.execute_locked()
     }
 
+    /// Captures the plan into its CUDA graph and uploads it without running it, so the
+    /// first run is a replay like the others (a generation's first token is not made
+    /// to wait for the capture). Nothing to do without a graph, or when captured.
+    pub fn capture(&mut self) -> Result<()> {
+        let _gpu = gpu_lock();
+        self.capture_locked()
+    }
+
+    fn capture_locked(&mut self) -> Result<()> {
+        if !self.use_graph || self.graph.is_some() {
+            return Ok(());
+        }
+        self.stream
+            .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+            .map_err(drv("starting the CUDA-graph capture"))?;
+        let enq = self.enqueue(false);
+        let graph = self
+            .stream
+            .end_capture(CUgraphInstantiate_flags(0))
+            .map_err(drv("ending the CUDA-graph capture"));
+        enq?;
+        let graph = graph?.ok_or_else(|| RuntimeError::Driver {
+            what: "capturing the plan".into(),
+            msg: "the capture produced no graph".into(),
+        })?;
+        graph.upload().map_err(drv("uploading the CUDA graph"))?;
+        self.graph = Some(graph);
+        memory::phase("graph")
+    }
+
     fn execute_locked(&mut self) -> Result<()> {
         if !self.use_graph {
             return self.enqueue(std::env::var_os("GOPT_CUDA_SYNC").is_some_and(|v| v == "1"));
         }
-        if self.graph.is_none() {
-            self.stream
-                .begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
-                .map_err(drv("starting the CUDA-graph capture"))?;
-            let enq = self.enqueue(false);
-            let graph = self
-                .stream
-                .end_capture(CUgraphInstantiate_flags(0))
-                .map_err(drv("ending the CUDA-graph capture"));
-            enq?;
-            let graph = graph?.ok_or_else(|| RuntimeError::Driver {
-                what: "capturing the plan".into(),
-                msg: "the capture produced no graph".into(),
-            })?;
-            graph.upload().map_err(drv("uploading the CUDA graph"))?;
-            self.graph = Some(graph);
-            memory::phase("graph")?;
-        }
+        self.capture_locked()?;
         match &self.graph {
             Some(g) => g.launch().map_err(drv("replaying the CUDA graph")),
             None => Ok(()),
@@ -329,30 +355,218 @@ impl Executable {
                 inputs.len()
             )));
         }
-        for (t, io) in inputs.iter().zip(self.plan.frame.inputs.clone()) {
-            if t.dtype() != io.dtype || t.shape() != io.shape.as_slice() {
-                return Err(RuntimeError::Usage(format!(
-                    "input `{}`: expected {} {:?}, got {} {:?}",
-                    io.name,
-                    io.dtype,
-                    io.shape,
-                    t.dtype(),
-                    t.shape()
-                )));
-            }
-            let Some(Place::Arena(off)) = self.plan.places.get(&io.value).copied() else {
-                return Err(RuntimeError::Cuda(format!(
-                    "plan: input `{}` has no arena slot",
-                    io.name
-                )));
-            };
-            let bytes = tensor_bytes(t);
-            let mut dst = self.arena.slice_mut(off..off + bytes.len());
-            self.stream
-                .memcpy_htod(&bytes, &mut dst)
-                .map_err(drv(format!("copying input `{}`", io.name)))?;
+        for (i, t) in inputs.iter().enumerate() {
+            self.set_input(i, t)?;
         }
         Ok(())
+    }
+
+    /// Copies input `index` (the bucket's shape) into its slot, leaving the other
+    /// inputs as they are: a generation step feeds its token and positions this way
+    /// while the KV cache, an input updated in place, stays on the device.
+    pub fn set_input(&mut self, index: usize, t: &Tensor) -> Result<()> {
+        let (off, io) = self.input_slot(index)?;
+        if t.dtype() != io.dtype || t.shape() != io.shape.as_slice() {
+            return Err(RuntimeError::Usage(format!(
+                "input `{}`: expected {} {:?}, got {} {:?}",
+                io.name,
+                io.dtype,
+                io.shape,
+                t.dtype(),
+                t.shape()
+            )));
+        }
+        let bytes = tensor_bytes(t);
+        let mut dst = self.arena.slice_mut(off..off + bytes.len());
+        self.stream
+            .memcpy_htod(&bytes, &mut dst)
+            .map_err(drv(format!("copying input `{}`", io.name)))
+    }
+
+    /// The arena offset and description of input `index`.
+    fn input_slot(&self, index: usize) -> Result<(usize, gopt_codegen::plan::Io)> {
+        let io = self.plan.frame.inputs.get(index).cloned().ok_or_else(|| {
+            RuntimeError::Usage(format!(
+                "the plan has {} inputs, not {}",
+                self.plan.frame.inputs.len(),
+                index + 1
+            ))
+        })?;
+        match self.plan.places.get(&io.value).copied() {
+            Some(Place::Arena(off)) => Ok((off, io)),
+            _ => Err(RuntimeError::Cuda(format!(
+                "plan: input `{}` has no arena slot",
+                io.name
+            ))),
+        }
+    }
+
+    /// Sets every byte of input `index` to zero (a fresh KV cache).
+    pub fn zero_input(&mut self, index: usize) -> Result<()> {
+        let (off, io) = self.input_slot(index)?;
+        let n = io.shape.iter().product::<usize>() * elem_size(io.dtype);
+        let mut dst = self.arena.slice_mut(off..off + n.max(1));
+        self.stream
+            .memset_zeros(&mut dst)
+            .map_err(drv(format!("zeroing input `{}`", io.name)))
+    }
+
+    /// Copies `rows` rows of `width` bytes from output `from` of `src` (rows `src_pitch`
+    /// bytes apart) into input `to` of this plan (rows `dst_pitch` bytes apart), on the
+    /// device: a prompt's keys and values written into the decode step's cache. `src`
+    /// is synchronized first (the two plans run on streams of their own).
+    pub fn copy_rows_from(
+        &mut self,
+        src: &Executable,
+        from: usize,
+        to: usize,
+        rows: RowCopy,
+    ) -> Result<()> {
+        let out = src.plan.frame.outputs.get(from).cloned().ok_or_else(|| {
+            RuntimeError::Usage(format!("the source plan has no output {}", from + 1))
+        })?;
+        let src_off = match src.plan.places.get(&out.value) {
+            Some(Place::Arena(o)) => *o,
+            _ => {
+                return Err(RuntimeError::Cuda(format!(
+                    "plan: output `{}` is not in the arena",
+                    out.name
+                )))
+            }
+        };
+        let (dst_off, io) = self.input_slot(to)?;
+        let src_len = out.shape.iter().product::<usize>() * elem_size(out.dtype);
+        let dst_len = io.shape.iter().product::<usize>() * elem_size(io.dtype);
+        let span = |pitch: usize| (rows.rows.max(1) - 1) * pitch + rows.width;
+        if rows.rows > 0 && (span(rows.src_pitch) > src_len || span(rows.dst_pitch) > dst_len) {
+            return Err(RuntimeError::Usage(format!(
+                "copying {} rows of {} bytes from `{}` ({src_len} bytes) into `{}` ({dst_len} bytes) \
+                 would leave them",
+                rows.rows, rows.width, out.name, io.name
+            )));
+        }
+        src.stream
+            .synchronize()
+            .map_err(drv("finishing the step before copying its output"))?;
+        if rows.rows == 0 {
+            return Ok(());
+        }
+        use cudarc::driver::sys::{CUmemorytype, CUDA_MEMCPY2D};
+        let copy = CUDA_MEMCPY2D {
+            srcXInBytes: 0,
+            srcY: 0,
+            srcMemoryType: CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            srcHost: std::ptr::null(),
+            srcDevice: src.arena_base + src_off as u64,
+            srcArray: std::ptr::null_mut(),
+            srcPitch: rows.src_pitch,
+            dstXInBytes: 0,
+            dstY: 0,
+            dstMemoryType: CUmemorytype::CU_MEMORYTYPE_DEVICE,
+            dstHost: std::ptr::null_mut(),
+            dstDevice: self.arena_base + dst_off as u64,
+            dstArray: std::ptr::null_mut(),
+            dstPitch: rows.dst_pitch,
+            WidthInBytes: rows.width,
+            Height: rows.rows,
+        };
+        self.ctx
+            .bind_to_thread()
+            .map_err(drv("binding the context to copy rows"))?;
+        // SAFETY: both ranges were checked against their values' sizes above; the
+        // arenas outlive the call (both executables are borrowed), and the copy is
+        // ordered on this plan's stream before its next run.
+        let r = unsafe { cudarc::driver::sys::cuMemcpy2DAsync_v2(&copy, self.stream.cu_stream()) };
+        r.result()
+            .map_err(drv(format!("copying `{}` into `{}`", out.name, io.name)))
+    }
+
+    /// Reads output `index` back (synchronizing the stream and checking the run's
+    /// status word, as [`Executable::outputs`] does), or only the `rows` given of it:
+    /// indices into the output seen as `[rows, last dim]` (the logits of the tokens
+    /// that are sampled, not of the whole padded prompt). Counted outputs and outputs
+    /// left in padded rows are read by [`Executable::outputs`] only.
+    pub fn output(&self, index: usize, rows: Option<&[usize]>) -> Result<Tensor> {
+        let io =
+            self.plan.frame.outputs.get(index).cloned().ok_or_else(|| {
+                RuntimeError::Usage(format!("the plan has no output {}", index + 1))
+            })?;
+        if io.count.is_some() || io.row_pitch.is_some() {
+            return Err(RuntimeError::Usage(format!(
+                "output `{}` is counted or padded: read it with the others",
+                io.name
+            )));
+        }
+        let Some(Place::Arena(off)) = self.plan.places.get(&io.value).copied() else {
+            return Err(RuntimeError::Cuda(format!(
+                "plan: output `{}` is not in the arena",
+                io.name
+            )));
+        };
+        let es = elem_size(io.dtype);
+        let width = io.shape.last().copied().unwrap_or(1);
+        let total: usize = io.shape.iter().product();
+        let all: Vec<usize>;
+        let rows = match rows {
+            Some(r) => r,
+            None => {
+                all = (0..total / width.max(1)).collect();
+                &all
+            }
+        };
+        let mut host = vec![0u8; rows.len() * width * es];
+        for (k, &r) in rows.iter().enumerate() {
+            if (r + 1) * width > total {
+                return Err(RuntimeError::Usage(format!(
+                    "output `{}` has {} rows, not {}",
+                    io.name,
+                    total / width.max(1),
+                    r + 1
+                )));
+            }
+            let at = off + r * width * es;
+            self.stream
+                .memcpy_dtoh(
+                    &self.arena.slice(at..at + width * es),
+                    &mut host[k * width * es..(k + 1) * width * es],
+                )
+                .map_err(drv(format!("copying output `{}`", io.name)))?;
+        }
+        self.check_status()?;
+        let shape = match rows.len() * width == total {
+            true => io.shape.clone(),
+            false => vec![rows.len(), width],
+        };
+        from_bytes(io.dtype, &shape, &host)
+    }
+
+    /// Synchronizes the stream and fails when a kernel raised the index error word.
+    fn check_status(&self) -> Result<()> {
+        let mut words = vec![0u32; status_words(&self.plan.frame.outputs)];
+        if let Some((word, _)) = &self.errors {
+            self.stream
+                .memcpy_dtoh(word, &mut words[..])
+                .map_err(drv("copying the status words"))?;
+        }
+        self.stream
+            .synchronize()
+            .map_err(drv("running the plan (an asynchronous CUDA error)"))?;
+        self.index_error(words[0])
+    }
+
+    /// `Err` naming the kernel whose index check raised `code` (0: none did).
+    fn index_error(&self, code: u32) -> Result<()> {
+        if code == 0 {
+            return Ok(());
+        }
+        let checks = self
+            .plan
+            .kernels
+            .iter()
+            .filter_map(|k| Some((k.name.as_str(), k.node.as_str(), k.index_check.as_ref()?)));
+        Err(RuntimeError::IndexOutOfRange(index_error(
+            code, "CUDA", checks,
+        )))
     }
 
     /// Copies the outputs back (synchronizing the stream).
@@ -401,16 +615,7 @@ impl Executable {
         self.stream
             .synchronize()
             .map_err(drv("running the plan (an asynchronous CUDA error)"))?;
-        let code = words[0];
-        if code != 0 {
-            let checks =
-                self.plan.kernels.iter().filter_map(|k| {
-                    Some((k.name.as_str(), k.node.as_str(), k.index_check.as_ref()?))
-                });
-            return Err(RuntimeError::IndexOutOfRange(index_error(
-                code, "CUDA", checks,
-            )));
-        }
+        self.index_error(words[0])?;
         outs.into_iter()
             .zip(&self.plan.frame.outputs)
             .map(|(t, io)| keep_counted(io, t, &words).map_err(RuntimeError::Cuda))

@@ -18,7 +18,7 @@ pub mod peaks;
 pub use modules::compile_for_arch;
 
 pub use device::{launch_config, ptx_cache_dir, Device, Timing};
-pub use exec::{check_memory, gpu_lock, precompile, Executable, Weights};
+pub use exec::{check_memory, gpu_lock, precompile, Executable, RowCopy, Weights};
 
 use crate::RuntimeError;
 

@@ -394,6 +394,116 @@ impl WgpuExecutable {
         Ok(())
     }
 
+    /// Writes input `index` only (the others keep what they hold: a KV cache carried
+    /// on the device between generation steps).
+    pub fn set_input(&mut self, index: usize, t: &Tensor) -> Result<()> {
+        let io =
+            self.plan.frame.inputs.get(index).ok_or_else(|| {
+                RuntimeError::Usage(format!("the plan has no input {}", index + 1))
+            })?;
+        if t.dtype() != io.dtype || t.shape() != io.shape.as_slice() {
+            return Err(RuntimeError::Usage(format!(
+                "input `{}`: the plan wants {} {:?}, got {} {:?}",
+                io.name,
+                io.dtype,
+                io.shape,
+                t.dtype(),
+                t.shape()
+            )));
+        }
+        write(&self.dev, &self.places[&io.value], &to_storage(t)?);
+        Ok(())
+    }
+
+    /// Runs the plan once, then copies each `(output, input)` pair's output buffer
+    /// into the input's, on the device, in the same submission: a generation step's
+    /// present keys and values become the next step's cache without leaving the GPU.
+    pub fn execute_carrying(&mut self, carry: &[(usize, usize)]) -> Result<()> {
+        let frame = &self.plan.frame;
+        let mut enc = self.dev.device.create_command_encoder(&Default::default());
+        self.record(&mut enc, false);
+        for &(o, i) in carry {
+            let (Some(out), Some(inp)) = (frame.outputs.get(o), frame.inputs.get(i)) else {
+                return Err(RuntimeError::Usage(format!(
+                    "no output {o} or input {i} to carry"
+                )));
+            };
+            let n = frame.value_bytes.get(&out.value).copied().unwrap_or(0);
+            if frame.value_bytes.get(&inp.value).copied() != Some(n) {
+                return Err(RuntimeError::Usage(format!(
+                    "output `{}` and input `{}` differ in size",
+                    out.name, inp.name
+                )));
+            }
+            let size = (n.div_ceil(4) * 4) as u64;
+            enc.copy_buffer_to_buffer(
+                &self.places[&out.value],
+                0,
+                &self.places[&inp.value],
+                0,
+                size,
+            );
+        }
+        self.dev.queue.submit([enc.finish()]);
+        self.wait()
+    }
+
+    /// Reads output `index` back alone (with the error word, which fails the read
+    /// naming the node whose index was out of range).
+    pub fn output(&self, index: usize) -> Result<Tensor> {
+        let o =
+            self.plan.frame.outputs.get(index).ok_or_else(|| {
+                RuntimeError::Usage(format!("the plan has no output {}", index + 1))
+            })?;
+        let r = &self.readback[index];
+        let mut enc = self.dev.device.create_command_encoder(&Default::default());
+        enc.copy_buffer_to_buffer(&self.places[&o.value], 0, r, 0, r.size());
+        if let Some((word, read)) = &self.errors {
+            enc.copy_buffer_to_buffer(word, 0, read, 0, read.size());
+        }
+        self.dev.queue.submit([enc.finish()]);
+        r.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+        if let Some((_, read)) = &self.errors {
+            read.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+        }
+        self.wait()?;
+        let code = match &self.errors {
+            Some((_, read)) => {
+                let w = read
+                    .slice(..)
+                    .get_mapped_range()
+                    .map_err(err)
+                    .map(|v| u32::from_le_bytes([v[0], v[1], v[2], v[3]]));
+                read.unmap();
+                w?
+            }
+            None => 0,
+        };
+        let n = self
+            .plan
+            .frame
+            .value_bytes
+            .get(&o.value)
+            .copied()
+            .unwrap_or(0);
+        let t = {
+            let view = r.slice(..).get_mapped_range().map_err(err)?;
+            from_storage(o.dtype, &o.shape, &view[..n])
+        };
+        r.unmap();
+        if code != 0 {
+            let checks =
+                self.plan.kernels.iter().filter_map(|k| {
+                    Some((k.name.as_str(), k.node.as_str(), k.index_check.as_ref()?))
+                });
+            return Err(RuntimeError::IndexOutOfRange(index_error(
+                code, "wgpu", checks,
+            )));
+        }
+        let t = t?;
+        keep_counted(o, t, &[0]).map_err(err)
+    }
+
     fn record(&self, enc: &mut wgpu::CommandEncoder, timed: bool) {
         if let Some((word, _)) = &self.errors {
             enc.clear_buffer(word, 0, None);

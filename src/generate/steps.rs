@@ -1,0 +1,142 @@
+//! Compiling generation's steps: each [`Step`] (a prefill over a padded prompt, or a
+//! decode step against a cache of some length) is the exported decoder specialized to
+//! the step's sizes, rewritten by [`Decoder::lower`] (cache in place), optimized like any
+//! bucket, its weights stored `[N, K]` ([`gopt_passes::decoder::weights_nk`]) and planned
+//! for the backend into the weight store every step shares. Steps are specialized and
+//! optimized in parallel, then planned in order, so the artifact does not depend on
+//! timing.
+
+use crate::compiled::BackendPlan;
+use crate::pipeline::{self, Backend, Options, Variant};
+use crate::{GoptError, Imported, Result};
+use gopt_codegen::plan::WeightStore;
+use gopt_ir::DType;
+use gopt_passes::decoder::{self, Decoder, Step};
+use rayon::prelude::*;
+use std::time::{Duration, Instant};
+
+/// One compiled step.
+pub struct CompiledStep {
+    /// Which step.
+    pub step: Step,
+    /// Its optimized graph (inputs: the model's, the caches and `cache_position`;
+    /// outputs: the logits then the presents).
+    pub variant: Variant,
+    /// Its plan for the backend.
+    pub plan: BackendPlan,
+    /// Time to specialize, optimize and plan it.
+    pub compile_time: Duration,
+}
+
+impl CompiledStep {
+    /// Kernel launches per run of the step (interpreted nodes on the CPU).
+    pub fn launches(&self) -> usize {
+        match &self.plan {
+            BackendPlan::Cpu => self.variant.graph.nodes.len(),
+            BackendPlan::Cuda(p) => p.launches(),
+            BackendPlan::Wgsl(p) => p.kernels.len(),
+        }
+    }
+
+    /// Steps by kind, for reports (`gemv`, `attention`, ...); `None` on the CPU.
+    pub fn kernel_kinds(&self) -> Option<std::collections::BTreeMap<String, usize>> {
+        match &self.plan {
+            BackendPlan::Cpu => None,
+            BackendPlan::Cuda(p) => Some(p.kernel_kinds()),
+            BackendPlan::Wgsl(p) => Some(p.kernel_kinds()),
+        }
+    }
+
+    /// Device memory the plan needs (arena, which holds the cache, and the weights).
+    pub fn device_bytes(&self) -> u128 {
+        match &self.plan {
+            BackendPlan::Cpu => 0,
+            BackendPlan::Cuda(p) => p.device_bytes(),
+            BackendPlan::Wgsl(p) => p.device_bytes(),
+        }
+    }
+}
+
+/// The dtype the caches are stored in: the compute precision's 16-bit type, else the
+/// model's.
+pub fn cache_dtype(decoder: &Decoder, opts: &Options) -> DType {
+    match opts.config.precision {
+        gopt_passes::Precision::Bf16 if !opts.no_optimize => DType::BF16,
+        gopt_passes::Precision::Fp16 if !opts.no_optimize => DType::F16,
+        _ => decoder.caches.first().map_or(DType::F32, |c| c.dtype),
+    }
+}
+
+/// Specializes and optimizes `step` (no shared state: steps run this in parallel).
+fn specialize(
+    model: &Imported,
+    decoder: &Decoder,
+    opts: &Options,
+    cache: DType,
+    step: Step,
+) -> Result<(Variant, Duration)> {
+    let t = Instant::now();
+    let in_step = |e: GoptError| match e {
+        GoptError::Passes(p) => GoptError::Passes(p.in_bucket(&step.name())),
+        e => e,
+    };
+    let g = crate::prepare(&model.model, &decoder.bindings(step)).map_err(in_step)?;
+    let g = decoder.lower(&g, step, cache)?;
+    let mut v =
+        pipeline::optimize_prepared(g, &decoder::step_sizes(step), opts).map_err(in_step)?;
+    if opts.backend == Backend::Cuda {
+        v.graph = decoder::weights_nk(v.graph)?;
+    }
+    Ok((v, t.elapsed()))
+}
+
+/// Compiles `steps` into `store`, calling `progress` after each.
+pub fn compile(
+    model: &Imported,
+    decoder: &Decoder,
+    opts: &Options,
+    steps: &[Step],
+    store: &mut WeightStore,
+    mut progress: impl FnMut(&CompiledStep),
+) -> Result<Vec<CompiledStep>> {
+    let cache = cache_dtype(decoder, opts);
+    let specialized: Vec<Result<(Variant, Duration)>> = steps
+        .par_iter()
+        .map(|&s| specialize(model, decoder, opts, cache, s))
+        .collect();
+    let mut out = Vec::with_capacity(steps.len());
+    for (&step, v) in steps.iter().zip(specialized) {
+        let (variant, spent) = v?;
+        let t = Instant::now();
+        let plan = plan(&variant, opts, store)?;
+        let what = format!("step {}", step.name());
+        let limit = gopt_ir::limit::MemoryLimit::gpu_plan(opts.memory_limit);
+        match &plan {
+            BackendPlan::Cpu => {}
+            BackendPlan::Cuda(p) => p.check_memory(&what, Some(&variant.graph), 0, &limit)?,
+            BackendPlan::Wgsl(p) => p.check_memory(&what, Some(&variant.graph), &limit)?,
+        }
+        let c = CompiledStep {
+            step,
+            variant,
+            plan,
+            compile_time: spent + t.elapsed(),
+        };
+        progress(&c);
+        out.push(c);
+    }
+    Ok(out)
+}
+
+fn plan(v: &Variant, opts: &Options, store: &mut WeightStore) -> Result<BackendPlan> {
+    Ok(match opts.backend {
+        Backend::Cpu => BackendPlan::Cpu,
+        Backend::Cuda => {
+            let gemv = gopt_codegen::cuda::plan::PlanOptions { gemv: true };
+            let mut p = gopt_codegen::cuda::plan::build_with_options(&v.graph, store, gemv)?;
+            p.tf32 = opts.tf32_gemms();
+            BackendPlan::Cuda(p)
+        }
+        Backend::Wgpu => BackendPlan::Wgsl(gopt_codegen::wgsl::plan::build_with(&v.graph, store)?),
+    })
+}
