@@ -17,44 +17,10 @@ use gopt::codegen::CodegenError;
 use gopt::ir::ops::EvalCx;
 use gopt::ir::{DType, Graph, Tensor};
 use gopt::runtime::cuda::Device;
-use std::ffi::{CStr, CString};
 use std::path::Path;
 
 mod common;
-use common::{compile, include_dir, nvrtc_ready, random};
-
-/// Compiles to sm_90 machine code (NVRTC runs ptxas for a real architecture, so inline
-/// PTX is checked) and returns the log with ptxas' register and spill report.
-fn compile_sass(src: &str) -> Result<String, String> {
-    use cudarc::nvrtc::{result, sys};
-    let csrc = CString::new(src).map_err(|e| e.to_string())?;
-    let prog = result::create_program(&csrc, None).map_err(|e| format!("{e:?}"))?;
-    let opts = [
-        "--gpu-architecture=sm_90".to_string(),
-        "--std=c++17".to_string(),
-        "--ptxas-options=-v".to_string(),
-        format!("--include-path={}", include_dir()),
-    ];
-    // SAFETY: `prog` was just created and is destroyed once, below.
-    let compiled = unsafe { result::compile_program(prog, &opts) };
-    let log = unsafe { result::get_program_log(prog) }
-        .map(|l| {
-            unsafe { CStr::from_ptr(l.as_ptr()) }
-                .to_string_lossy()
-                .into_owned()
-        })
-        .unwrap_or_default();
-    let mut size = 0usize;
-    let cubin = compiled.is_ok()
-        && unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) } == sys::nvrtcResult::NVRTC_SUCCESS
-        && size > 0;
-    unsafe { result::destroy_program(prog) }.map_err(|e| format!("{e:?}"))?;
-    match (compiled, cubin) {
-        (Ok(()), true) => Ok(log),
-        (Ok(()), false) => Err(format!("no machine code:\n{log}")),
-        (Err(e), _) => Err(format!("{e:?}\n{log}")),
-    }
-}
+use common::{compile, compile_sass, nvrtc_ready, random};
 
 /// The mask a case gives the node.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -320,8 +286,8 @@ fn attention_kernels_compile_for_sm90() {
         let kernels: Vec<Kernel> = cases(dt).iter().map(|c| c.kernel(&c.graph())).collect();
         let src = gopt::codegen::cuda::module_source(&kernels);
         // The runtime's PTX compilation with ptxas' report (one NVRTC run, not two).
-        let log =
-            compile_sass(&src).unwrap_or_else(|e| panic!("{dt}: NVRTC rejected the module:\n{e}"));
+        let log = compile_sass(&src, "sm_90")
+            .unwrap_or_else(|e| panic!("{dt}: NVRTC rejected the module:\n{e}"));
         // ptxas reports per kernel; none may spill to local memory.
         let spills: Vec<&str> = log.lines().filter(|l| l.contains("spill")).collect();
         assert!(
@@ -355,7 +321,7 @@ fn sm90_compilation_checks_inline_ptx() {
     let bad = "extern \"C\" __global__ void k(float* x) { asm volatile(\"mma.sync.bogus;\"); }";
     let err = compile(bad).expect_err("ptxas must reject the bogus instruction");
     assert!(err.contains("bogus"), "{err}");
-    let err = compile_sass(bad).expect_err("ptxas must reject the bogus instruction");
+    let err = compile_sass(bad, "sm_90").expect_err("ptxas must reject the bogus instruction");
     assert!(err.contains("bogus"), "{err}");
 }
 

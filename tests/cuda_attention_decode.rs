@@ -22,43 +22,9 @@ use gopt::ir::ops::EvalCx;
 use gopt::ir::{DType, Graph, Tensor};
 use gopt::runtime::cuda::Device;
 use std::collections::BTreeMap;
-use std::ffi::{CStr, CString};
 
 mod common;
-use common::{include_dir, nvrtc_ready, random};
-
-/// Compiles to machine code for `arch` (NVRTC runs ptxas for a real architecture, so
-/// inline PTX is checked) and returns the log with ptxas' register and spill report.
-fn compile_sass(src: &str, arch: &str) -> Result<String, String> {
-    use cudarc::nvrtc::{result, sys};
-    let csrc = CString::new(src).map_err(|e| e.to_string())?;
-    let prog = result::create_program(&csrc, None).map_err(|e| format!("{e:?}"))?;
-    let opts = [
-        format!("--gpu-architecture={arch}"),
-        "--std=c++17".to_string(),
-        "--ptxas-options=-v".to_string(),
-        format!("--include-path={}", include_dir()),
-    ];
-    // SAFETY: `prog` was just created and is destroyed once, below.
-    let compiled = unsafe { result::compile_program(prog, &opts) };
-    let log = unsafe { result::get_program_log(prog) }
-        .map(|l| {
-            unsafe { CStr::from_ptr(l.as_ptr()) }
-                .to_string_lossy()
-                .into_owned()
-        })
-        .unwrap_or_default();
-    let mut size = 0usize;
-    let cubin = compiled.is_ok()
-        && unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) } == sys::nvrtcResult::NVRTC_SUCCESS
-        && size > 0;
-    unsafe { result::destroy_program(prog) }.map_err(|e| format!("{e:?}"))?;
-    match (compiled, cubin) {
-        (Ok(()), true) => Ok(log),
-        (Ok(()), false) => Err(format!("no machine code:\n{log}")),
-        (Err(e), _) => Err(format!("{e:?}\n{log}")),
-    }
-}
+use common::{compile_sass, nvrtc_ready, random};
 
 /// The mask a case gives the node.
 #[derive(Clone, Copy, Debug, PartialEq)]

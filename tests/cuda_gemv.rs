@@ -19,43 +19,9 @@ use gopt::ir::dim::shape_of;
 use gopt::ir::ops::{FusedOp, NnOp};
 use gopt::ir::{Attr, Attrs, DType, Graph, Op, Tensor, TensorType};
 use std::collections::BTreeMap;
-use std::ffi::{CStr, CString};
 
 mod common;
-use common::{include_dir, node_inputs, nvrtc_ready, random, reference};
-
-/// Compiles to sm_90 machine code (NVRTC runs ptxas for a real architecture) and
-/// returns the log with ptxas' register and spill report.
-fn compile_sass(src: &str) -> Result<String, String> {
-    use cudarc::nvrtc::{result, sys};
-    let csrc = CString::new(src).map_err(|e| e.to_string())?;
-    let prog = result::create_program(&csrc, None).map_err(|e| format!("{e:?}"))?;
-    let opts = [
-        "--gpu-architecture=sm_90".to_string(),
-        "--std=c++17".to_string(),
-        "--ptxas-options=-v".to_string(),
-        format!("--include-path={}", include_dir()),
-    ];
-    // SAFETY: `prog` was just created and is destroyed once, below.
-    let compiled = unsafe { result::compile_program(prog, &opts) };
-    let log = unsafe { result::get_program_log(prog) }
-        .map(|l| {
-            unsafe { CStr::from_ptr(l.as_ptr()) }
-                .to_string_lossy()
-                .into_owned()
-        })
-        .unwrap_or_default();
-    let mut size = 0usize;
-    let cubin = compiled.is_ok()
-        && unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) } == sys::nvrtcResult::NVRTC_SUCCESS
-        && size > 0;
-    unsafe { result::destroy_program(prog) }.map_err(|e| format!("{e:?}"))?;
-    match (compiled, cubin) {
-        (Ok(()), true) => Ok(log),
-        (Ok(()), false) => Err(format!("no machine code:\n{log}")),
-        (Err(e), _) => Err(format!("{e:?}\n{log}")),
-    }
-}
+use common::{compile_sass, node_inputs, nvrtc_ready, random, reference};
 
 /// ptxas' report per kernel: (registers, the "stack frame, spill" line).
 fn ptxas_report(log: &str) -> BTreeMap<String, (u32, String)> {
@@ -217,15 +183,7 @@ impl Case {
 }
 
 const DTYPES: [DType; 3] = [DType::F32, DType::BF16, DType::F16];
-const ACTIVATIONS: [&str; 7] = [
-    "none",
-    "relu",
-    "gelu",
-    "gelu_tanh",
-    "silu",
-    "tanh",
-    "sigmoid",
-];
+const ACTIVATIONS: &[&str] = gopt::ir::ops::fused::MATMUL_ACTIVATIONS;
 
 /// Every M × K × N of the matrix, no epilogue.
 fn shapes(dt: DType) -> Vec<Case> {
@@ -343,8 +301,8 @@ fn gemv_kernels_compile_for_sm90_without_spills() {
             .map(|c| c.kernel(&c.graph(false)))
             .collect();
         let src = gopt::codegen::cuda::module_source(&kernels);
-        let log =
-            compile_sass(&src).unwrap_or_else(|e| panic!("{dt}: NVRTC rejected the module:\n{e}"));
+        let log = compile_sass(&src, "sm_90")
+            .unwrap_or_else(|e| panic!("{dt}: NVRTC rejected the module:\n{e}"));
         let report = ptxas_report(&log);
         for k in &kernels {
             let (regs, frame) = report

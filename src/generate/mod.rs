@@ -357,13 +357,10 @@ impl Generator {
             .collect();
         let logits = session.prefill(&pre_inputs, &last, &self.decoder.caches)?;
         let mut kept = Vec::new();
-        let mut keep = |l: &gopt_ir::Tensor| {
-            if req.record_logits {
-                kept.push(rows_of(l));
-            }
-        };
-        keep(&logits);
-        let mut next = sample_rows(&logits, &mut sampler)?;
+        let mut next = sample_rows(&logits, &mut sampler);
+        if req.record_logits {
+            kept.push(logits);
+        }
         let ttft = t0.elapsed();
         let mut tokens: Vec<Vec<i64>> = next.iter().map(|&t| vec![t]).collect();
         let mut done: Vec<bool> = next.iter().map(|&t| Some(t) == req.eos).collect();
@@ -378,8 +375,10 @@ impl Generator {
             let pos: Vec<u64> = lens.iter().map(|&l| l + step as u64 - 1).collect();
             let ins = feed.decode(&next, &pos, batch as usize, context as usize)?;
             let logits = session.decode(&ins, rows)?;
-            keep(&logits);
-            next = sample_rows(&logits, &mut sampler)?;
+            next = sample_rows(&logits, &mut sampler);
+            if req.record_logits {
+                kept.push(logits);
+            }
             for r in 0..rows {
                 if !done[r] {
                     tokens[r].push(next[r]);
@@ -408,19 +407,18 @@ impl Generator {
         let Some(budget) = self.opts.memory_budget else {
             return Ok(());
         };
-        let mut total: u128 = self.store.len() as u128;
+        let weights = self.store.len();
+        let mut total = weights as u128;
         for s in [p, d] {
-            total += match &self.step(s)?.plan {
-                crate::compiled::BackendPlan::Cuda(plan) => {
-                    plan.peak_memory(self.store.len()).total() as u128 - self.store.len() as u128
-                }
-                other => other_bytes(other),
-            };
+            total += self.step(s)?.own_bytes(weights);
         }
         if total > u128::from(budget) {
+            let Step::Decode { batch, context } = d else {
+                return Err(GoptError::Usage("steps out of order".into()));
+            };
             let cache = self.decoder.cache_bytes(
-                d.batch(),
-                context_of(d),
+                batch,
+                context,
                 steps::cache_dtype(&self.decoder, &self.opts),
             );
             return Err(GoptError::Inputs(format!(
@@ -548,33 +546,9 @@ impl Generator {
     }
 }
 
-fn context_of(s: Step) -> u64 {
-    match s {
-        Step::Decode { context, .. } => context,
-        Step::Prefill { seq, .. } => seq,
-    }
-}
-
-fn other_bytes(p: &crate::compiled::BackendPlan) -> u128 {
-    match p {
-        crate::compiled::BackendPlan::Cpu => 0,
-        crate::compiled::BackendPlan::Cuda(p) => p.arena_bytes as u128,
-        crate::compiled::BackendPlan::Wgsl(p) => p.device_bytes(),
-    }
-}
-
-/// The rows of `logits` (`[rows, vocab]`) as vectors.
-fn rows_of(logits: &gopt_ir::Tensor) -> Vec<Vec<f32>> {
-    let width = logits.shape().last().copied().unwrap_or(1).max(1);
-    let v: Vec<f32> = logits.to_f64_vec().iter().map(|&x| x as f32).collect();
-    v.chunks(width).map(<[f32]>::to_vec).collect()
-}
-
-/// The next token of each row of `logits` (`[rows, vocab]`).
-fn sample_rows(logits: &gopt_ir::Tensor, sampler: &mut Sampler) -> Result<Vec<i64>> {
-    let width = logits.shape().last().copied().unwrap_or(1).max(1);
-    let v: Vec<f32> = logits.to_f64_vec().iter().map(|&x| x as f32).collect();
-    Ok(v.chunks(width).map(|row| sampler.next(row)).collect())
+/// The next token of each row of logits.
+fn sample_rows(logits: &[Vec<f32>], sampler: &mut Sampler) -> Vec<i64> {
+    logits.iter().map(|row| sampler.next(row)).collect()
 }
 
 impl Drop for Generator {

@@ -148,18 +148,13 @@ impl Session<'_> {
     /// Runs the prefill step on `inputs` and returns the logits of `rows` (indices into
     /// the logits seen as `[batch · seq, vocab]`), after writing the prompt's keys and
     /// values into the decode step's (zeroed) cache.
-    pub fn prefill(
-        &mut self,
-        inputs: &[Tensor],
-        rows: &[usize],
-        caches: &[Cache],
-    ) -> Result<Tensor> {
+    pub fn prefill(&mut self, inputs: &[Tensor], rows: &[usize], caches: &[Cache]) -> Result<Rows> {
         let (p, d) = (self.prefill.step, self.decode.step);
         match &self.prefill.plan {
             BackendPlan::Cpu => {
                 let limit = gopt_ir::limit::MemoryLimit::host(self.limit);
                 let outs = interp::run_limited(&self.prefill.variant.graph, inputs, limit)?;
-                let logits = take_rows(&outs[0], rows)?;
+                let logits = take_rows(&outs[0], Some(rows))?;
                 self.host_caches = self.fresh_caches(&outs[1..], caches)?;
                 Ok(logits)
             }
@@ -167,7 +162,7 @@ impl Session<'_> {
                 let (pre, dec) = two_cuda(self.loaded, p, d)?;
                 pre.set_inputs(inputs)?;
                 pre.execute()?;
-                let logits = pre.output(0, Some(rows))?;
+                let logits = take_rows(&pre.output(0, Some(rows))?, None)?;
                 for (k, c) in caches.iter().enumerate() {
                     let to = self.cache_inputs[k];
                     dec.zero_input(to)?;
@@ -182,7 +177,7 @@ impl Session<'_> {
             }
             BackendPlan::Wgsl(_) => {
                 let outs = self.wgpu(p)?.run(inputs)?;
-                let logits = take_rows(&outs[0], rows)?;
+                let logits = take_rows(&outs[0], Some(rows))?;
                 let fresh = self.fresh_caches(&outs[1..], caches)?;
                 let at = self.cache_inputs.clone();
                 let dec = self.wgpu(d)?;
@@ -197,7 +192,7 @@ impl Session<'_> {
     /// Runs one decode step: `inputs` are the decode step's inputs by index, the caches
     /// left out (they are where the session keeps them); returns the logits of the
     /// first `rows` batch rows.
-    pub fn decode(&mut self, inputs: &[(usize, Tensor)], rows: usize) -> Result<Tensor> {
+    pub fn decode(&mut self, inputs: &[(usize, Tensor)], rows: usize) -> Result<Rows> {
         let d = self.decode.step;
         let take: Vec<usize> = (0..rows).collect();
         match &self.decode.plan {
@@ -218,7 +213,7 @@ impl Session<'_> {
                     .collect::<Result<_>>()?;
                 let limit = gopt_ir::limit::MemoryLimit::host(self.limit);
                 let mut outs = interp::run_limited(&self.decode.variant.graph, &all, limit)?;
-                let logits = take_rows(&outs[0], &take)?;
+                let logits = take_rows(&outs[0], Some(&take))?;
                 self.host_caches = outs.drain(1..).collect();
                 Ok(logits)
             }
@@ -228,7 +223,7 @@ impl Session<'_> {
                     exe.set_input(*i, t)?;
                 }
                 exe.execute()?;
-                Ok(exe.output(0, Some(&take))?)
+                take_rows(&exe.output(0, Some(&take))?, None)
             }
             BackendPlan::Wgsl(_) => {
                 let carry: Vec<(usize, usize)> = self
@@ -242,7 +237,7 @@ impl Session<'_> {
                     exe.set_input(*i, t)?;
                 }
                 exe.execute_carrying(&carry)?;
-                take_rows(&exe.output(0)?, &take)
+                take_rows(&exe.output(0)?, Some(&take))
             }
         }
     }
@@ -353,24 +348,34 @@ fn write_prefix(dst: &Tensor, src: &Tensor, axis: usize) -> Result<Tensor> {
     Ok(gopt_runtime::host::from_bytes(dst.dtype(), ds, &bytes)?)
 }
 
-/// `rows` of `t` seen as `[rows, last dim]`, as f32 `[rows.len(), last]`.
-pub(super) fn take_rows(t: &Tensor, rows: &[usize]) -> Result<Tensor> {
+/// Logits rows: one vector of the vocabulary's size per sequence.
+pub(super) type Rows = Vec<Vec<f32>>;
+
+/// `rows` of `t` seen as `[rows, last dim]` (all of them with `None`), as f32.
+pub(super) fn take_rows(t: &Tensor, rows: Option<&[usize]>) -> Result<Rows> {
     let width = t.shape().last().copied().unwrap_or(1).max(1);
-    let all = t.cast(gopt_ir::DType::F32).to_f64_vec();
-    let mut out = Vec::with_capacity(rows.len() * width);
-    for &r in rows {
-        let row = all.get(r * width..(r + 1) * width).ok_or_else(|| {
-            GoptError::Usage(format!(
-                "logits have {} rows, not {}",
-                all.len() / width,
-                r + 1
-            ))
-        })?;
-        out.extend_from_slice(row);
-    }
-    Ok(Tensor::from_f64s(
-        gopt_ir::DType::F32,
-        &[rows.len(), width],
-        &out,
-    )?)
+    let t = t.cast(gopt_ir::DType::F32);
+    let all = t.as_array::<f32>()?.as_standard_layout();
+    let all = all.as_slice().unwrap_or(&[]);
+    let every: Vec<usize>;
+    let rows = match rows {
+        Some(r) => r,
+        None => {
+            every = (0..all.len() / width).collect();
+            &every
+        }
+    };
+    rows.iter()
+        .map(|&r| {
+            all.get(r * width..(r + 1) * width)
+                .map(<[f32]>::to_vec)
+                .ok_or_else(|| {
+                    GoptError::Usage(format!(
+                        "logits have {} rows, not {}",
+                        all.len() / width,
+                        r + 1
+                    ))
+                })
+        })
+        .collect()
 }

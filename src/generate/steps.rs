@@ -47,6 +47,19 @@ impl CompiledStep {
         }
     }
 
+    /// The predicted device memory of the step beside the `weights` bytes it shares
+    /// with the others: on CUDA its peak less the weights (arena, which holds the
+    /// cache, workspace, graph), on wgpu its buffer pool.
+    pub fn own_bytes(&self, weights: usize) -> u128 {
+        match &self.plan {
+            BackendPlan::Cpu => 0,
+            BackendPlan::Cuda(p) => {
+                u128::from(p.peak_memory(weights).total()).saturating_sub(weights as u128)
+            }
+            BackendPlan::Wgsl(p) => p.pool_bytes() as u128,
+        }
+    }
+
     /// Device memory the plan needs (arena, which holds the cache, and the weights).
     pub fn device_bytes(&self) -> u128 {
         match &self.plan {

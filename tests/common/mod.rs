@@ -147,3 +147,36 @@ pub fn close(got: &Tensor, want: &Tensor, (rtol32, atol32): (f64, f64)) -> Resul
 
 /// The f32/f64 tolerance of [`close`] for one kernel against the interpreter.
 pub const KERNEL_TOL: (f64, f64) = (1e-5, 1e-6);
+
+/// Compiles to machine code for `arch` (NVRTC runs ptxas for a real architecture, so
+/// inline PTX is checked) and returns the log with ptxas' register and spill report.
+pub fn compile_sass(src: &str, arch: &str) -> Result<String, String> {
+    use cudarc::nvrtc::{result, sys};
+    let csrc = std::ffi::CString::new(src).map_err(|e| e.to_string())?;
+    let prog = result::create_program(&csrc, None).map_err(|e| format!("{e:?}"))?;
+    let opts = [
+        format!("--gpu-architecture={arch}"),
+        "--std=c++17".to_string(),
+        "--ptxas-options=-v".to_string(),
+        format!("--include-path={}", include_dir()),
+    ];
+    // SAFETY: `prog` was just created and is destroyed once, below.
+    let compiled = unsafe { result::compile_program(prog, &opts) };
+    let log = unsafe { result::get_program_log(prog) }
+        .map(|l| {
+            unsafe { std::ffi::CStr::from_ptr(l.as_ptr()) }
+                .to_string_lossy()
+                .into_owned()
+        })
+        .unwrap_or_default();
+    let mut size = 0usize;
+    let cubin = compiled.is_ok()
+        && unsafe { sys::nvrtcGetCUBINSize(prog, &mut size) } == sys::nvrtcResult::NVRTC_SUCCESS
+        && size > 0;
+    unsafe { result::destroy_program(prog) }.map_err(|e| format!("{e:?}"))?;
+    match (compiled, cubin) {
+        (Ok(()), true) => Ok(log),
+        (Ok(()), false) => Err(format!("no machine code:\n{log}")),
+        (Err(e), _) => Err(format!("{e:?}\n{log}")),
+    }
+}

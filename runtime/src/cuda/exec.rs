@@ -532,7 +532,7 @@ impl Executable {
                 )
                 .map_err(drv(format!("copying output `{}`", io.name)))?;
         }
-        self.check_status()?;
+        self.status()?;
         let shape = match rows.len() * width == total {
             true => io.shape.clone(),
             false => vec![rows.len(), width],
@@ -540,8 +540,9 @@ impl Executable {
         from_bytes(io.dtype, &shape, &host)
     }
 
-    /// Synchronizes the stream and fails when a kernel raised the index error word.
-    fn check_status(&self) -> Result<()> {
+    /// Reads the status words back, synchronizes the stream and fails when a kernel
+    /// raised the index error word; the words (counted outputs' sizes) otherwise.
+    fn status(&self) -> Result<Vec<u32>> {
         let mut words = vec![0u32; status_words(&self.plan.frame.outputs)];
         if let Some((word, _)) = &self.errors {
             self.stream
@@ -551,7 +552,8 @@ impl Executable {
         self.stream
             .synchronize()
             .map_err(drv("running the plan (an asynchronous CUDA error)"))?;
-        self.index_error(words[0])
+        self.index_error(words[0])?;
+        Ok(words)
     }
 
     /// `Err` naming the kernel whose index check raised `code` (0: none did).
@@ -606,16 +608,7 @@ impl Executable {
             }
             outs.push(from_bytes(io.dtype, &io.shape, &host)?);
         }
-        let mut words = vec![0u32; status_words(&self.plan.frame.outputs)];
-        if let Some((word, _)) = &self.errors {
-            self.stream
-                .memcpy_dtoh(word, &mut words[..])
-                .map_err(drv("copying the status words"))?;
-        }
-        self.stream
-            .synchronize()
-            .map_err(drv("running the plan (an asynchronous CUDA error)"))?;
-        self.index_error(words[0])?;
+        let words = self.status()?;
         outs.into_iter()
             .zip(&self.plan.frame.outputs)
             .map(|(t, io)| keep_counted(io, t, &words).map_err(RuntimeError::Cuda))

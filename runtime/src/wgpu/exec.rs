@@ -451,57 +451,18 @@ impl WgpuExecutable {
     /// Reads output `index` back alone (with the error word, which fails the read
     /// naming the node whose index was out of range).
     pub fn output(&self, index: usize) -> Result<Tensor> {
-        let o =
-            self.plan.frame.outputs.get(index).ok_or_else(|| {
-                RuntimeError::Usage(format!("the plan has no output {}", index + 1))
-            })?;
-        let r = &self.readback[index];
-        let mut enc = self.dev.device.create_command_encoder(&Default::default());
-        enc.copy_buffer_to_buffer(&self.places[&o.value], 0, r, 0, r.size());
-        if let Some((word, read)) = &self.errors {
-            enc.copy_buffer_to_buffer(word, 0, read, 0, read.size());
-        }
-        self.dev.queue.submit([enc.finish()]);
-        r.slice(..).map_async(wgpu::MapMode::Read, |_| {});
-        if let Some((_, read)) = &self.errors {
-            read.slice(..).map_async(wgpu::MapMode::Read, |_| {});
-        }
-        self.wait()?;
-        let code = match &self.errors {
-            Some((_, read)) => {
-                let w = read
-                    .slice(..)
-                    .get_mapped_range()
-                    .map_err(err)
-                    .map(|v| u32::from_le_bytes([v[0], v[1], v[2], v[3]]));
-                read.unmap();
-                w?
-            }
-            None => 0,
-        };
-        let n = self
-            .plan
-            .frame
-            .value_bytes
-            .get(&o.value)
-            .copied()
-            .unwrap_or(0);
-        let t = {
-            let view = r.slice(..).get_mapped_range().map_err(err)?;
-            from_storage(o.dtype, &o.shape, &view[..n])
-        };
-        r.unmap();
-        if code != 0 {
-            let checks =
-                self.plan.kernels.iter().filter_map(|k| {
-                    Some((k.name.as_str(), k.node.as_str(), k.index_check.as_ref()?))
-                });
-            return Err(RuntimeError::IndexOutOfRange(index_error(
-                code, "wgpu", checks,
+        if index >= self.plan.frame.outputs.len() {
+            return Err(RuntimeError::Usage(format!(
+                "the plan has no output {}",
+                index + 1
             )));
         }
-        let t = t?;
-        keep_counted(o, t, &[0]).map_err(err)
+        let mut enc = self.dev.device.create_command_encoder(&Default::default());
+        self.copy_back_of(&mut enc, &[index]);
+        self.dev.queue.submit([enc.finish()]);
+        self.read_back_of(&[index])?
+            .pop()
+            .ok_or_else(|| err("no output read back"))
     }
 
     fn record(&self, enc: &mut wgpu::CommandEncoder, timed: bool) {
@@ -558,10 +519,21 @@ impl WgpuExecutable {
         self.read_back()
     }
 
+    /// The indices of every output.
+    fn all_outputs(&self) -> Vec<usize> {
+        (0..self.plan.frame.outputs.len()).collect()
+    }
+
     /// Records the copies of the outputs (and the error word) to their read-back
     /// buffers.
     fn copy_back(&self, enc: &mut wgpu::CommandEncoder) {
-        for (o, r) in self.plan.frame.outputs.iter().zip(&self.readback) {
+        self.copy_back_of(enc, &self.all_outputs());
+    }
+
+    /// [`Self::copy_back`] of the outputs `which` only.
+    fn copy_back_of(&self, enc: &mut wgpu::CommandEncoder, which: &[usize]) {
+        for &i in which {
+            let (o, r) = (&self.plan.frame.outputs[i], &self.readback[i]);
             enc.copy_buffer_to_buffer(&self.places[&o.value], 0, r, 0, r.size());
         }
         if let Some((word, read)) = &self.errors {
@@ -572,8 +544,16 @@ impl WgpuExecutable {
     /// Maps the read-back buffers (one wait) and converts the outputs; a nonzero error
     /// word fails the run naming the node whose index was out of range.
     fn read_back(&self) -> Result<Vec<Tensor>> {
-        for r in &self.readback {
-            r.slice(..).map_async(wgpu::MapMode::Read, |_| {});
+        self.read_back_of(&self.all_outputs())
+    }
+
+    /// [`Self::read_back`] of the outputs `which` only (copied by
+    /// [`Self::copy_back_of`]).
+    fn read_back_of(&self, which: &[usize]) -> Result<Vec<Tensor>> {
+        for &i in which {
+            self.readback[i]
+                .slice(..)
+                .map_async(wgpu::MapMode::Read, |_| {});
         }
         if let Some((_, read)) = &self.errors {
             read.slice(..).map_async(wgpu::MapMode::Read, |_| {});
@@ -592,13 +572,10 @@ impl WgpuExecutable {
             }
             None => Ok(vec![0]),
         };
-        let outs: Vec<Result<Tensor>> = self
-            .plan
-            .frame
-            .outputs
+        let outs: Vec<Result<Tensor>> = which
             .iter()
-            .zip(&self.readback)
-            .map(|(o, r)| {
+            .map(|&i| {
+                let (o, r) = (&self.plan.frame.outputs[i], &self.readback[i]);
                 let n = self
                     .plan
                     .frame
@@ -627,8 +604,8 @@ impl WgpuExecutable {
             }
         }
         outs.into_iter()
-            .zip(&self.plan.frame.outputs)
-            .map(|(t, io)| keep_counted(io, t?, &words).map_err(err))
+            .zip(which)
+            .map(|(t, &i)| keep_counted(&self.plan.frame.outputs[i], t?, &words).map_err(err))
             .collect()
     }
 
