@@ -22,6 +22,8 @@
 #         the passing cases are written to $OUT/cuda.manifest and $OUT/wgpu.manifest)
 #         (--decode-bench: bench/decode-bench.sh, LLM decode of the TinyLlama-1.1B shape
 #         against PyTorch's static-cache decode, into $OUT/decode)
+#         (--quant-bench: bench/quant-bench.sh, the same decode in bf16, int8 and int4
+#         weights, and prefill in bf16 and int4, into $OUT/quant)
 #         5. bench/gpu-bench.sh: ResNet-50, BERT-base, GPT-2 (and, with --bench-models,
 #            the Llama decoder; GOPT_LLAMA_LAYERS=N for a smaller stack) against PyTorch
 #            (SDPA attention) eager and torch.compile (the faster of default and
@@ -37,7 +39,7 @@ set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
-TESTS=(cuda_kernels cuda_plan cuda_attention cuda_attention_decode cuda_conv cuda_gemm cuda_gemv cuda_index_ops cuda_parity_ops gpu_indices cuda_memory generate)
+TESTS=(cuda_kernels cuda_plan cuda_attention cuda_attention_decode cuda_conv cuda_gemm cuda_gemv cuda_packed cuda_index_ops cuda_parity_ops gpu_indices cuda_memory generate)
 WGPU_TESTS=(wgpu_models)
 
 if [[ "${1:-}" == "--build" ]]; then
@@ -61,11 +63,12 @@ if [[ "${1:-}" == "--build" ]]; then
     exit 0
 fi
 
-BENCH=1; CONF=1; WGPU=1; CONF_ALL=0; MODELS=1; BENCH_MODELS=""; DECODE=0
+BENCH=1; CONF=1; WGPU=1; CONF_ALL=0; MODELS=1; BENCH_MODELS=""; DECODE=0; QUANT=0
 while (($#)); do
     case "$1" in
         --no-bench) BENCH=0 ;;
         --decode-bench) DECODE=1 ;;
+        --quant-bench) QUANT=1 ;;
         --all-conformance) CONF_ALL=1 ;;
         --no-models) MODELS=0 ;;
         --no-wgpu) WGPU=0 ;;
@@ -226,6 +229,12 @@ manifest_rc() {
         rc="${PIPESTATUS[0]}"
         [[ -s "$OUT/decode/gopt_decode_b1.json" && -s "$OUT/decode/gopt_decode_b16.json" ]] || rc=1
         record "decode benchmark" "$rc" "bench/decode-bench.sh, $OUT/decode"
+    fi
+    if [[ "$QUANT" == 1 ]]; then
+        echo "== quantized decode benchmark"
+        bash bench/quant-bench.sh "$BIN/gopt" "$OUT/quant" 2>&1 | tail -20
+        rc="${PIPESTATUS[0]}"
+        record "quantized decode benchmark" "$rc" "bench/quant-bench.sh, $OUT/quant"
     fi
     if [[ "$BENCH" == 1 ]]; then
         echo "== benchmark"

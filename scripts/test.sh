@@ -2,7 +2,8 @@
 # The whole test suite, as CI runs it:
 #   1. the Python venv with the pinned onnx (scripts/python-env.sh),
 #   2. the ONNX backend conformance cases in tests/data/conformance (generated once,
-#      skipped while up to date),
+#      skipped while up to date), and a check that the committed quantized models in
+#      tests/data/quantized are what scripts/make-quantized.py writes,
 #   3. every crate's tests in the optimized test profile, snapshots never auto-accepted
 #      (NVRTC from the venv's CUDA 13.0 wheels compiles every generated CUDA kernel),
 #   4. a check that no snapshot is left pending review (*.snap.new).
@@ -26,6 +27,16 @@ export XDG_RUNTIME_DIR="${XDG_RUNTIME_DIR:-/tmp}"
 
 step "conformance data"
 .venv/bin/python scripts/gen-conformance.py tests/data/conformance
+
+step "quantized test data"
+qdir="$(mktemp -d)"
+.venv/bin/python scripts/make-quantized.py "$qdir" >/dev/null
+if ! diff -rq "$qdir" tests/data/quantized >&2; then
+    rm -rf "$qdir"
+    echo "tests/data/quantized is not what scripts/make-quantized.py writes: rerun it" >&2
+    exit 1
+fi
+rm -rf "$qdir"
 
 step "cargo test --workspace --profile test-opt"
 INSTA_UPDATE=no cargo test --workspace --profile test-opt --no-fail-fast "$@"

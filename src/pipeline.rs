@@ -63,6 +63,10 @@ pub struct Options {
     /// ([`gopt_codegen::peak`]) and keeps the buckets that fit together (a run keeps
     /// every bucket it loads); the others are skipped with the reason. `None`: keep all.
     pub memory_budget: Option<u64>,
+    /// Weight-only quantization of the model's matrix-product weights before it is
+    /// specialized (`--quantize int8|int4`, [`gopt_passes::quantize`]). `None`: weights
+    /// keep their type (a model that is already quantized stays so).
+    pub quantize: Option<gopt_passes::quantize::Quantize>,
 }
 
 /// Where a compiled graph executes.
@@ -178,6 +182,15 @@ impl Options {
     /// The most bytes a run or a plan may allocate, checked before allocating.
     pub fn memory_limit(mut self, bytes: u64) -> Options {
         self.memory_limit = Some(bytes);
+        self
+    }
+
+    /// Quantize the weights of the model's matrix products (`MatMul` by a constant
+    /// `[K, N]`) to `q`'s integers before compiling: the optimizer then runs each as a
+    /// MatMulNBits reading the packed weight. The group size is checked when the
+    /// model is compiled.
+    pub fn quantize(mut self, q: gopt_passes::quantize::Quantize) -> Options {
+        self.quantize = Some(q);
         self
     }
 
@@ -354,10 +367,32 @@ pub struct RunOutcome {
 /// (the CPU reference interpreter, the CUDA plan or the WGSL plan): [`crate::Compiled::run`] on a
 /// fresh [`crate::Compiled`].
 pub fn run(model: &crate::Imported, inputs: &[Tensor], opts: &Options) -> Result<RunOutcome> {
-    let mut c = crate::Compiled::empty(model, opts);
+    let mut c = crate::Compiled::new(model, opts)?;
     Ok(RunOutcome {
         outputs: c.run(inputs)?,
     })
+}
+
+/// `model` with its weights quantized as `opts.quantize` asks (a copy; weights not
+/// quantized stay shared), and what was quantized; `model` itself when nothing is asked.
+pub fn quantized(
+    model: &crate::Imported,
+    opts: &Options,
+) -> Result<(crate::Imported, Vec<gopt_passes::quantize::WeightReport>)> {
+    let Some(q) = &opts.quantize else {
+        return Ok((model.clone(), Vec::new()));
+    };
+    q.check().map_err(GoptError::Usage)?;
+    if opts.no_optimize {
+        return Err(GoptError::Usage(
+            "--quantize needs the optimizer (it runs the quantized products packed); drop \
+             --disable all"
+                .into(),
+        ));
+    }
+    let mut m = model.clone();
+    let reports = gopt_passes::quantize::quantize(&mut m.model.graph, q);
+    Ok((m, reports))
 }
 
 /// Pads (or slices) each input to its bucket's dims.

@@ -97,9 +97,11 @@ pub fn aliasing(g: &Graph, lowered: &[Lowered], views: Views) -> Vec<bool> {
             Lowered::View | Lowered::Window(_) => true,
             Lowered::Absorbed => matches!(n.op, Op::Shape(ShapeOp::Split | ShapeOp::Slice)),
             Lowered::Kernel(Kind::Scatter) => crate::lower::scatter::in_place(g, n, views),
-            Lowered::Gemm(_) | Lowered::ConvGemm | Lowered::Kernel(_) | Lowered::Unsupported(_) => {
-                false
-            }
+            Lowered::Gemm(_)
+            | Lowered::ConvGemm
+            | Lowered::PackedGemm
+            | Lowered::Kernel(_)
+            | Lowered::Unsupported(_) => false,
         })
         .collect()
 }

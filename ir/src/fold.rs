@@ -76,7 +76,10 @@ fn fold_pass(graph: &mut Graph) -> Result<FoldStats> {
     let cx = EvalCx { lookup: &no_scope };
     for nid in order {
         let node = &graph.nodes[nid.index()];
-        if !node.op.is_deterministic() || node.attrs.graphs().next().is_some() {
+        if !node.op.is_deterministic()
+            || node.attrs.graphs().next().is_some()
+            || keeps_quantized(graph, node)
+        {
             continue;
         }
         if let Some(k) = fold_large(graph, node) {
@@ -169,6 +172,20 @@ fn fold_pass(graph: &mut Graph) -> Result<FoldStats> {
     graph.prune();
     infer_types(graph)?;
     Ok(stats)
+}
+
+/// A DequantizeLinear of a constant of rank 2 or more (a quantized weight) is never
+/// folded: its product reads the integers (the optimizer's MatMulNBits), which would
+/// be lost to a float copy four times their size.
+pub fn keeps_quantized(graph: &Graph, node: &Node) -> bool {
+    node.op == Op::Nn(crate::ops::NnOp::DequantizeLinear)
+        && node
+            .inputs
+            .first()
+            .copied()
+            .flatten()
+            .and_then(|x| graph.konst(x))
+            .is_some_and(|k| k.rank() >= 2)
 }
 
 /// Folds a node over constants, one of them large, when it only converts or moves

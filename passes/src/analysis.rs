@@ -244,6 +244,12 @@ fn fold(
     if tys.len() != 1 || !op.is_deterministic() || inputs.iter().all(Option::is_none) {
         return None;
     }
+    // A quantized weight stays integers for its product to read (see
+    // `gopt_ir::fold::keeps_quantized`).
+    let weight = |i: &Option<InferInput>| i.is_some_and(|i| i.ty.shape.len() >= 2);
+    if op == Op::Nn(gopt_ir::ops::NnOp::DequantizeLinear) && inputs.first().is_some_and(weight) {
+        return None;
+    }
     let mut ks: Vec<Option<&Const>> = Vec::with_capacity(inputs.len());
     let mut in_bytes = 0;
     for (i, k) in inputs.iter().zip(consts) {

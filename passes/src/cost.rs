@@ -143,6 +143,7 @@ pub fn kind(op: Op) -> Kind {
             | NnOp::Gemm
             | NnOp::MatMulInteger
             | NnOp::QLinearMatMul
+            | NnOp::MatMulNBits
             | NnOp::Einsum => Kind::Gemm,
             NnOp::Conv
             | NnOp::ConvTranspose
@@ -291,6 +292,7 @@ pub fn family(op: Op) -> &'static str {
             | NnOp::Gemm
             | NnOp::MatMulInteger
             | NnOp::QLinearMatMul
+            | NnOp::MatMulNBits
             | NnOp::Einsum
             | NnOp::Conv
             | NnOp::ConvTranspose
@@ -505,6 +507,10 @@ pub fn op_work(
                     ..stream
                 })
             }
+            Op::Nn(NnOp::MatMulNBits) => packed_time(t, attrs, shape(0), dt).unwrap_or(Compute {
+                seconds: mem,
+                ..stream
+            }),
             // Quantized and einsum forms: inputs are not (A, B); bytes bound them.
             _ => Compute {
                 seconds: mem,
@@ -544,7 +550,11 @@ pub fn op_work(
         return work(outputs.iter().map(bytes_of).sum::<f64>() / t.bandwidth);
     }
     let mut time = mem.max(c.seconds) + t.launch();
-    let wide_math = dt == Some(DType::F32);
+    // A packed product with few rows is priced by its kernel ([`packed_time`]): fp32
+    // activations are a choice the cost model weighs, not a precision the user refused.
+    let packed_gemv = op == Op::Nn(NnOp::MatMulNBits)
+        && shape(0).is_some_and(|a| a.iter().rev().skip(1).product::<usize>() <= 16);
+    let wide_math = dt == Some(DType::F32) && !packed_gemv;
     if t.low_precision.is_some()
         && wide_math
         && matches!(k, Kind::Gemm | Kind::Conv | Kind::Attention)
@@ -612,6 +622,47 @@ fn gemm_time(
         flops: 2.0 * f(batch) * f(m) * f(n) * f(kb),
         unit: gemm_unit(t, dt),
         blocks: tiles,
+    })
+}
+
+/// A product with a packed low-bit weight (MatMulNBits): its memory term is the packed
+/// bytes (B's u8 type, counted with the inputs). Up to `gopt_codegen`'s 16 rows it is a
+/// GEMV: with bf16/f16 activations on tensor cores (two instructions per weight to
+/// unpack: bound by the bytes), with fp32 ones on CUDA cores, where unpacking, the
+/// conversion and one FMA per weight and row cost about eight fp32 operations' issue
+/// slots per multiply-add (`2·m·n·k` FLOPs at an eighth of the fp32 rate). Above, the
+/// weight is dequantized into scratch (written at bandwidth) and multiplied on tensor
+/// cores like any GEMM.
+fn packed_time(
+    t: &Target,
+    attrs: &Attrs,
+    a: Option<Vec<usize>>,
+    dt: Option<DType>,
+) -> Option<Compute> {
+    let (a, dt) = (a?, dt?);
+    let k = usize::try_from(attrs.int("K").ok()??).ok()?;
+    let n = usize::try_from(attrs.int("N").ok()??).ok()?;
+    let m: usize = a.iter().rev().skip(1).product::<usize>().max(1);
+    let f = |x: usize| x as f64;
+    let flops = 2.0 * f(m) * f(n) * f(k);
+    if m <= 16 {
+        let (rate, unit) = match dt {
+            DType::F32 => (t.fp32 / 8.0, Unit::Cores),
+            _ => (t.gemm_rate(dt), gemm_unit(t, dt)),
+        };
+        return Some(Compute {
+            seconds: flops / rate,
+            flops,
+            unit,
+            blocks: f(n) / 16.0,
+        });
+    }
+    let scratch = f(n) * f(k) * dt.size() as f64 / t.bandwidth;
+    Some(Compute {
+        seconds: gemm_compute(t, 1, m, n, k, dt) + scratch,
+        flops,
+        unit: gemm_unit(t, dt),
+        blocks: f(m.div_ceil(128)) * f(n.div_ceil(128)),
     })
 }
 

@@ -18,6 +18,7 @@ pub mod extract;
 pub mod group;
 pub mod lang;
 pub mod nhwc;
+pub mod quantize;
 pub mod report;
 pub mod rules;
 
@@ -303,6 +304,12 @@ pub fn optimize(g: Verified, cfg: &Config) -> Result<Optimized> {
     };
     let before = report::census(&g, &plain);
     let mut source = g.into_inner();
+    // MatMulNBits with every optional input slot, the form the rules match.
+    for n in &mut source.nodes {
+        if n.op == gopt_ir::Op::Nn(gopt_ir::ops::NnOp::MatMulNBits) {
+            n.inputs.resize(6, None);
+        }
+    }
     let consts = std::mem::take(&mut source.constants);
     let (loaded, imported) = match cfg.explain {
         true => explain::to_egraph_explained(&source, consts)?,

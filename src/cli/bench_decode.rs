@@ -40,6 +40,9 @@ struct Report {
     /// roof / p50.
     of_roof: Option<f64>,
     compile_ms: f64,
+    /// `--quantize`: what was quantized, in one line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quantized: Option<String>,
 }
 
 /// Runs `gopt bench --decode`.
@@ -142,6 +145,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         roof_ms: roof,
         of_roof: roof.map(|r| r / p50),
         compile_ms,
+        quantized: super::quantized::summary(g.options().quantize.as_ref(), g.quantized()),
     };
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&r)?);
@@ -184,5 +188,8 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         ),
     }
     outln!("compile {:.0} ms", r.compile_ms);
+    if let Some(q) = &r.quantized {
+        outln!("{q}");
+    }
     Ok(ExitCode::SUCCESS)
 }

@@ -166,6 +166,25 @@ pub struct OptArgs {
     /// cuda|wgsl`, which has no device to ask.
     #[arg(long, value_name = "SIZE", value_parser = parse_memory_limit)]
     pub memory_limit: Option<u64>,
+    /// Weight-only quantization: int8 or int4. Every `MatMul` (or `Gemm`) by a
+    /// constant weight `[K, N]` (K ≥ 16) gets its weight rounded to integers in groups
+    /// of --group-size along K, one scale per group (round to nearest, ties to even),
+    /// and runs as a MatMulNBits that reads the packed weight: on CUDA, a GEMV that
+    /// dequantizes in registers for up to 16 rows (decode reads 1/2 or 1/4 of bf16's
+    /// bytes), the weight dequantized into scratch then cuBLASLt above. The product
+    /// computing a graph output (an LM head) keeps its weight, as AWQ and GPTQ do.
+    /// Activations, accumulation and everything else keep --precision. Each weight's
+    /// relative error is in the report (--explain lists them). Models already
+    /// quantized (QDQ, MatMulNBits, int4 weights) need no flag. docs/quantization.md
+    #[arg(long, value_name = "BITS", value_parser = ["int8", "int4"])]
+    pub quantize: Option<String>,
+    /// --quantize: weights per group along K (a power of two, at least 16).
+    #[arg(long, value_name = "N", default_value_t = 128, requires = "quantize")]
+    pub group_size: usize,
+    /// --quantize: a zero point per group (u8 values over the group's range widened to
+    /// hold 0) instead of a range symmetric around 0 (i8, no zero point).
+    #[arg(long, requires = "quantize")]
+    pub asymmetric: bool,
 }
 
 /// Parses `--memory-limit`.
@@ -204,6 +223,20 @@ impl OptArgs {
         }
         if let Some(bytes) = self.memory_limit {
             o = o.memory_limit(bytes);
+        }
+        if let Some(q) = &self.quantize {
+            use gopt::passes::quantize::{Quantize, Scheme};
+            let scheme = match q.as_str() {
+                "int4" => Scheme::Int4,
+                _ => Scheme::Int8,
+            };
+            let q = Quantize {
+                scheme,
+                group: self.group_size,
+                asymmetric: self.asymmetric,
+            };
+            q.check().map_err(anyhow::Error::msg)?;
+            o = o.quantize(q);
         }
         let time = match self.time_limit {
             None => None,
@@ -260,6 +293,11 @@ struct Report {
     /// `--memory-budget`: the budget and what the kept buckets take together.
     #[serde(skip_serializing_if = "Option::is_none")]
     memory_budget: Option<super::memory::BudgetReport>,
+    /// `--quantize`: what was asked and each weight quantized.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quantize: Option<gopt::passes::quantize::Quantize>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    quantized: Vec<gopt::passes::quantize::WeightReport>,
 }
 
 #[derive(Serialize)]
@@ -546,6 +584,8 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         bucket_limits: plan.map(|p| p.bounds).unwrap_or_default(),
         notes: compiled.notes().to_vec(),
         memory_budget: super::memory::budget_report(&compiled),
+        quantize: opts.quantize,
+        quantized: compiled.quantized().to_vec(),
     };
     let explained: Vec<super::explain::Bucket> = report
         .buckets
@@ -568,6 +608,14 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         outln!("{}", serde_json::to_string_pretty(&report)?);
     } else {
         print_text(&report, &gopt::report::input_symbols(&model.model.graph));
+        if let Some(line) = super::quantized::summary(report.quantize.as_ref(), &report.quantized) {
+            outln!("{line}");
+            if args.explain {
+                for l in super::quantized::lines(&report.quantized) {
+                    outln!("{l}");
+                }
+            }
+        }
         print_buckets(&report.buckets, args.explain);
         super::explain::print_nodes(&args.explain_node, &explained);
         print_skipped(&report);

@@ -50,6 +50,9 @@ struct Report {
     compile_ms: f64,
     weights_bytes: usize,
     steps: Vec<StepReport>,
+    /// `--quantize`: what was quantized, in one line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quantized: Option<String>,
 }
 
 /// Runs `gopt compile --generate`.
@@ -147,6 +150,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         compile_ms,
         weights_bytes: g.weights_bytes(),
         steps: reports,
+        quantized: super::quantized::summary(g.options().quantize.as_ref(), g.quantized()),
     };
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&r)?);
@@ -179,6 +183,9 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         fmt_duration(std::time::Duration::from_secs_f64(import_ms / 1e3)),
         short(r.weights_bytes as u128)
     );
+    if let Some(q) = &r.quantized {
+        outln!("{q}");
+    }
     for s in &r.steps {
         let kinds = s
             .kernel_kinds

@@ -109,6 +109,9 @@ struct Report<'a> {
     tokens_per_s: f64,
     cache_bytes: u128,
     weights_bytes: usize,
+    /// `--quantize`: what was quantized, in one line.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    quantized: Option<String>,
 }
 
 /// Runs `gopt generate`.
@@ -221,6 +224,7 @@ fn finish(
         tokens_per_s: out.tokens_per_s(),
         cache_bytes: out.cache_bytes,
         weights_bytes: g.weights_bytes(),
+        quantized: super::quantized::summary(opts.quantize.as_ref(), g.quantized()),
     };
     if let Some(path) = &args.out {
         write_atomic(path, &serde_json::to_vec(&out.tokens)?)?;
@@ -251,6 +255,9 @@ fn finish(
     );
     for n in &r.notes {
         outln!("note: {n}");
+    }
+    if let Some(q) = &r.quantized {
+        outln!("{q}");
     }
     outln!(
         "compile {:.0} ms, load {:.0} ms; time to first token {:.2} ms; {:.3} ms per token \

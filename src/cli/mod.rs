@@ -12,6 +12,7 @@ pub mod generate;
 pub mod inspect;
 pub mod memory;
 pub mod profile;
+pub mod quantized;
 pub mod run;
 pub mod test;
 

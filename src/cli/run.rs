@@ -136,9 +136,12 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             continue;
         }
         let attempt = {
-            let mut c = gopt::Compiled::empty(&model, &opts);
-            notes.extend(c.notes().iter().cloned());
-            c.run(&inputs).map_err(anyhow::Error::from)
+            gopt::Compiled::new(&model, &opts)
+                .and_then(|mut c| {
+                    notes.extend(c.notes().iter().cloned());
+                    c.run(&inputs)
+                })
+                .map_err(anyhow::Error::from)
         };
         match attempt {
             Ok(o) => {

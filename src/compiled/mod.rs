@@ -162,6 +162,8 @@ pub struct Compiled {
     value_positions: Vec<usize>,
     /// Default buckets that could not be built.
     skipped: Vec<Skipped>,
+    /// The weights `--quantize` quantized, in model order.
+    quantized: Vec<gopt_passes::quantize::WeightReport>,
 }
 
 /// Compiles `model` for every bucket combination of `opts` (the default bucket sizes,
@@ -186,7 +188,7 @@ pub fn compile_buckets(
     mut progress: impl FnMut(&Bucket),
 ) -> Result<Compiled> {
     let budgets = opts.config.budgets.start();
-    let mut c = Compiled::empty(model, opts);
+    let mut c = Compiled::new(model, opts)?;
     let variants = specialize_all(&c, buckets, budgets);
     for (b, v) in buckets.iter().zip(variants) {
         let i = c.plan_bucket(b, v?, budgets)?;
@@ -208,7 +210,7 @@ pub fn compile_plan(
     mut progress: impl FnMut(&Bucket),
 ) -> Result<Compiled> {
     let budgets = opts.config.budgets.start();
-    let mut c = Compiled::empty(model, opts);
+    let mut c = Compiled::new(model, opts)?;
     let combos = plan.combinations();
     let mut first_error = None;
     let variants = specialize_all(&c, &combos, budgets);
@@ -371,7 +373,23 @@ impl Compiled {
             by_value: BTreeMap::new(),
             value_positions,
             skipped,
+            quantized: Vec::new(),
         }
+    }
+
+    /// An empty compiled model, its weights first quantized as `opts.quantize` asks
+    /// ([`pipeline::quantized`]): what every compile starts from. [`Compiled::empty`]
+    /// takes the model as it is.
+    pub fn new(model: &Imported, opts: &Options) -> Result<Compiled> {
+        let (m, quantized) = pipeline::quantized(model, opts)?;
+        let mut c = Compiled::empty(&m, opts);
+        c.quantized = quantized;
+        Ok(c)
+    }
+
+    /// The weights `--quantize` quantized (empty without it), in model order.
+    pub fn quantized(&self) -> &[gopt_passes::quantize::WeightReport] {
+        &self.quantized
     }
 
     /// What the backend changed from what was asked (a bf16 request compiled as f16 on

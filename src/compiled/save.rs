@@ -31,6 +31,10 @@ struct Artifact {
     /// Default buckets that could not be built, with the reason.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     skipped: Vec<Skipped>,
+    /// `--quantize`: `model.onnx` is the float model; buckets compiled later quantize
+    /// it the same way.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    quantize: Option<gopt_passes::quantize::Quantize>,
 }
 
 /// Files every artifact has (besides `plan.json` and `kernels.*`).
@@ -105,6 +109,7 @@ impl Compiled {
             files: BTreeMap::new(),
             buckets: self.buckets.iter().map(ArtifactBucket::of).collect(),
             skipped: self.skipped.clone(),
+            quantize: self.opts.quantize,
         };
         let write = |name: &str, bytes: &[u8]| -> Result<()> {
             let p = dir.join(name);
@@ -208,7 +213,18 @@ impl Compiled {
         if let Some(p) = gopt_passes::Precision::from_name(&art.precision) {
             opts = opts.precision(p);
         }
+        let mut quantized = Vec::new();
+        let model = match art.quantize {
+            Some(q) => {
+                opts = opts.quantize(q);
+                let (m, reports) = crate::pipeline::quantized(&model, &opts)?;
+                quantized = reports;
+                m
+            }
+            None => model,
+        };
         let mut c = Compiled::with_parts(model, opts, Vec::new(), art.skipped);
+        c.quantized = quantized;
         c.weights = WeightStore::from_blob(blob);
         c.buckets = art
             .buckets

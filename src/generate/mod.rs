@@ -147,6 +147,8 @@ pub fn percentile(xs: &[f64], q: f64) -> f64 {
 /// A decoder ready to generate: its interface, its compiled steps and their executors.
 pub struct Generator {
     model: Imported,
+    /// The weights `--quantize` quantized.
+    quantized: Vec<gopt_passes::quantize::WeightReport>,
     decoder: Decoder,
     opts: Options,
     buckets: Buckets,
@@ -160,6 +162,7 @@ impl Generator {
     /// not a decoder with a KV cache) and sets up the buckets; nothing is compiled yet.
     pub fn new(model: &Imported, opts: &Options, gen: &GenerateOptions) -> Result<Generator> {
         let decoder = decoder::detect(&model.model.graph)?;
+        let (model, quantized) = crate::pipeline::quantized(model, opts)?;
         if gen.max_context < 2 || gen.max_batch < 1 {
             return Err(GoptError::Usage(format!(
                 "max context {} and max batch {}: expected at least 2 and 1",
@@ -188,7 +191,8 @@ impl Generator {
             opts.config.precision = crate::compiled::wgsl_precision(opts.config.precision, f16);
         }
         Ok(Generator {
-            model: model.clone(),
+            model,
+            quantized,
             decoder,
             opts,
             buckets,
@@ -196,6 +200,11 @@ impl Generator {
             steps: Vec::new(),
             loaded: Loaded::Nothing,
         })
+    }
+
+    /// The weights `--quantize` quantized (empty without it), in model order.
+    pub fn quantized(&self) -> &[gopt_passes::quantize::WeightReport] {
+        &self.quantized
     }
 
     /// The decoder's interface.

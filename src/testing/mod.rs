@@ -434,7 +434,7 @@ fn plan_set(model: &crate::Imported, inputs: &[Tensor], opts: &Options) -> crate
             ))
         }
     };
-    crate::Compiled::empty(model, p).check_plan(inputs, PLAN_ONLY_ARCH)
+    crate::Compiled::new(model, p)?.check_plan(inputs, PLAN_ONLY_ARCH)
 }
 
 fn run_case_inner(

@@ -25,6 +25,7 @@ pub mod loss;
 pub mod movement;
 pub mod nms;
 pub mod norm;
+pub mod packed;
 pub mod plan;
 pub mod quant;
 pub mod resize;
@@ -163,7 +164,8 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
             | Lowered::Window(_)
             | Lowered::Absorbed
             | Lowered::Gemm(_)
-            | Lowered::ConvGemm => {}
+            | Lowered::ConvGemm
+            | Lowered::PackedGemm => {}
         }
     }
     Ok((kernels, others))

@@ -125,6 +125,22 @@ pub fn build_with_options(
                     synth_weights.push((wid, cg.weight));
                 })
             }
+            Lowered::PackedGemm => {
+                let sid = next;
+                next += 1;
+                super::packed::lower(g, n, &format!("k{i}"), sid).map(|p| {
+                    for k in p.kernels {
+                        kernels.push(k);
+                        steps.push(Step::Kernel(kernels.len() - 1));
+                    }
+                    if let Some(gm) = p.gemm {
+                        steps.push(Step::Gemm(gm));
+                    }
+                    if p.scratch_bytes > 0 {
+                        scratch.push((sid, p.scratch_bytes));
+                    }
+                })
+            }
             Lowered::Gemm(_) if opts.gemv && super::gemv::applies(g, n) => {
                 super::gemv::emit(g, n, &format!("k{i}_gemv")).map(|k| {
                     kernels.push(k);

@@ -281,6 +281,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<Spec> {
             | NnOp::QLinearConv
             | NnOp::MatMulInteger
             | NnOp::QLinearMatMul
+            | NnOp::MatMulNBits
             | NnOp::QuantizeLinear
             | NnOp::DequantizeLinear
             | NnOp::DynamicQuantizeLinear

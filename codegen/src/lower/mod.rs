@@ -40,6 +40,7 @@ pub mod indexed;
 pub mod linear_attention;
 pub mod loss;
 pub mod norm;
+pub mod packed;
 pub mod pool;
 pub mod quant;
 pub mod recurrent;
@@ -180,6 +181,10 @@ pub enum Lowered {
     /// The output is a contiguous run of input 0's bytes starting this many bytes in
     /// (a multiple of [`crate::memory::ALIGN`]): no step runs ([`window`]).
     Window(usize),
+    /// A product with a packed low-bit weight (MatMulNBits, [`packed`]): a GEMV that
+    /// dequantizes in registers for few rows; for many, the weight dequantized into
+    /// scratch and a library GEMM where the backend has one.
+    PackedGemm,
     /// A generated kernel of this family.
     Kernel(Kind),
     /// No step of its own: its neighbours do its work ([`absorb`]): attention reads a
@@ -496,6 +501,7 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> Lowered {
         Op::Nn(o) => match o {
             NnOp::MatMul => Lowered::Gemm(GemmForm::MatMul),
             NnOp::Gemm => Lowered::Gemm(GemmForm::Gemm),
+            NnOp::MatMulNBits => Lowered::PackedGemm,
             NnOp::Conv if conv_nd::applies(g, n) => k(ConvNd),
             NnOp::Conv => k(Conv),
             NnOp::MaxPool | NnOp::AveragePool => k(Pool),

@@ -278,6 +278,7 @@ fn mode(node: &Node, op: NnOp) -> Result<Mode> {
         | NnOp::GlobalAveragePool
         | NnOp::GlobalMaxPool
         | NnOp::MaxUnpool
+        | NnOp::MatMulNBits
         | NnOp::Einsum
         | NnOp::Det => Err(plan(format!("{}: not a windowed pool", node.name))),
     }

@@ -406,6 +406,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<QuantSpec> {
             NnOp::ConvInteger | NnOp::QLinearConv => conv(g, node).map(QuantSpec::Conv),
             NnOp::MatMul
             | NnOp::Gemm
+            | NnOp::MatMulNBits
             | NnOp::Conv
             | NnOp::ConvTranspose
             | NnOp::DeformConv

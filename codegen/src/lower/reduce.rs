@@ -191,6 +191,7 @@ pub fn fold(node: &Node) -> Result<Fold> {
             | NnOp::AveragePool
             | NnOp::MatMulInteger
             | NnOp::QLinearMatMul
+            | NnOp::MatMulNBits
             | NnOp::ConvTranspose
             | NnOp::ConvInteger
             | NnOp::QLinearConv

@@ -31,6 +31,7 @@ pub mod matmul;
 pub mod movement;
 pub mod nms;
 pub mod norm;
+pub mod packed;
 pub mod plan;
 pub mod pool;
 pub mod quant;
@@ -204,6 +205,7 @@ pub fn write(g: &Graph, i: usize, n: &Node, lowered: &Lowered) -> Result<Option<
         Lowered::Gemm(GemmForm::Gemm) => gemm::emit(g, n, &name),
         Lowered::Gemm(GemmForm::MatMul) => matmul::emit(g, n, &name),
         Lowered::ConvGemm => conv::emit(g, n, &name),
+        Lowered::PackedGemm => packed::emit(g, n, &name),
         Lowered::Kernel(kind) => kernel(g, n, *kind, &name),
         Lowered::Unsupported(why) => Err(crate::lower::support::unsupported(n, why)),
     };

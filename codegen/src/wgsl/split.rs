@@ -2,12 +2,14 @@
 //! buffer to a shader only up to `maxStorageBufferBindingSize`: 128 MiB by default and
 //! on lavapipe, so AlexNet's 144 MiB classifier or an LLM's embedding table could not
 //! be bound at all. Before a graph is planned for WGSL, a matrix product (MatMul,
-//! FusedMatMul, Gemm) whose constant B is above the limit becomes one product per
-//! slice of B's output columns, and a Gather from a constant table above it one Gather
-//! per slice of a non-gathered axis; a Concat joins the pieces into the original
-//! output. Every piece is an ordinary node (its own shader, index checks included), so
-//! the answer is the same and only the pieces' bindings change. Values computed at run
-//! time above the limit are still refused when the plan is loaded, naming the kernel.
+//! FusedMatMul, Gemm, MatMulNBits) whose constant B is above the limit becomes one
+//! product per slice of B's output columns (MatMulNBits: its scales, zero points and
+//! bias cut with them, its attribute N the slice's width), and a Gather from a
+//! constant table above it one Gather per slice of a non-gathered axis; a Concat joins
+//! the pieces into the original output. Every piece is an ordinary node (its own
+//! shader, index checks included), so the answer is the same and only the pieces'
+//! bindings change. Values computed at run time above the limit are still refused when
+//! the plan is loaded, naming the kernel.
 
 use crate::lower::support::plan;
 use crate::Result;
@@ -57,16 +59,20 @@ fn storage_bytes(g: &Graph, v: ValueId) -> Option<u64> {
     Some(c.shape().iter().product::<usize>() as u64 * width as u64)
 }
 
+/// The axis of the big operand (of the given rank) that is cut, if any.
+type AxisOf = fn(&Node, usize) -> Result<Option<usize>>;
+
 /// Whether and how `node` must be cut to bind under `max_binding`.
 fn cut_of(g: &Graph, node: &Node, max_binding: u64) -> Result<Option<Cut>> {
-    let (input, axis_of, along): (usize, fn(&Node, usize) -> Result<Option<usize>>, &[usize]) =
-        match node.op {
-            Op::Nn(NnOp::MatMul) => (1, |_, r| Ok((r >= 2).then(|| r - 1)), &[]),
-            Op::Fused(FusedOp::FusedMatMul) => (1, fused_axis, &[2, 3]),
-            Op::Nn(NnOp::Gemm) => (1, gemm_axis, &[2]),
-            Op::Shape(ShapeOp::Gather) => (0, gather_axis, &[]),
-            _ => return Ok(None),
-        };
+    let (input, axis_of, along): (usize, AxisOf, &[usize]) = match node.op {
+        Op::Nn(NnOp::MatMul) => (1, |_, r| Ok((r >= 2).then(|| r - 1)), &[]),
+        Op::Fused(FusedOp::FusedMatMul) => (1, fused_axis, &[2, 3]),
+        Op::Nn(NnOp::Gemm) => (1, gemm_axis, &[2]),
+        // B is `[N, blocks, blob]`; the per-column operands are cut in `nbits_piece`.
+        Op::Nn(NnOp::MatMulNBits) => (1, |_, r| Ok((r == 3).then_some(0)), &[]),
+        Op::Shape(ShapeOp::Gather) => (0, gather_axis, &[]),
+        _ => return Ok(None),
+    };
     let Some(b) = node.inputs.get(input).copied().flatten() else {
         return Ok(None);
     };
@@ -192,9 +198,13 @@ fn pieces(g: &mut Graph, node: &Node, cut: &Cut) -> Result<Node> {
                 inputs[k] = Some(slice_last(g, v, s, e, &name)?);
             }
         }
+        let mut attrs = node.attrs.clone();
+        if node.op == Op::Nn(NnOp::MatMulNBits) {
+            nbits_piece(g, &mut inputs, &mut attrs, (s, e, whole.shape()[0]), &name)?;
+        }
         let outs = [format!("{name}.y")];
         let outs: Vec<&str> = outs.iter().map(String::as_str).collect();
-        let id = g.add_node(&name, node.op, node.attrs.clone(), inputs, &outs);
+        let id = g.add_node(&name, node.op, attrs, inputs, &outs);
         parts.push(Some(g.nodes[id.index()].outputs[0]));
     }
     let mut attrs = Attrs::default();
@@ -208,6 +218,39 @@ fn pieces(g: &mut Graph, node: &Node, cut: &Cut) -> Result<Node> {
     })
 }
 
+/// The operands of MatMulNBits piece `name`, columns `[start, end)` of `n`: the scales,
+/// zero points and bias hold `n` equal runs (one per column, `[n · run]` or `[n, run]`),
+/// cut like B; attribute N becomes the piece's width.
+fn nbits_piece(
+    g: &mut Graph,
+    inputs: &mut [Option<ValueId>],
+    attrs: &mut Attrs,
+    (start, end, n): (usize, usize, usize),
+    name: &str,
+) -> Result<()> {
+    use gopt_ir::ops::nn::nbits::slot;
+    for k in [slot::SCALES, slot::ZERO_POINTS, slot::BIAS] {
+        let Some(v) = inputs.get(k).copied().flatten() else {
+            continue;
+        };
+        let shape = g.ty(v).map_err(plan)?.shape.clone();
+        let run = match shape.as_slice() {
+            [d] => d.known().map(|len| len as usize / n.max(1)),
+            [_, _] => Some(1),
+            _ => None,
+        }
+        .ok_or_else(|| {
+            plan(format!(
+                "MatMulNBits `{name}`: operand {k} is not per column"
+            ))
+        })?;
+        let piece = slice_along(g, v, 0, (start * run, end * run), &format!("{name}.in{k}"))?;
+        inputs[k] = Some(piece);
+    }
+    attrs.set("N", Attr::Int((end - start) as i64));
+    Ok(())
+}
+
 /// `[start, end)` of `t` along `axis`, as a tensor of its own.
 fn slice(t: &Tensor, axis: usize, start: usize, end: usize) -> Tensor {
     gopt_ir::map_tensor!(t, a => a.slice_axis(Axis(axis), Slice::from(start..end)).to_owned())
@@ -216,8 +259,20 @@ fn slice(t: &Tensor, axis: usize, start: usize, end: usize) -> Tensor {
 /// `[start, end)` of `v` along its last axis: a constant of its own, or a Slice node.
 fn slice_last(g: &mut Graph, v: ValueId, start: usize, end: usize, name: &str) -> Result<ValueId> {
     let rank = g.ty(v).map_err(plan)?.shape.len();
+    slice_along(g, v, rank.saturating_sub(1), (start, end), name)
+}
+
+/// `[start, end)` of `v` along `axis`: a constant `<name>.operand`, or the output of
+/// Slice node `<name>.slice`.
+fn slice_along(
+    g: &mut Graph,
+    v: ValueId,
+    axis: usize,
+    (start, end): (usize, usize),
+    name: &str,
+) -> Result<ValueId> {
     if let Some(c) = g.konst(v) {
-        let t = slice(&c.decoded(), rank - 1, start, end);
+        let t = slice(&c.decoded(), axis, start, end);
         return Ok(g.add_const(&format!("{name}.operand"), Const::from(t)));
     }
     let starts = g.add_const(
@@ -225,7 +280,7 @@ fn slice_last(g: &mut Graph, v: ValueId, start: usize, end: usize, name: &str) -
         Tensor::from_i64s(&[start as i64]),
     );
     let ends = g.add_const(&format!("{name}.ends"), Tensor::from_i64s(&[end as i64]));
-    let axes = g.add_const(&format!("{name}.axes"), Tensor::from_i64s(&[-1]));
+    let axes = g.add_const(&format!("{name}.axes"), Tensor::from_i64s(&[axis as i64]));
     let outs = [format!("{name}.operand")];
     let id = g.add_node(
         &format!("{name}.slice"),

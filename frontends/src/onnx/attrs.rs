@@ -182,7 +182,7 @@ pub(crate) fn convert<'a>(
 }
 
 /// Adds the node and attribute to an `Invalid` error about a tensor.
-fn in_attr(e: ImportError, node: &str, name: &str) -> ImportError {
+pub(crate) fn in_attr(e: ImportError, node: &str, name: &str) -> ImportError {
     match e {
         ImportError::Invalid { node: n, msg } if n.is_empty() => {
             ImportError::invalid(node, format!("attribute `{name}`: {msg}"))
@@ -217,6 +217,14 @@ pub(crate) fn type_name(t: &proto::TypeProto) -> String {
     }
 }
 
+/// The element-type code a value is declared with (0 when it has none).
+pub(crate) fn elem_code(vi: &proto::ValueInfoProto) -> i32 {
+    match vi.r#type.as_ref().and_then(|t| t.value.as_ref()) {
+        Some(proto::type_proto::Value::TensorType(tt)) => tt.elem_type.unwrap_or(0),
+        _ => 0,
+    }
+}
+
 /// Converts a value's declared type. `Ok(None)` when the type, its element type or its
 /// rank is not declared; `UnsupportedDType` for types gopt cannot hold (strings,
 /// sequences, maps, ...). `fresh` names dims that are neither a size nor a symbol.
@@ -241,6 +249,12 @@ pub(crate) fn value_type(
     let code = tt.elem_type.unwrap_or(0);
     if code == 0 {
         return Ok(None);
+    }
+    if let Some(dtype) = super::int4::value_reason(code) {
+        return Err(ImportError::UnsupportedDType {
+            tensor: name.to_string(),
+            dtype,
+        });
     }
     let dtype = super::tensor::require_dtype(code, name)?;
     let Some(shape) = &tt.shape else {

@@ -8,9 +8,10 @@
 
 use super::attrs::{self, Converted};
 use super::error::{ImportError, Result};
+use super::int4;
 use super::proto;
 use super::support::{self, Opsets};
-use super::tensor::{const_from_proto, sparse_to_dense};
+use super::tensor::{const_from_proto, sparse_to_dense, tensor_from_proto};
 use super::upgrade::{self, OnnxNode};
 use gopt_ir::{Attrs, Dim, Graph, Model, Node, Op, Tensor, TensorType, ValueId};
 use std::collections::{HashMap, HashSet};
@@ -80,6 +81,8 @@ pub(crate) struct Builder {
     node_names: HashSet<String>,
     /// True for sub-graphs, which may capture outer names.
     sub: bool,
+    /// Values holding 4-bit data widened to 8 bits, with their ONNX code ([`int4`]).
+    widened: HashMap<ValueId, i32>,
 }
 
 impl Builder {
@@ -90,6 +93,7 @@ impl Builder {
             used: HashSet::new(),
             node_names: HashSet::new(),
             sub,
+            widened: HashMap::new(),
         }
     }
 
@@ -142,6 +146,14 @@ impl Builder {
         self.names.insert(name.to_string(), v);
         self.used.insert(name.to_string());
         Some(v)
+    }
+
+    /// Records that constant `v` was read from a tensor of element type `code`, if that
+    /// is 4-bit (its data widened).
+    fn mark_widened(&mut self, v: ValueId, code: Option<i32>) {
+        if let Some(c) = code.filter(|&c| int4::widened(c).is_some()) {
+            self.widened.insert(v, c);
+        }
     }
 
     /// A new untyped value for an intermediate result.
@@ -225,6 +237,10 @@ impl Cx<'_> {
             let v = b.lookup(name).ok_or_else(|| {
                 ImportError::invalid("", format!("graph output `{name}` is never produced"))
             })?;
+            if let Some(dtype) = b.widened.get(&v).and_then(|&c| int4::value_reason(c)) {
+                let tensor = name.to_string();
+                return Err(ImportError::UnsupportedDType { tensor, dtype });
+            }
             b.g.outputs.push(v);
         }
         Ok(b.g)
@@ -240,6 +256,7 @@ impl Cx<'_> {
             let data = const_from_proto(t, self.base_dir)?;
             let v = b.g.add_const(name, data);
             b.define(name, v, "an initializer", "")?;
+            b.mark_widened(v, t.data_type);
         }
         for s in &gp.sparse_initializer {
             let name = s
@@ -253,6 +270,7 @@ impl Cx<'_> {
             let data = sparse_to_dense(s, self.base_dir)?;
             let v = b.g.add_const(name, data);
             b.define(name, v, "a sparse initializer", "")?;
+            b.mark_widened(v, s.values.as_ref().and_then(|t| t.data_type));
         }
         for vi in &gp.input {
             let name = vi.name.as_deref().unwrap_or("");
@@ -299,6 +317,7 @@ impl Cx<'_> {
             };
             let v = b.g.add_const(out, t);
             b.define(out, v, &format!("output of {desc}"), &desc)?;
+            b.mark_widened(v, constant_code(node));
             return Ok(None);
         }
         // Omitted trailing outputs are dropped, as if the model never listed them.
@@ -323,8 +342,14 @@ impl Cx<'_> {
 
     /// Declared types (value_info, graph outputs) on values computed by nodes.
     fn declare_types(&mut self, b: &mut Builder, gp: &proto::GraphProto) -> Result<()> {
-        for vi in gp.value_info.iter().chain(&gp.output) {
+        let outputs = gp.output.iter().map(|vi| (vi, true));
+        for (vi, output) in gp.value_info.iter().map(|vi| (vi, false)).chain(outputs) {
             let name = vi.name.as_deref().unwrap_or("");
+            // A computed value declared 4-bit only moves widened data (anything computing
+            // a 4-bit value is refused): inference gives it its 8-bit type.
+            if !output && int4::widened(attrs::elem_code(vi)).is_some() {
+                continue;
+            }
             let Some(&v) = b.names.get(name) else {
                 continue;
             };
@@ -362,6 +387,14 @@ impl Cx<'_> {
                 ImportError::invalid(&desc, format!("reads `{i}`, which nothing produces"))
             })?;
             inputs.push(Some(v));
+        }
+        if domain == "ai.onnx" && !b.widened.is_empty() {
+            let at = int4::At {
+                node: name,
+                op: op_type,
+                opset,
+            };
+            int4::visit(&mut b.widened, &b.g, at, &inputs, &outputs)?;
         }
         let mut attrs = Attrs::default();
         for a in &node.attribute {
@@ -401,6 +434,14 @@ impl Cx<'_> {
     }
 }
 
+/// The element-type code of a `Constant` node's 4-bit tensor value, if it has one.
+fn constant_code(node: &proto::NodeProto) -> Option<i32> {
+    let a = node.attribute.first()?;
+    (a.name.as_deref() == Some("value"))
+        .then_some(a.t.as_ref()?)
+        .and_then(int4::code_of)
+}
+
 /// The value of a `Constant` node.
 fn constant_value(node: &proto::NodeProto, desc: &str, base_dir: Option<&Path>) -> Result<Tensor> {
     let [a] = node.attribute.as_slice() else {
@@ -421,6 +462,10 @@ fn constant_value(node: &proto::NodeProto, desc: &str, base_dir: Option<&Path>) 
                 .map_err(|e| ImportError::invalid(desc, e.to_string()))
         }
     };
+    if let (Some(_), Some(t)) = (constant_code(node), &a.t) {
+        // Past `attrs::convert`, which refuses 4-bit tensors in other attributes.
+        return tensor_from_proto(t, base_dir).map_err(|e| attrs::in_attr(e, desc, aname));
+    }
     match aname {
         "value" | "sparse_value" => match attrs::convert(a, desc, base_dir)? {
             Converted::Attr(gopt_ir::Attr::Tensor(t)) => Ok(t),

@@ -131,7 +131,7 @@ fn inspect_named(bytes: &[u8], what: &str) -> Result<Inspection> {
     }
     for t in &g.initializer {
         let c = t.data_type.unwrap_or(0);
-        if dtype_from_onnx(c).is_none() {
+        if dtype_from_onnx(c).is_none() && super::int4::widened(c).is_none() {
             unsupported.push(UnsupportedItem {
                 node: t.name.clone().unwrap_or_default(),
                 op: String::new(),

@@ -10,6 +10,7 @@ mod convert;
 pub mod error;
 mod functions;
 mod inspect;
+mod int4;
 pub mod proto;
 mod support;
 pub mod tensor;

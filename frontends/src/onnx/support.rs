@@ -3,6 +3,7 @@
 
 use super::attrs;
 use super::error::UnsupportedItem;
+use super::int4;
 use super::proto;
 use super::upgrade;
 use std::collections::{HashMap, HashSet};
@@ -115,12 +116,20 @@ const SAME_AS_7_SINCE: &[(&str, i64)] = &[
 ];
 
 /// Domains whose ops the IR names by their bare ONNX op type.
-const DOMAINS: [&str; 4] = [
+const DOMAINS: [&str; 5] = [
     "ai.onnx",
     "ai.onnx.ml",
     "ai.onnx.preview.training",
     "ai.onnx.preview",
+    CONTRIB,
 ];
+
+/// ONNX Runtime's contrib domain, of which gopt imports only [`CONTRIB_OPS`].
+const CONTRIB: &str = "com.microsoft";
+
+/// The `com.microsoft` ops the IR has (under the same name), and no others: the
+/// packed low-bit weights int4 LLM exports carry.
+const CONTRIB_OPS: [&str; 1] = ["MatMulNBits"];
 
 /// The opset versions a model imports, by canonical domain.
 #[derive(Clone, Debug, Default)]
@@ -222,6 +231,15 @@ fn node_reason(node: &proto::NodeProto, domain: &str, opsets: &Opsets) -> Option
     let Some(opset) = opsets.get(domain) else {
         return Some(format!("the model does not import domain `{domain}`"));
     };
+    if (domain == CONTRIB) != CONTRIB_OPS.contains(&op) {
+        return Some(match domain == CONTRIB {
+            true => format!(
+                "gopt imports only {} from domain `{CONTRIB}`",
+                CONTRIB_OPS.join(", ")
+            ),
+            false => format!("`{op}` is an op of domain `{CONTRIB}`, not of `{domain}`"),
+        });
+    }
     if domain == "ai.onnx" && !(1..=MAX_OPSET).contains(&opset) {
         // Reported once for the whole model.
         return None;
@@ -252,6 +270,8 @@ fn node_reason(node: &proto::NodeProto, domain: &str, opsets: &Opsets) -> Option
                 Some("value_string" | "value_strings") => {
                     reasons.push("string constants are not supported".to_string())
                 }
+                // 4-bit constants are read widened (see `int4`).
+                Some("value") if a.t.as_ref().and_then(int4::code_of).is_some() => {}
                 _ => reasons.extend(attrs::unsupported_reason(a)),
             }
         }

@@ -1,7 +1,10 @@
 //! Tensors: ONNX `TensorProto` ↔ `gopt_ir::Tensor`, element-type codes, sparse tensors,
-//! and external data (read only from files inside the model's directory).
+//! and external data (read only from files inside the model's directory). 4-bit
+//! constants are read widened to 8 bits ([`super::int4`] says why and where they are
+//! refused); float8, float4 and 2-bit tensors are refused with their type's name.
 
 use super::error::{ImportError, Result};
+use super::int4;
 use super::proto;
 use bytes::Bytes;
 use gopt_ir::{Const, DType, Tensor};
@@ -111,7 +114,7 @@ pub fn tensor_from_proto(t: &proto::TensorProto, base_dir: Option<&Path>) -> Res
 /// typed `*_data` fields are decoded here. Lengths are checked against the dims.
 pub fn const_from_proto(t: &proto::TensorProto, base_dir: Option<&Path>) -> Result<Const> {
     let name = t.name.as_deref().unwrap_or("");
-    let dtype = require_dtype(t.data_type.unwrap_or(0), name)?;
+    let code = t.data_type.unwrap_or(0);
     let (shape, n) = checked_dims(name, &t.dims)?;
     if t.segment.is_some() {
         return Err(ImportError::invalid(
@@ -119,6 +122,10 @@ pub fn const_from_proto(t: &proto::TensorProto, base_dir: Option<&Path>) -> Resu
             format!("tensor `{name}` is segmented, which gopt does not read"),
         ));
     }
+    if let Some(dtype) = int4::widened(code) {
+        return widened_from_proto(t, name, dtype, &shape, n, base_dir).map(Const::from);
+    }
+    let dtype = require_dtype(code, name)?;
     let nbytes = n
         .checked_mul(dtype.size())
         .ok_or_else(|| overflow(name, &t.dims))?;
@@ -131,6 +138,26 @@ pub fn const_from_proto(t: &proto::TensorProto, base_dir: Option<&Path>) -> Resu
         return from_raw(name, dtype, shape, raw.clone());
     }
     from_typed(t, name, dtype, &shape, n).map(Const::from)
+}
+
+/// A 4-bit tensor read from any of its three storages and widened ([`int4`]).
+fn widened_from_proto(
+    t: &proto::TensorProto,
+    name: &str,
+    dtype: DType,
+    shape: &[usize],
+    n: usize,
+    base_dir: Option<&Path>,
+) -> Result<Tensor> {
+    let external = t.data_location == Some(proto::tensor_proto::DataLocation::External as i32);
+    if external {
+        let bytes = map_external(t, name, int4::packed_bytes(n), base_dir)?;
+        return int4::unpack(name, dtype, shape, &bytes);
+    }
+    match &t.raw_data {
+        Some(raw) => int4::unpack(name, dtype, shape, raw),
+        None => int4::unpack_int32(name, dtype, shape, &t.int32_data),
+    }
 }
 
 fn bad_len(name: &str, field: &str, found: usize, want: usize) -> ImportError {

@@ -668,7 +668,7 @@ fn transpose_scalar(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
 
 /// The class of an existing op node with these children (attribute class first), if the
 /// e-graph holds one.
-fn lookup(eg: &Egraph, op: ShapeOp, children: &[Id]) -> Option<Id> {
+pub(super) fn lookup(eg: &Egraph, op: ShapeOp, children: &[Id]) -> Option<Id> {
     let ch = children.iter().map(|&c| eg.find(c)).collect();
     eg.lookup(Term::Op(OpKey::one(Op::Shape(op)), ch))
 }
@@ -719,7 +719,7 @@ fn attention_gqa(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
 
 /// The matched Slice `?s{k}` of data `[.., d]` (rank `rank`) takes `[from, to)` of the
 /// last axis with step 1 (an end past `d` when `to` is `d`: exporters' "to the end").
-fn slices_last(
+pub(super) fn slices_last(
     eg: &Egraph,
     s: &Subst,
     k: u8,
@@ -1003,7 +1003,7 @@ fn sibling_matmul(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
 }
 
 /// True when a class of `members` other than `p` holds a slice of `p`.
-fn is_merge_of(eg: &Egraph, p: Id, members: &[(Id, Id, Option<Id>)]) -> bool {
+pub(super) fn is_merge_of(eg: &Egraph, p: Id, members: &[(Id, Id, Option<Id>)]) -> bool {
     let slice = Op::Shape(ShapeOp::Slice);
     members.iter().any(|m| {
         m.0 != p

@@ -9,7 +9,9 @@
 pub mod algebra;
 pub mod fusion;
 pub mod layout;
+mod packed_rows;
 pub mod precision;
+pub mod quantized;
 
 use crate::analysis::{attrs_of, is_absent, Egraph, Facts};
 use crate::lang::{Leaf, OpKey, Term};
@@ -199,12 +201,14 @@ pub fn table(cfg: &crate::Config) -> Vec<Rule> {
     let mut r = algebra::rules();
     if cfg.enabled(crate::Pass::Fusion) {
         r.extend(fusion::rules());
+        r.extend(quantized::rules());
     }
     if cfg.enabled(crate::Pass::Layout) {
         r.extend(layout::rules());
     }
     if let Some(low) = cfg.low_precision() {
         r.extend(precision::rules(low));
+        r.extend(quantized::precision(low));
     }
     r
 }

@@ -1,6 +1,7 @@
 //! Linear algebra, convolution, pooling and quantization: the ops that carry a model's
 //! arithmetic. Each submodule owns one group (products, convolutions, pools,
-//! quantization, Einsum, Det); this module only dispatches. Heavy products all run on
+//! quantization, packed low-bit weights ([`nbits`]), Einsum, Det); this module only
+//! dispatches. Heavy products all run on
 //! [`gemm`]'s kernel (matrixmultiply's sgemm/dgemm, split across rayon threads).
 
 pub(crate) mod conv;
@@ -8,6 +9,7 @@ mod conv_transpose;
 mod deform;
 mod det;
 mod einsum;
+pub mod nbits;
 pub use einsum::{parse_equation as einsum_equation, Label as EinsumLabel, ELL as EINSUM_ELL};
 pub(crate) mod gemm;
 pub(crate) mod matmul;
@@ -27,7 +29,7 @@ use pool::Kind;
 op_family! {
     /// Linear algebra, convolution, pooling and quantization.
     NnOp {
-        MatMul, Gemm, MatMulInteger, QLinearMatMul,
+        MatMul, Gemm, MatMulInteger, QLinearMatMul, MatMulNBits,
         Conv, ConvTranspose, ConvInteger, QLinearConv, DeformConv,
         QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear,
         AveragePool, MaxPool, LpPool, GlobalAveragePool, GlobalMaxPool, GlobalLpPool,
@@ -54,6 +56,7 @@ impl NnOp {
             NnOp::Gemm => one(matmul::eval_gemm(node, inputs)),
             NnOp::MatMulInteger => one(qlinear::eval_matmul_integer(inputs)),
             NnOp::QLinearMatMul => one(qlinear::eval_qlinear_matmul(inputs)),
+            NnOp::MatMulNBits => one(nbits::eval(node, inputs)),
             NnOp::Conv => one(conv::eval_conv(node, inputs)),
             NnOp::ConvTranspose => one(conv_transpose::eval_conv_transpose(node, inputs)),
             NnOp::ConvInteger => one(qlinear::eval_conv_integer(node, inputs)),
@@ -96,6 +99,7 @@ impl NnOp {
                 let zp = inputs.get(7).copied().flatten().map(|z| z.ty.dtype);
                 matmul::infer_matmul(inputs, 0, 3, |d| zp.unwrap_or(d))
             }
+            NnOp::MatMulNBits => nbits::infer(node, inputs),
             NnOp::Conv | NnOp::ConvInteger => {
                 let int = self == NnOp::ConvInteger;
                 conv::infer_conv(cx, node, inputs, 1, |d| if int { DType::I32 } else { d })
