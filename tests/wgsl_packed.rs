@@ -16,14 +16,15 @@
 //! the same quantized model.
 
 use gopt::codegen::wgsl::{emit_kernels, WgslKernel};
-use gopt::ir::ops::nn::nbits::{pack, pack_zero_points, NBits, ZeroPoints};
+use gopt::ir::ops::nn::nbits::ZeroPoints;
 use gopt::ir::ops::{NnOp, ShapeOp};
-use gopt::ir::{Attr, Attrs, DType, Graph, Op, Tensor, TensorType};
+use gopt::ir::{Attrs, DType, Graph, Op, Tensor, TensorType};
 use gopt::pipeline::{specialize, Backend, Options};
 use gopt::runtime::wgpu::WgpuDevice;
 use std::collections::BTreeMap;
 
 mod common;
+use common::packed::Product;
 use common::{node_inputs, random, reference};
 
 const ZEROS: [ZeroPoints; 3] = [ZeroPoints::Default, ZeroPoints::Packed, ZeroPoints::Float];
@@ -43,94 +44,24 @@ struct Case {
 }
 
 impl Case {
-    fn nbits(&self) -> NBits {
-        NBits {
-            k: self.k,
+    fn product(&self) -> Product {
+        let mut a_shape = self.lead.clone();
+        a_shape.push(self.k);
+        Product {
+            dt: self.dt,
+            a_shape,
             n: self.n,
             bits: self.bits,
             block: self.block,
-            blocks: self.k.div_ceil(self.block),
-            blob: self.block * self.bits / 8,
             zero: self.zero,
             bias: self.bias,
         }
     }
 
+    /// The one-node graph, its constants drawn from `seed` (tests/common/packed.rs).
     fn graph(&self, seed: u64) -> Graph {
-        let nb = self.nbits();
-        let dt = self.dt;
-        let mut rng = Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
-        let below = |rng: &mut Rng, n: usize| -> Vec<u32> {
-            (0..n).map(|_| rng.next() % (nb.max_q() + 1)).collect()
-        };
-        let mut g = Graph::new("nbits");
-        let mut a_shape = self.lead.clone();
-        a_shape.push(self.k);
-        let ty = TensorType::new(dt, gopt::ir::dim::shape_of(&a_shape));
-        let a = g.add_input("a", ty);
-        let q = below(&mut rng, self.n * self.k);
-        let b = bytes(&pack(&nb, &q), &[self.n, nb.blocks, nb.blob]);
-        let b = g.add_const("b", b);
-        // Scales around 1/16 of either sign, one per (column, block), as [N, blocks].
-        let s = random(DType::F64, &[self.n, nb.blocks], seed + 1).to_f64_vec();
-        let s: Vec<f64> = s.iter().map(|v| v / 32.0).collect();
-        let s = g.add_const("scales", floats(dt, &[self.n, nb.blocks], &s));
-        let count = self.n * nb.blocks;
-        let zp = match self.zero {
-            ZeroPoints::Default => None,
-            ZeroPoints::Packed => {
-                let z = pack_zero_points(&nb, &below(&mut rng, count));
-                let len = z.len();
-                Some(g.add_const("zp", bytes(&z, &[len])))
-            }
-            ZeroPoints::Float => {
-                // Any value, not only integers: AWQ stores `zero · scale` folded ones.
-                let z: Vec<f64> = (0..count)
-                    .map(|_| f64::from(rng.next() % 1024) / 1024.0 * f64::from(nb.max_q()))
-                    .collect();
-                Some(g.add_const("zp", floats(dt, &[self.n, nb.blocks], &z)))
-            }
-        };
-        let bias = self
-            .bias
-            .then(|| g.add_const("bias", random(dt, &[self.n], seed + 2)));
-        let mut attrs = Attrs::default();
-        for (k, v) in [
-            ("K", self.k),
-            ("N", self.n),
-            ("bits", self.bits),
-            ("block_size", self.block),
-        ] {
-            attrs.set(k, Attr::Int(v as i64));
-        }
-        let inputs = vec![Some(a), Some(b), Some(s), zp, None, bias];
-        let id = g.add_node("mm", Op::Nn(NnOp::MatMulNBits), attrs, inputs, &["y"]);
-        g.outputs = vec![g.nodes[id.index()].outputs[0]];
-        gopt::ir::verify(g)
-            .unwrap_or_else(|e| panic!("{self:?}: {e}"))
-            .into_inner()
+        self.product().graph(seed)
     }
-}
-
-/// xorshift64: the quantized values and zero points.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u32 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        (self.0 >> 32) as u32
-    }
-}
-
-fn bytes(v: &[u8], shape: &[usize]) -> Tensor {
-    let v: Vec<f64> = v.iter().map(|&b| f64::from(b)).collect();
-    Tensor::from_f64s(DType::U8, shape, &v).expect("u8 tensor")
-}
-
-fn floats(dt: DType, shape: &[usize], v: &[f64]) -> Tensor {
-    Tensor::from_f64s(dt, shape, v).expect("float tensor")
 }
 
 fn kernel(g: &Graph, what: &str) -> WgslKernel {

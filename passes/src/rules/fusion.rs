@@ -969,10 +969,24 @@ fn sibling_matmul(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
     if eg[merged].data.error.is_some() {
         return None;
     }
+    let classes: Vec<Id> = members.iter().map(|m| m.0).collect();
+    slice_members(eg, merged, &classes, &ns)
+}
+
+/// Each of `classes` (in order, `ns[i]` columns each) as a slice of the last axis of
+/// `merged`, merged into its class but the first, whose slice is returned (the rule's
+/// result); the group is recorded for extraction's group moves. `None` when a slice's
+/// type differs from its member's.
+pub(super) fn slice_members(
+    eg: &mut Egraph,
+    merged: Id,
+    classes: &[Id],
+    ns: &[usize],
+) -> Option<Id> {
     let mut off = 0i64;
     let mut mine = None;
     let mut group = Vec::new();
-    for (i, m) in members.iter().enumerate() {
+    for (i, &class) in classes.iter().enumerate() {
         let st = add_const(eg, Tensor::from_i64s(&[off]));
         let en = add_const(eg, Tensor::from_i64s(&[off + ns[i] as i64]));
         let ax = add_const(eg, Tensor::from_i64s(&[-1]));
@@ -983,7 +997,7 @@ fn sibling_matmul(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
             &[Some(merged), Some(st), Some(en), Some(ax)],
         );
         off += ns[i] as i64;
-        if eg[sl].data.ty() != eg[m.0].data.ty() {
+        if eg[sl].data.ty() != eg[class].data.ty() {
             return None;
         }
         let term = eg[sl]
@@ -991,11 +1005,11 @@ fn sibling_matmul(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
             .iter()
             .find(|n| matches!(n, Term::Op(..)))
             .cloned()?;
-        group.push((m.0, term));
+        group.push((class, term));
         if i == 0 {
             mine = Some(sl);
         } else {
-            eg.union(m.0, sl);
+            eg.union(class, sl);
         }
     }
     eg.analysis.groups.push(group);

@@ -157,7 +157,6 @@ struct Sibling {
 /// recorded for extraction, which takes the merge only when all members move together.
 pub(super) fn sibling(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
     use crate::lang::{OpKey, Term};
-    use gopt_ir::ops::ShapeOp;
     let x = var(s, "?x");
     let fa = attrs(eg, s, "?f")?;
     let same = |a: &Attrs| {
@@ -282,35 +281,6 @@ pub(super) fn sibling(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
     if eg[merged].data.error.is_some() {
         return None;
     }
-    let mut off = 0i64;
-    let mut mine = None;
-    let mut group = Vec::new();
-    for (i, m) in members.iter().enumerate() {
-        let st = add_const(eg, Tensor::from_i64s(&[off]));
-        let en = add_const(eg, Tensor::from_i64s(&[off + ns[i] as i64]));
-        let ax = add_const(eg, Tensor::from_i64s(&[-1]));
-        let sl = add_op(
-            eg,
-            Op::Shape(ShapeOp::Slice),
-            Attrs::default(),
-            &[Some(merged), Some(st), Some(en), Some(ax)],
-        );
-        off += ns[i] as i64;
-        if eg[sl].data.ty() != eg[m.class].data.ty() {
-            return None;
-        }
-        let term = eg[sl]
-            .nodes
-            .iter()
-            .find(|n| matches!(n, Term::Op(..)))
-            .cloned()?;
-        group.push((m.class, term));
-        if i == 0 {
-            mine = Some(sl);
-        } else {
-            eg.union(m.class, sl);
-        }
-    }
-    eg.analysis.groups.push(group);
-    mine
+    let classes: Vec<Id> = members.iter().map(|m| m.class).collect();
+    super::fusion::slice_members(eg, merged, &classes, &ns)
 }
