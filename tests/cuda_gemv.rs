@@ -21,30 +21,7 @@ use gopt::ir::{Attr, Attrs, DType, Graph, Op, Tensor, TensorType};
 use std::collections::BTreeMap;
 
 mod common;
-use common::{compile_sass, node_inputs, nvrtc_ready, random, reference};
-
-/// ptxas' report per kernel: (registers, the "stack frame, spill" line).
-fn ptxas_report(log: &str) -> BTreeMap<String, (u32, String)> {
-    let mut out = BTreeMap::new();
-    let mut current: Option<String> = None;
-    let mut frame = String::new();
-    for line in log.lines() {
-        if let Some(rest) = line.split("Function properties for ").nth(1) {
-            current = Some(rest.trim().to_string());
-        } else if line.contains("stack frame") {
-            frame = line.trim().to_string();
-        } else if let (Some(f), Some(rest)) = (&current, line.split("Used ").nth(1)) {
-            let regs = rest
-                .split_whitespace()
-                .next()
-                .and_then(|r| r.parse().ok())
-                .unwrap_or(u32::MAX);
-            out.insert(f.clone(), (regs, std::mem::take(&mut frame)));
-            current = None;
-        }
-    }
-    out
-}
+use common::{compile_sass, node_inputs, nvrtc_ready, ptxas_report, random, reference};
 
 /// One GEMM node: `y = act(alpha·A·Bᵀ + bias) + residual`, B a constant `[N, K]`.
 #[derive(Clone, Copy, Debug)]

@@ -30,11 +30,10 @@ use gopt::codegen::cuda::{module_source, packed, Kernel};
 use gopt::codegen::lower::packed::GEMV_MAX_ROWS;
 use gopt::ir::ops::nn::nbits::{NBits, ZeroPoints};
 use gopt::ir::{DType, Graph, Tensor};
-use std::collections::BTreeMap;
 
 mod common;
 use common::packed::Product;
-use common::{compile_sass, nvrtc_ready, random};
+use common::{compile_sass, nvrtc_ready, ptxas_report, random};
 
 const DTYPES: [DType; 3] = [DType::F32, DType::BF16, DType::F16];
 const ZEROS: [ZeroPoints; 3] = [ZeroPoints::Default, ZeroPoints::Packed, ZeroPoints::Float];
@@ -151,29 +150,6 @@ fn cases(dt: DType) -> Vec<Case> {
         }
     }
     v
-}
-
-/// ptxas' report per kernel: (registers, the "stack frame, spill" line).
-fn ptxas_report(log: &str) -> BTreeMap<String, (u32, String)> {
-    let mut out = BTreeMap::new();
-    let mut current: Option<String> = None;
-    let mut frame = String::new();
-    for line in log.lines() {
-        if let Some(rest) = line.split("Function properties for ").nth(1) {
-            current = Some(rest.trim().to_string());
-        } else if line.contains("stack frame") {
-            frame = line.trim().to_string();
-        } else if let (Some(f), Some(rest)) = (&current, line.split("Used ").nth(1)) {
-            let regs = rest
-                .split_whitespace()
-                .next()
-                .and_then(|r| r.parse().ok())
-                .unwrap_or(u32::MAX);
-            out.insert(f.clone(), (regs, std::mem::take(&mut frame)));
-            current = None;
-        }
-    }
-    out
 }
 
 #[test]

@@ -181,3 +181,26 @@ pub fn compile_sass(src: &str, arch: &str) -> Result<String, String> {
         (Err(e), _) => Err(format!("{e:?}\n{log}")),
     }
 }
+
+/// ptxas' report per kernel: (registers, the "stack frame, spill" line).
+pub fn ptxas_report(log: &str) -> std::collections::BTreeMap<String, (u32, String)> {
+    let mut out = std::collections::BTreeMap::new();
+    let mut current: Option<String> = None;
+    let mut frame = String::new();
+    for line in log.lines() {
+        if let Some(rest) = line.split("Function properties for ").nth(1) {
+            current = Some(rest.trim().to_string());
+        } else if line.contains("stack frame") {
+            frame = line.trim().to_string();
+        } else if let (Some(f), Some(rest)) = (&current, line.split("Used ").nth(1)) {
+            let regs = rest
+                .split_whitespace()
+                .next()
+                .and_then(|r| r.parse().ok())
+                .unwrap_or(u32::MAX);
+            out.insert(f.clone(), (regs, std::mem::take(&mut frame)));
+            current = None;
+        }
+    }
+    out
+}
