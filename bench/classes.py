@@ -3,7 +3,8 @@
 directory given) as a markdown table: per model, batch and kind of kernel, how many
 kernels fell in each measured class, their share of the profiled time, the median
 fraction of copy bandwidth (memory-side kinds) or of the unit's GEMM peak (GEMM,
-convolution, attention), and how many the cost model was more than 2x off on.
+convolution, attention), and how many the cost model was more than 2x off on (the
+profile's `mismatches_by_kind`; counted from its kernels in files written before it).
 
 usage: bench/classes.py DIR
 """
@@ -54,7 +55,11 @@ def main(d):
             roof = "peak" if kind in COMPUTE_KINDS else "copy"
             med = statistics.median(k["measured"][key] for k in ks)
             share = sum(k["ms"] for k in ks) / total
-            off = sum(1 for k in ks if k["mismatch"])
+            by_kind = p.get("mismatches_by_kind")
+            if by_kind is None:
+                off = sum(1 for k in ks if k["mismatch"])
+            else:
+                off = by_kind.get(kind, 0)
             cls = ", ".join(f"{n} {c}" for c, n in sorted(classes.items()))
             print(f"| {kind} | {len(ks)} | {100*share:.0f}% | {cls} | {100*med:.0f}% {roof} | {off} |")
         print()

@@ -39,7 +39,7 @@ set -uo pipefail
 
 REPO="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$REPO"
-TESTS=(cuda_kernels cuda_plan cuda_attention cuda_attention_decode cuda_conv cuda_gemm cuda_gemv cuda_packed cuda_index_ops cuda_parity_ops gpu_indices cuda_memory generate)
+TESTS=(cuda_kernels cuda_plan cuda_attention cuda_attention_decode cuda_conv cuda_gemm cuda_gemm_tune cuda_gemv cuda_packed cuda_index_ops cuda_parity_ops gpu_indices cuda_memory generate cuda_columns llama_prefill)
 WGPU_TESTS=(wgpu_models)
 
 if [[ "${1:-}" == "--build" ]]; then

@@ -42,6 +42,10 @@ pub struct Options {
     pub backend: Backend,
     /// CUDA: launch the plan step by step instead of replaying a captured CUDA graph.
     pub no_cuda_graph: bool,
+    /// CUDA: keep cuBLASLt's heuristic's first algorithm for every GEMM instead of
+    /// timing its candidates when a plan is loaded (`--no-gemm-tune`; `GOPT_GEMM_TUNE=0`
+    /// does the same). See [`gopt_runtime::cuda::tune`].
+    pub no_gemm_tune: bool,
     /// wgpu: the adapter to run on (the first whose name contains this), else the most
     /// preferred (a discrete GPU first).
     pub adapter: Option<String>,
@@ -207,6 +211,23 @@ impl Options {
     pub fn cuda_graph(mut self, on: bool) -> Options {
         self.no_cuda_graph = !on;
         self
+    }
+
+    /// CUDA: choose each GEMM's algorithm by timing cuBLASLt's candidates when a plan
+    /// is loaded (`true`, the default, unless `GOPT_GEMM_TUNE=0`) or keep the heuristic's
+    /// first choice.
+    pub fn gemm_tuning(mut self, on: bool) -> Options {
+        self.no_gemm_tune = !on;
+        self
+    }
+
+    /// CUDA: how a plan's GEMM algorithms are chosen when it is loaded:
+    /// `GOPT_GEMM_TUNE` and the cache directory from the environment, off with
+    /// [`Options::no_gemm_tune`].
+    pub fn tune_options(&self) -> gopt_runtime::cuda::TuneOptions {
+        let mut t = gopt_runtime::cuda::TuneOptions::from_env();
+        t.measure &= !self.no_gemm_tune;
+        t
     }
 
     /// wgpu: run on the first adapter whose name contains `name`.

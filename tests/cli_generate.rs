@@ -298,8 +298,9 @@ fn compile_generate_reports_every_step() {
             );
             assert!(s["cache_bytes"].as_u64().unwrap_or(0) > 0);
         }
+        // Per layer: Q/K/V, the output projection, gate and up (one GEMM), down.
         if name == "decode batch=1 context=128" {
-            assert!(kinds["gemv"].as_u64().unwrap_or(0) >= 10, "{name}: {kinds}");
+            assert!(kinds["gemv"].as_u64().unwrap_or(0) >= 8, "{name}: {kinds}");
         }
     }
     assert_eq!(v["form"], "concat");

@@ -629,24 +629,30 @@ fn attention_timing() {
     let dev = Device::open().unwrap_or_else(|e| panic!("{e}"));
     println!("| case | median µs | min µs | TFLOP/s |");
     println!("|---|---:|---:|---:|");
-    for (dt, batch, mask) in [
-        (DType::BF16, 32, MaskKind::None),
-        (DType::BF16, 32, MaskKind::Keys),
-        (DType::BF16, 32, MaskKind::Causal),
-        (DType::F16, 32, MaskKind::None),
-        (DType::BF16, 1, MaskKind::None),
-        (DType::BF16, 1, MaskKind::Keys),
-        (DType::F32, 32, MaskKind::None),
-        (DType::F32, 1, MaskKind::None),
+    // (dtype, batch, heads, seq, head size, mask): BERT-base's shape at batch 32 and 1,
+    // and a long-sequence shape (S 2048, D 128) for the pipelined kernel's upper range.
+    for (dt, batch, heads, seq, head, mask) in [
+        (DType::BF16, 32, 12, 128, 64, MaskKind::None),
+        (DType::BF16, 32, 12, 128, 64, MaskKind::Keys),
+        (DType::BF16, 32, 12, 128, 64, MaskKind::Full),
+        (DType::BF16, 32, 12, 128, 64, MaskKind::Causal),
+        (DType::F16, 32, 12, 128, 64, MaskKind::None),
+        (DType::BF16, 1, 12, 128, 64, MaskKind::None),
+        (DType::BF16, 1, 12, 128, 64, MaskKind::Keys),
+        (DType::BF16, 4, 16, 2048, 128, MaskKind::None),
+        (DType::BF16, 4, 16, 2048, 128, MaskKind::Causal),
+        (DType::BF16, 4, 32, 2048, 64, MaskKind::None),
+        (DType::F32, 32, 12, 128, 64, MaskKind::None),
+        (DType::F32, 1, 12, 128, 64, MaskKind::None),
     ] {
         let c = Case {
             dt,
             batch,
-            q_heads: 12,
-            kv_heads: 12,
-            sq: 128,
-            skv: 128,
-            head: 64,
+            q_heads: heads,
+            kv_heads: heads,
+            sq: seq,
+            skv: seq,
+            head,
             mask,
             three_d: false,
         };
@@ -673,9 +679,10 @@ fn attention_timing() {
             flops /= 2.0;
         }
         println!(
-            "| {dt} B={batch} H=12 S=128 D=64 {mask:?} (grid {} x {}) | {:.1} | {:.1} | {:.1} |",
+            "| {dt} B={batch} H={heads} S={seq} D={head} {mask:?} (grid {} x {}, {} B shared) | {:.1} | {:.1} | {:.1} |",
             k.grid,
             k.block,
+            k.shared_mem,
             t.median_us,
             t.min_us,
             flops / (t.median_us * 1e-6) / 1e12

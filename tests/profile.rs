@@ -107,6 +107,22 @@ fn profile_classes_every_kernel_and_plots_it_on_the_roofline() {
         counted += n.as_u64().unwrap_or(0) as usize;
     }
     assert_eq!(counted, kernels.len(), "every kernel in one class");
+    // The kernels more than 2x off, in all and by kind.
+    let flagged: Vec<&str> = kernels
+        .iter()
+        .filter(|k| k["mismatch"].as_bool() == Some(true))
+        .filter_map(|k| k["kind"].as_str())
+        .collect();
+    assert_eq!(p["mismatches"].as_u64(), Some(flagged.len() as u64));
+    let by_kind = p["mismatches_by_kind"].as_object().expect("by kind");
+    for (kind, n) in by_kind {
+        let want = flagged.iter().filter(|k| *k == kind).count() as u64;
+        assert_eq!(n.as_u64(), Some(want), "{kind}");
+    }
+    assert_eq!(
+        by_kind.values().filter_map(|n| n.as_u64()).sum::<u64>(),
+        flagged.len() as u64
+    );
     assert!(
         predicted * 10 >= kernels.len() * 9,
         "{predicted} of {} predicted",

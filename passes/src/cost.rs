@@ -6,12 +6,30 @@
 //! and when rows are not 16-byte aligned (no vector loads), which is what makes padding
 //! pay. Casts cost only their extra write (backends fold them into the neighbouring
 //! kernel's loads or stores). The defaults are the H200 figures measured in DESIGN.md.
+//!
+//! What a roofline alone misses, each measured on the H200 by `gopt bench --profile`
+//! (`Target::h200` says where): a tiled matrix kernel (GEMM, convolution, attention)
+//! pays a fixed pipeline latency on top of its launch; a kernel runs on at most as many
+//! SMs as it has blocks, and its last wave of tiles runs part-empty ([`kernels`]); a
+//! kernel that runs one thread per output element (a broadcasting element-wise op, a
+//! transpose, a gather) is bound by its threads' index math and memory instructions
+//! before the bytes bind it; and a gather reads the rows it gathers, not its whole
+//! table ([`stream`]).
+
+mod kernels;
+mod stream;
+#[cfg(test)]
+mod tests;
+
+pub use kernels::gemm_compute;
 
 use crate::analysis::{attrs_of, Egraph};
 use crate::lang::{Leaf, Term};
 use gopt_ir::ops::{AttentionOp, ControlOp, FusedOp, ImageOp, NnOp, ReduceOp, ShapeOp};
 use gopt_ir::{Attrs, DType, Op, TensorType};
+use kernels::{attention_time, conv_time, gemm_time, packed_time, Compute};
 use serde::Serialize;
+use stream::elems;
 
 /// What the cost model knows about the target.
 #[derive(Clone, Debug, Serialize)]
@@ -32,8 +50,18 @@ pub struct Target {
     pub launch_eager: f64,
     /// GEMM tile edge: dims are rounded up to it.
     pub tile: usize,
-    /// Streaming multiprocessors: a kernel with fewer blocks than this leaves some idle.
+    /// Streaming multiprocessors: a kernel with fewer blocks than this leaves some idle,
+    /// and tiles beyond it run in waves (0: unknown, no occupancy or wave rule).
     pub sms: usize,
+    /// Latency of a tiled matrix kernel (a cuBLASLt GEMM, a convolution, fused
+    /// attention) on top of its launch: its first tiles loaded before the first MMA and
+    /// its last ones stored after, which one wave of tiles cannot hide, s.
+    pub tile_latency: f64,
+    /// Output elements per second of a kernel that runs one thread per output element
+    /// (broadcasting or mixed-type element-wise ops, transposes, gathers and other
+    /// index maps): each thread's index math and its loads and store bind it below the
+    /// bandwidth (0: unknown, no such bound).
+    pub scalar_rate: f64,
     /// Whether fp32 GEMMs may use tf32 tensor cores.
     pub tf32: bool,
     /// Whether kernels are replayed from a CUDA graph.
@@ -48,6 +76,18 @@ impl Target {
     /// One NVIDIA H200 (132 SMs; DESIGN.md: 3.7 TB/s for a vectorized element-wise kernel,
     /// 824 TFLOP/s measured for a cuBLASLt bf16 GEMM, 0.82 µs per kernel from a CUDA
     /// graph and 4.5 µs eagerly; tf32 at half the bf16 rate, fp32 CUDA cores 60 TFLOP/s).
+    ///
+    /// The tile latency and the scalar rate were measured by `gopt bench --profile` on
+    /// the H200 (bf16, BERT-base, each step timed in a CUDA graph of its own):
+    /// - tile latency 2 µs: cuBLASLt GEMMs of 128 rows (batch 1) took 3.7–6.6 µs where
+    ///   a launch and the roofline come to 1.6–2.6 µs, and those of 4096 rows (batch
+    ///   32) 1.4–3 µs more than those (18 µs with a GELU epilogue); a launch plus 2 µs
+    ///   is also the 2.8 µs `gopt_codegen`'s flash-decoding kernel takes on 128 keys;
+    /// - scalar rate 280 G outputs/s, the geometric mean of: BERT-base's broadcasting
+    ///   mask And, Expand and Where at batch 32 (0.5 M outputs in 1.5–1.8 µs beyond the
+    ///   launch: 290–345 G/s), its embedding sum with a broadcast operand (225 G/s) and
+    ///   word-embedding Gather (403 G/s), and in docs/benchmarks.md a scalar f32 slice of
+    ///   GPT-2's logits (212 G/s) and the scalar bf16 erf-GELU kernel (240 G/s).
     pub fn h200() -> Target {
         Target {
             name: "NVIDIA H200 (sm_90)".into(),
@@ -59,6 +99,8 @@ impl Target {
             launch_eager: 4.5e-6,
             tile: 64,
             sms: 132,
+            tile_latency: 2.0e-6,
+            scalar_rate: 280e9,
             tf32: false,
             cuda_graph: true,
             low_precision: None,
@@ -360,20 +402,24 @@ pub fn op_cost(
 /// `class` is decided by the rules of [`Class`] from the unpenalized terms.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize)]
 pub struct Work {
-    /// Bytes read and written (every present input once, every output once).
+    /// Bytes read and written (every present input once, every output once; a gather's
+    /// data only where it gathers).
     pub bytes: f64,
     /// Operations: 2·m·n·k for a GEMM (before tile rounding), 2 per multiply-add of a
     /// convolution or attention, and one per element for a streaming kernel (the
-    /// larger of its input and output element counts), so that every kernel has a
-    /// place on a roofline.
+    /// larger of its input element counts as read and its output's), so that every
+    /// kernel has a place on a roofline.
     pub flops: f64,
     /// The unit the operations run on.
     pub unit: Unit,
     /// Estimated seconds (what [`op_cost`] returns).
     pub seconds: f64,
-    /// Estimated seconds of the memory term alone (bytes over bandwidth).
+    /// Estimated seconds of the memory term alone: bytes over bandwidth, or a kernel of
+    /// one thread per output element's outputs over the scalar rate when slower,
+    /// stretched when its blocks leave SMs idle.
     pub memory_s: f64,
-    /// Estimated seconds of the compute term alone (with tile rounding).
+    /// Estimated seconds of the compute term alone (with tile rounding, idle SMs and
+    /// the last wave's empty slots).
     pub compute_s: f64,
     /// The class the cost model predicts.
     pub class: Class,
@@ -463,13 +509,6 @@ pub fn op_work(
     outputs: &[TensorType],
 ) -> Work {
     let k = kind(op);
-    let elems = |ty: &TensorType| -> f64 {
-        ty.shape
-            .iter()
-            .map(|d| d.known().unwrap_or(1) as f64)
-            .product()
-    };
-    let bytes_of = |ty: &TensorType| -> f64 { elems(ty) * ty.dtype.size() as f64 };
     let free = Work {
         bytes: 0.0,
         flops: 0.0,
@@ -482,58 +521,55 @@ pub fn op_work(
     if k == Kind::Free {
         return free;
     }
-    let bytes: f64 =
-        inputs.iter().map(|t| bytes_of(t)).sum::<f64>() + outputs.iter().map(bytes_of).sum::<f64>();
+    let bytes_of = |ty: &TensorType| -> f64 { elems(ty) * ty.dtype.size() as f64 };
+    let out_elems: f64 = outputs.iter().map(elems).sum();
+    let reads = stream::reads(op, inputs, out_elems);
+    let bytes: f64 = inputs
+        .iter()
+        .zip(&reads)
+        .map(|(t, n)| n * t.dtype.size() as f64)
+        .sum::<f64>()
+        + outputs.iter().map(bytes_of).sum::<f64>();
     let mem = bytes / t.bandwidth;
     let shape = |i: usize| inputs.get(i).and_then(|t| gopt_ir::dim::concrete(&t.shape));
     let dt = inputs.first().map(|t| t.dtype);
     let out_shape = outputs
         .first()
         .and_then(|t| gopt_ir::dim::concrete(&t.shape));
-    let out_elems: f64 = outputs.iter().map(elems).sum();
-    let stream_flops = inputs.iter().map(|t| elems(t)).fold(out_elems, f64::max);
-    let stream = Compute {
-        seconds: 0.0,
-        flops: stream_flops,
-        unit: Unit::Cores,
-        blocks: out_elems.max(stream_flops) / 256.0,
+    let stream = Compute::streaming(reads.iter().copied().fold(out_elems, f64::max));
+    let bound = Compute {
+        seconds: mem,
+        ..stream
     };
     let c = match k {
         Kind::Free | Kind::Stream => stream,
         Kind::Gemm => match op {
             Op::Nn(NnOp::MatMul | NnOp::Gemm) | Op::Fused(FusedOp::FusedMatMul) => {
-                gemm_time(t, op, attrs, shape(0), shape(1), dt).unwrap_or(Compute {
-                    seconds: mem,
-                    ..stream
-                })
+                trans_b(op, attrs)
+                    .and_then(|tb| gemm_time(t, tb, shape(0), shape(1), dt))
+                    .unwrap_or(bound)
             }
-            Op::Nn(NnOp::MatMulNBits) => packed_time(t, attrs, shape(0), dt).unwrap_or(Compute {
-                seconds: mem,
-                ..stream
-            }),
+            Op::Nn(NnOp::MatMulNBits) => packed_time(t, attrs, shape(0), dt).unwrap_or(bound),
             // Quantized and einsum forms: inputs are not (A, B); bytes bound them.
-            _ => Compute {
-                seconds: mem,
-                ..stream
-            },
+            _ => bound,
         },
         Kind::Conv => match op {
             Op::Nn(NnOp::Conv) | Op::Fused(FusedOp::FusedConv) => {
-                conv_time(t, shape(1), out_shape, dt).unwrap_or(Compute {
-                    seconds: mem,
-                    ..stream
-                })
+                conv_time(t, op, attrs, shape(0), shape(1), out_shape, dt).unwrap_or(bound)
             }
-            _ => Compute {
-                seconds: mem,
-                ..stream
-            },
+            _ => bound,
         },
-        Kind::Attention => attention_time(t, attrs, shape(0), shape(1), dt).unwrap_or(Compute {
-            seconds: mem,
-            ..stream
-        }),
+        Kind::Attention => attention_time(t, attrs, shape(0), shape(1), dt).unwrap_or(bound),
     };
+    // One thread per output element: its index math, loads and store bind before the
+    // bytes do. Idle SMs slow the memory side as they slow compute.
+    let scalar_s =
+        if k == Kind::Stream && t.scalar_rate > 0.0 && stream::scalar(op, inputs, outputs) {
+            out_elems / t.scalar_rate
+        } else {
+            0.0
+        };
+    let mem = mem.max(scalar_s) / c.occupancy;
     let class = classify_estimate(t, mem, c.seconds, c.blocks);
     let work = |seconds: f64| Work {
         bytes,
@@ -549,7 +585,7 @@ pub fn op_work(
     if op == Op::Elementwise(gopt_ir::ops::ElementwiseOp::Cast) {
         return work(outputs.iter().map(bytes_of).sum::<f64>() / t.bandwidth);
     }
-    let mut time = mem.max(c.seconds) + t.launch();
+    let mut time = mem.max(c.seconds) + t.launch() + c.fixed;
     // A packed product with few rows is priced by its kernel ([`packed_time`]): fp32
     // activations are a choice the cost model weighs, not a precision the user refused.
     let packed_gemv = op == Op::Nn(NnOp::MatMulNBits)
@@ -568,177 +604,11 @@ pub fn op_work(
     })
 }
 
-/// The compute side of a kernel: seconds on its unit, operations, and its parallel
-/// work in blocks (for the occupancy rule of [`classify_estimate`]).
-#[derive(Clone, Copy, Debug)]
-struct Compute {
-    seconds: f64,
-    flops: f64,
-    unit: Unit,
-    blocks: f64,
-}
-
-/// The unit a GEMM-like op on `dt` inputs runs on.
-fn gemm_unit(t: &Target, dt: DType) -> Unit {
-    match dt {
-        DType::BF16 | DType::F16 => Unit::TensorF16,
-        DType::F32 if t.tf32 => Unit::TensorTf32,
-        _ => Unit::Cores,
-    }
-}
-
-/// GEMM FLOPs over the unit's rate, with tile quantization and an alignment penalty.
-fn gemm_time(
-    t: &Target,
-    op: Op,
-    attrs: &Attrs,
-    a: Option<Vec<usize>>,
-    b: Option<Vec<usize>>,
-    dt: Option<DType>,
-) -> Option<Compute> {
-    let (a, b, dt) = (a?, b?, dt?);
-    let trans_b = match op {
-        Op::Nn(NnOp::Gemm) => attrs.int_or("transB", 0).ok()? != 0,
-        _ => attrs.int_or("trans_b", 0).ok()? != 0,
+/// Whether a GEMM's B is stored transposed (`None`: an attribute of the wrong type).
+fn trans_b(op: Op, attrs: &Attrs) -> Option<bool> {
+    let name = match op {
+        Op::Nn(NnOp::Gemm) => "transB",
+        _ => "trans_b",
     };
-    let (kb, n) = match b.as_slice() {
-        [.., x, y] if trans_b => (*y, *x),
-        [.., x, y] => (*x, *y),
-        _ => return None,
-    };
-    let m: usize = a.iter().rev().skip(1).product::<usize>().max(1);
-    let batch: usize = if b.len() > 2 {
-        b[..b.len() - 2].iter().product::<usize>().max(1)
-    } else {
-        1
-    };
-    let m = if b.len() > 2 { m / batch.max(1) } else { m };
-    // Output tiles of 128×128, the size a large cuBLASLt kernel takes on Hopper.
-    // In f64: dims from a hostile model must not overflow a usize product.
-    let f = |x: usize| x as f64;
-    let tiles = f(batch) * f(m.div_ceil(128)) * f(n.div_ceil(128));
-    Some(Compute {
-        seconds: gemm_compute(t, batch, m, n, kb, dt),
-        flops: 2.0 * f(batch) * f(m) * f(n) * f(kb),
-        unit: gemm_unit(t, dt),
-        blocks: tiles,
-    })
-}
-
-/// A product with a packed low-bit weight (MatMulNBits): its memory term is the packed
-/// bytes (B's u8 type, counted with the inputs). Up to `gopt_codegen`'s 16 rows it is a
-/// GEMV: with bf16/f16 activations on tensor cores (two instructions per weight to
-/// unpack: bound by the bytes), with fp32 ones on CUDA cores, where unpacking, the
-/// conversion and one FMA per weight and row cost about eight fp32 operations' issue
-/// slots per multiply-add (`2·m·n·k` FLOPs at an eighth of the fp32 rate). Above, the
-/// weight is dequantized into scratch (written at bandwidth) and multiplied on tensor
-/// cores like any GEMM.
-fn packed_time(
-    t: &Target,
-    attrs: &Attrs,
-    a: Option<Vec<usize>>,
-    dt: Option<DType>,
-) -> Option<Compute> {
-    let (a, dt) = (a?, dt?);
-    let k = usize::try_from(attrs.int("K").ok()??).ok()?;
-    let n = usize::try_from(attrs.int("N").ok()??).ok()?;
-    let m: usize = a.iter().rev().skip(1).product::<usize>().max(1);
-    let f = |x: usize| x as f64;
-    let flops = 2.0 * f(m) * f(n) * f(k);
-    if m <= 16 {
-        let (rate, unit) = match dt {
-            DType::F32 => (t.fp32 / 8.0, Unit::Cores),
-            _ => (t.gemm_rate(dt), gemm_unit(t, dt)),
-        };
-        return Some(Compute {
-            seconds: flops / rate,
-            flops,
-            unit,
-            blocks: f(n) / 16.0,
-        });
-    }
-    let scratch = f(n) * f(k) * dt.size() as f64 / t.bandwidth;
-    Some(Compute {
-        seconds: gemm_compute(t, 1, m, n, k, dt) + scratch,
-        flops,
-        unit: gemm_unit(t, dt),
-        blocks: f(m.div_ceil(128)) * f(n.div_ceil(128)),
-    })
-}
-
-/// Compute time of a (batched) `m×k · k×n` GEMM: dims rounded up to the tile, half
-/// efficiency when rows are not 16-byte aligned (n or k not a multiple of 8).
-pub fn gemm_compute(t: &Target, batch: usize, m: usize, n: usize, k: usize, dt: DType) -> f64 {
-    let up = |x: usize| (x.div_ceil(t.tile) * t.tile) as f64;
-    let flops = 2.0 * batch as f64 * up(m) * up(n) * up(k);
-    let aligned = n % 8 == 0 && k % 8 == 0;
-    let eff = if aligned { 1.0 } else { 0.5 };
-    flops / (t.gemm_rate(dt) * eff)
-}
-
-fn conv_time(
-    t: &Target,
-    w: Option<Vec<usize>>,
-    y: Option<Vec<usize>>,
-    dt: Option<DType>,
-) -> Option<Compute> {
-    let (w, y, dt) = (w?, y?, dt?);
-    let per_out: usize = w.get(1..)?.iter().product();
-    let outs: f64 = y.iter().map(|&d| d as f64).product();
-    let flops = 2.0 * outs * per_out as f64;
-    // Depthwise convolutions do not use tensor cores.
-    let (rate, unit) = if w.get(1) == Some(&1) {
-        (t.fp32, Unit::Cores)
-    } else {
-        (t.gemm_rate(dt), gemm_unit(t, dt))
-    };
-    Some(Compute {
-        seconds: flops / rate,
-        flops,
-        unit,
-        // An implicit GEMM's 128×128 output tiles (output pixels by output channels);
-        // a depthwise kernel's blocks of 256 outputs.
-        blocks: match unit {
-            Unit::Cores => outs / 256.0,
-            Unit::TensorF16 | Unit::TensorTf32 => outs / (128.0 * 128.0),
-        },
-    })
-}
-
-/// Attention FLOPs (`Q·Kᵀ` and `P·V`) over the tensor-core rate, for 4-D `[b, h, s, d]`
-/// inputs or 3-D `[b, s, h · d]` ones with `q_num_heads`.
-fn attention_time(
-    t: &Target,
-    attrs: &Attrs,
-    q: Option<Vec<usize>>,
-    k: Option<Vec<usize>>,
-    dt: Option<DType>,
-) -> Option<Compute> {
-    let (q, k, dt) = (q?, k?, dt?);
-    // batch · heads · query rows · head size, keys, and the blocks of 64 query rows
-    // per head a flash kernel runs.
-    let f = |x: usize| x as f64;
-    let (rows_x_width, keys, blocks) = match (q.as_slice(), k.as_slice()) {
-        ([b, h, s, d], [_, _, skv, _]) => (
-            f(*b) * f(*h) * f(*s) * f(*d),
-            f(*skv),
-            f(*b) * f(*h) * f(s.div_ceil(64)),
-        ),
-        ([b, s, hd], [_, skv, _]) => {
-            let h = attrs.int_or("q_num_heads", 0).ok().filter(|h| *h > 0)?;
-            (
-                f(*b) * f(*s) * f(*hd),
-                f(*skv),
-                f(*b) * h as f64 * f(s.div_ceil(64)),
-            )
-        }
-        _ => return None,
-    };
-    let flops = 4.0 * rows_x_width * keys;
-    Some(Compute {
-        seconds: flops / t.gemm_rate(dt),
-        flops,
-        unit: gemm_unit(t, dt),
-        blocks,
-    })
+    Some(attrs.int_or(name, 0).ok()? != 0)
 }

@@ -18,8 +18,10 @@
 //! one class to another candidate and for *group moves* (every member of a sibling
 //! merge switched to its slice at once: the groups the rule recorded, and every set of
 //! classes holding views of one common class, which also covers merges that other
-//! rewrites reached, such as casts moved into the slices), keeping a move only when the
-//! total drops, for a few passes.
+//! rewrites reached, such as casts moved into the slices; then each reader of a member
+//! switched to the node that reads it, where that lowers the total: a SwiGLU of the
+//! gate and up projections, a cast of V's slice), keeping a move only when the total
+//! drops, for a few passes.
 
 use crate::analysis::Egraph;
 use crate::cost::{node_cost, Target};
@@ -180,6 +182,7 @@ pub fn extract_until(
         index: &index,
         own: &own,
         kids: &kids,
+        parents: &parents,
     };
     let root_ix: Vec<usize> = roots.iter().map(|r| index[&eg.find(*r)]).collect();
     // The greedy's sets can be stale when a child's choice changed after its parents
@@ -322,6 +325,8 @@ struct Search<'a> {
     own: &'a [Vec<f64>],
     /// `kids[class][node]`: the node's children as class indices.
     kids: &'a [Vec<Vec<usize>>],
+    /// `parents[class]`: the (class, node) pairs that read the class.
+    parents: &'a [Vec<(usize, usize)>],
 }
 
 impl Search<'_> {
@@ -424,17 +429,51 @@ impl Search<'_> {
             .collect()
     }
 
+    /// The second half of a group move: each reader of a member (a class with a node
+    /// that reads one) switched to that node where the total `t` drops, in turn. A
+    /// merge pays only once its members' readers use it: a SwiGLU reading the gate and
+    /// the up projection replaces the gate's own GEMM with a silu epilogue and the
+    /// product, and a cast of V's slice replaces V's own low-precision GEMM. Returns
+    /// the moves made (class, its previous node), for undoing.
+    fn follow_readers(
+        &self,
+        roots: &[usize],
+        pick: &mut [usize],
+        group: &[(usize, usize)],
+        t: &mut f64,
+    ) -> Vec<(usize, usize)> {
+        let members: Vec<usize> = group.iter().map(|(ci, _)| *ci).collect();
+        let live = FixedBitSet::from_iter(self.reachable(roots, pick));
+        let mut moved = Vec::new();
+        for &m in &members {
+            for &(ci, ni) in &self.parents[m] {
+                let skip = members.contains(&ci) || !live.contains(ci) || pick[ci] == ni;
+                if skip || !self.own[ci][ni].is_finite() {
+                    continue;
+                }
+                let cur = pick[ci];
+                pick[ci] = ni;
+                let next = self.total(roots, pick);
+                if next < *t * (1.0 - 1e-9) {
+                    *t = next;
+                    moved.push((ci, cur));
+                } else {
+                    pick[ci] = cur;
+                }
+            }
+        }
+        moved
+    }
+
     /// Improves `pick` in place; false when `deadline` passed first.
     fn refine(&self, roots: &[usize], pick: &mut [usize], deadline: Option<Instant>) -> bool {
         let mut best = self.total(roots, pick);
         let groups = self.groups();
         for _ in 0..REFINE_PASSES {
             let mut improved = false;
-            // Only groups with two or more members in use can change the total by more
-            // than a single move does.
             let live = FixedBitSet::from_iter(self.reachable(roots, pick));
             for g in &groups {
-                if g.iter().filter(|(ci, _)| live.contains(*ci)).count() < 2 {
+                if !g.iter().any(|(ci, _)| live.contains(*ci)) {
                     continue;
                 }
                 if past(deadline) {
@@ -444,13 +483,17 @@ impl Search<'_> {
                 for (ci, ni) in g {
                     pick[*ci] = *ni;
                 }
-                let t = self.total(roots, pick);
+                let mut t = self.total(roots, pick);
+                let moved = self.follow_readers(roots, pick, g, &mut t);
                 if t < best * (1.0 - 1e-9) {
                     best = t;
                     improved = true;
                 } else {
                     for ((ci, _), s) in g.iter().zip(saved) {
                         pick[*ci] = s;
+                    }
+                    for (ci, s) in moved.into_iter().rev() {
+                        pick[ci] = s;
                     }
                 }
             }

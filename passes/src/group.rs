@@ -7,7 +7,7 @@
 //! constants move into the body; other constants stay inputs.
 
 use crate::{PassError, Result};
-use gopt_ir::ops::FusedOp;
+use gopt_ir::ops::{ElementwiseOp, FusedOp, ShapeOp};
 use gopt_ir::{Attr, Attrs, Graph, Node, Op, ValueId};
 use std::collections::{HashMap, HashSet};
 
@@ -15,9 +15,77 @@ fn groupable(n: &Node) -> bool {
     matches!(n.op, Op::Elementwise(_)) && n.op.is_deterministic() && n.outputs.len() == 1
 }
 
+/// Whether `op` keeps its input's elements in order under another shape.
+fn is_view_op(op: Op) -> bool {
+    matches!(
+        op,
+        Op::Shape(
+            ShapeOp::Reshape
+                | ShapeOp::Squeeze
+                | ShapeOp::Unsqueeze
+                | ShapeOp::Flatten
+                | ShapeOp::Identity
+        )
+    )
+}
+
+/// Moves each Cast that reads a view (a reshape) of an element-wise result above the
+/// view, so that it joins the element-wise group: `Cast(Reshape(e))` becomes
+/// `Reshape(Cast(e))`, exact since a cast rounds each element alone and a view keeps
+/// them in order. Only where the element-wise result and the view are each read once
+/// (by the view and the Cast) and neither is a graph output. Extraction cannot choose
+/// the side on its own: a Cast costs its write on either side of a free view.
+fn casts_before_views(g: &mut Graph) -> Result<usize> {
+    let producers = g.producers();
+    let consumers = g.consumers();
+    let single = |v: ValueId| consumers.get(&v).is_some_and(|c| c.len() == 1);
+    let mut moves = Vec::new();
+    for (ci, c) in g.nodes.iter().enumerate() {
+        if c.op != Op::Elementwise(ElementwiseOp::Cast) {
+            continue;
+        }
+        let Some(Some(v)) = c.inputs.first().copied() else {
+            continue;
+        };
+        let Some(&(r, _)) = producers.get(&v) else {
+            continue;
+        };
+        let view = &g.nodes[r.index()];
+        let Some(Some(u)) = view.inputs.first().copied() else {
+            continue;
+        };
+        let elementwise = producers
+            .get(&u)
+            .is_some_and(|&(p, _)| groupable(&g.nodes[p.index()]));
+        let hidden = !g.outputs.contains(&u) && !g.outputs.contains(&v);
+        if is_view_op(view.op) && view.outputs.len() == 1 && elementwise && hidden {
+            if single(u) && single(v) {
+                moves.push((ci, r.index(), u));
+            }
+        }
+    }
+    for &(ci, ri, u) in &moves {
+        let to = g.ty(g.nodes[ci].outputs[0])?.dtype;
+        let ty = gopt_ir::TensorType::new(to, g.ty(u)?.shape.clone());
+        let name = format!("{}/before_view", g.value(g.nodes[ci].outputs[0]).name);
+        let cast_out = g.add_value(&name, Some(ty));
+        let y = g.nodes[ci].outputs[0];
+        g.nodes[ci].inputs[0] = Some(u);
+        g.nodes[ci].outputs[0] = cast_out;
+        g.nodes[ri].inputs[0] = Some(cast_out);
+        g.nodes[ri].outputs[0] = y;
+    }
+    if !moves.is_empty() {
+        g.sort_nodes()?;
+        g.prune();
+    }
+    Ok(moves.len())
+}
+
 /// Groups element-wise neighbours; returns how many fused nodes were made.
 pub fn fuse_elementwise(g: &mut Graph) -> Result<usize> {
     g.sort_nodes()?;
+    casts_before_views(g)?;
     let producers = g.producers();
     let consumers = g.consumers();
     let outputs: HashSet<ValueId> = g.outputs.iter().copied().collect();
@@ -179,4 +247,57 @@ fn broadcasts_to(g: &Graph, inputs: &[ValueId], out: &[gopt_ir::Dim]) -> Result<
         acc = next;
     }
     Ok(acc.as_slice() == out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::fuse_elementwise;
+    use gopt_ir::{interp, text, verify, Op, Tensor};
+
+    /// Rotary math written per head, then its heads merged back and cast: the Cast moves
+    /// above the reshape and joins the element-wise kernel; the numbers do not change.
+    #[test]
+    fn a_cast_after_a_reshape_joins_the_group() {
+        let src = r#"graph "g"(%0 "q": f32[2,4,8], %1 "c": f32[1,4,8]) -> (%5) {
+  %2 "m": f32[2,4,8] = Mul "m"(%0, %1)
+  %3 "s": i64[2] = const [2, 32]
+  %4 "r": f32[2,32] = Reshape "r"(%2, %3)
+  %5 "y": bf16[2,32] = Cast "y"(%4) {to=dtype bf16}
+}"#;
+        let g = verify(text::parse(src).expect("parses")).expect("verifies");
+        let mut out = g.clone().into_inner();
+        assert_eq!(fuse_elementwise(&mut out).expect("groups"), 1);
+        let out = verify(out).expect("verifies");
+        let ops: Vec<&str> = out.nodes.iter().map(|n| n.op.name()).collect();
+        assert_eq!(
+            ops,
+            ["FusedElementwise", "Reshape"],
+            "{}",
+            text::print(&out)
+        );
+        let fused = &out.nodes[0];
+        let body = fused.attrs.graph("body").expect("a body");
+        let cast = Op::Elementwise(gopt_ir::ops::ElementwiseOp::Cast);
+        assert!(body.nodes.iter().any(|n| n.op == cast));
+        let x: Vec<f64> = (0..64).map(|i| (i as f64 - 30.0) * 0.37).collect();
+        let c: Vec<f64> = (0..32).map(|i| 1.0 + i as f64 / 7.0).collect();
+        let ins = [
+            Tensor::from_f64s(gopt_ir::DType::F32, &[2, 4, 8], &x).expect("q"),
+            Tensor::from_f64s(gopt_ir::DType::F32, &[1, 4, 8], &c).expect("c"),
+        ];
+        let want = interp::run(&g, &ins).expect("runs");
+        let got = interp::run(&out, &ins).expect("runs");
+        assert_eq!(want[0].to_f64_vec(), got[0].to_f64_vec());
+        // A reshape that is also a graph output keeps its Cast after it.
+        let twice = src.replace("-> (%5)", "-> (%5, %4)");
+        let mut out = verify(text::parse(&twice).expect("parses"))
+            .expect("verifies")
+            .into_inner();
+        fuse_elementwise(&mut out).expect("groups");
+        assert!(
+            out.nodes.iter().any(|n| n.op.name() == "Cast"),
+            "{}",
+            text::print(&out)
+        );
+    }
 }

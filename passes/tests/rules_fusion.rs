@@ -3,7 +3,7 @@
 //! where its side condition fails.
 
 mod common;
-use common::{check_not_applicable, check_rewrite, vals};
+use common::{check_not_applicable, check_rewrite, check_rules, vals};
 use gopt_ir::Verified;
 
 /// Runs `rule` alone; asserts the extracted graph has `op` (with `attr` text) and still
@@ -253,6 +253,15 @@ fn attention_with_masks() {
         1,
         "a causal mask becomes is_causal"
     );
+    // An export specialized to a batch spells the mask out per row: still causal.
+    let expanded = attention(&format!(
+        "[{causal}, {causal}]",
+        causal = &causal[1..causal.len() - 1]
+    ))
+    .replace("f32[1,", "f32[2,");
+    let g = fires("fuse-attention", &expanded, "Attention");
+    let att = g.nodes.iter().find(|n| n.op.name() == "Attention").unwrap();
+    assert_eq!(att.attrs.int_or("is_causal", 0).unwrap(), 1);
     let padding = "[0.0, 0.0, 0.0, -10000.0, 0.0, 0.0, 0.0, -10000.0, 0.0, 0.0, 0.0, -10000.0, 0.0, 0.0, 0.0, -10000.0]";
     let g = fires("fuse-attention", &attention(padding), "Attention");
     let att = g.nodes.iter().find(|n| n.op.name() == "Attention").unwrap();
@@ -301,6 +310,68 @@ fn sibling_gemms_merge() {
             "\"v\"(%0, %3, %6) {activation=\"tanh\"}",
         );
     check_not_applicable("fuse-sibling-matmul", &mixed);
+}
+
+/// Llama's MLP gate: `silu(x·Wg) · (x·Wu)`, the gate with its silu epilogue fused.
+fn swiglu_src(product: &str) -> String {
+    format!(
+        r#"graph "g"(%0 "x": f32[5,6]) -> (%5) {{
+  %1 "wg": f32[6,4] = const {a}
+  %2 "wu": f32[6,4] = const {b}
+  %3 "gate": f32[5,4] = FusedMatMul "gate"(%0, %1) {{activation="silu"}}
+  %4 "up": f32[5,4] = FusedMatMul "up"(%0, %2)
+  %5 "y": f32[5,4] = Mul "y"({product})
+}}"#,
+        a = vals(24, 16),
+        b = vals(24, 17)
+    )
+}
+
+#[test]
+fn swiglu_gate() {
+    let want = format!(
+        r#"graph "g"(%0 "x": f32[5,6]) -> (%5) {{
+  %1 "wg": f32[6,4] = const {a}
+  %2 "wu": f32[6,4] = const {b}
+  %3 "gate": f32[5,4] = FusedMatMul "gate"(%0, %1)
+  %4 "up": f32[5,4] = FusedMatMul "up"(%0, %2)
+  %5 "y": f32[5,4] = SwiGLU "y"(%3, %4)
+}}"#,
+        a = vals(24, 16),
+        b = vals(24, 17)
+    );
+    check_rewrite("fuse-swiglu", &swiglu_src("%3, %4"), &want);
+    check_rewrite("fuse-swiglu-left", &swiglu_src("%4, %3"), &want);
+    // Another activation, a residual, or half-precision data (where SwiGLU rounds
+    // more often than the epilogue) do not become SwiGLU.
+    let gelu = swiglu_src("%3, %4").replace("\"silu\"", "\"gelu\"");
+    check_not_applicable("fuse-swiglu", &gelu);
+    check_not_applicable("fuse-swiglu-left", &gelu.replace("%3, %4)", "%4, %3)"));
+    let residual = swiglu_src("%3, %4")
+        .replace("-> (%5)", ", %6 \"r\": f32[5,4]) -> (%5)")
+        .replace("f32[5,6]) ,", "f32[5,6],")
+        .replace("\"gate\"(%0, %1)", "\"gate\"(%0, %1, _, %6)");
+    check_not_applicable("fuse-swiglu", &residual);
+    let half = swiglu_src("%3, %4").replace("f32", "bf16");
+    check_not_applicable("fuse-swiglu", &half);
+}
+
+/// With the sibling merge, the gate and up projections become one GEMM whose halves
+/// SwiGLU reads: extraction takes it (one launch fewer) although neither half alone
+/// is cheaper as a slice.
+#[test]
+fn swiglu_reads_one_merged_gemm() {
+    let g = check_rules(
+        &["fuse-swiglu", "fuse-sibling-matmul"],
+        &swiglu_src("%3, %4"),
+    );
+    let ops: Vec<&str> = g.nodes.iter().map(|n| n.op.name()).collect();
+    let gemms = ops.iter().filter(|o| **o == "FusedMatMul").count();
+    assert!(
+        gemms == 1 && ops.contains(&"SwiGLU"),
+        "{}",
+        gopt_ir::text::print(&g)
+    );
 }
 
 fn conv(after: &str, extra: &str) -> String {

@@ -443,6 +443,8 @@ fn every_rule_has_a_firing_and_a_not_applicable_test() {
         include_str!("rules_conv.rs"),
         include_str!("rules_layout.rs"),
         include_str!("rules_quantized.rs"),
+        include_str!("rules_rotary.rs"),
+        include_str!("rules_mask.rs"),
     ]
     .concat();
     let mut missing = Vec::new();

@@ -112,6 +112,10 @@ struct Report {
     /// The predicted peak device memory, and on CUDA the measured one by phase.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     memory: Option<super::memory::BenchMemory>,
+    /// CUDA: how each GEMM's cuBLASLt algorithm was chosen at load (timed, cached, the
+    /// heuristic's first), and what choosing took (inside `kernels+load`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gemm_tuning: Option<gopt::runtime::cuda::TuneReport>,
 }
 
 fn bindings(args: &Args, g: &gopt::Graph) -> Result<BTreeMap<String, u64>> {
@@ -254,6 +258,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     // Each profiled step's kind, in the profile's order (plan order).
     let mut kinds: Vec<String> = Vec::new();
     let mut measured = None;
+    let mut gemm_tuning = None;
     let (device, times, kernels, launches, mem) = match backend {
         Backend::Wgpu => {
             let t = Instant::now();
@@ -299,6 +304,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
                 bail!("the compiled model has no CUDA executor");
             };
             compile_ms.insert("kernels+load", t.elapsed().as_secs_f64() * 1e3);
+            gemm_tuning = Some(exe.gemm_tuning().clone());
             exe.set_inputs(&ins)?;
             let times = exe.time(args.warmup, args.iters)?;
             probe.mark("runs")?;
@@ -394,6 +400,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         compile_ms,
         profile,
         memory: super::memory::bench_memory(&compiled, measured),
+        gemm_tuning,
     };
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&report)?);
@@ -467,6 +474,16 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         })
         .collect();
     outln!("compile  {}", stages.join(", "));
+    if let Some(r) = report
+        .gemm_tuning
+        .as_ref()
+        .filter(|r| !r.choices.is_empty())
+    {
+        outln!("{}", r.summary_line());
+        for n in &r.notes {
+            outln!("note  {n}");
+        }
+    }
     if let Some(p) = &report.profile {
         super::profile::print(p, &kinds);
         if let Some(path) = &args.plot {

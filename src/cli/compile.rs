@@ -185,6 +185,13 @@ pub struct OptArgs {
     /// hold 0) instead of a range symmetric around 0 (i8, no zero point).
     #[arg(long, requires = "quantize")]
     pub asymmetric: bool,
+    /// CUDA: keep cuBLASLt's heuristic's first algorithm for every GEMM instead of
+    /// timing its candidates (up to 8, split-K among them) when a plan is loaded on a
+    /// GPU, or compiled with `--target cuda` on a machine that has one. Choices are cached
+    /// per GPU in ~/.cache/gopt/gemm, so only a shape's first load pays.
+    /// `GOPT_GEMM_TUNE=0` does the same. docs/cuda.md
+    #[arg(long)]
+    pub no_gemm_tune: bool,
 }
 
 /// Parses `--memory-limit`.
@@ -223,6 +230,9 @@ impl OptArgs {
         }
         if let Some(bytes) = self.memory_limit {
             o = o.memory_limit(bytes);
+        }
+        if self.no_gemm_tune {
+            o = o.gemm_tuning(false);
         }
         if let Some(q) = &self.quantize {
             use gopt::passes::quantize::{Quantize, Scheme};
@@ -298,6 +308,10 @@ struct Report {
     quantize: Option<gopt::passes::quantize::Quantize>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     quantized: Vec<gopt::passes::quantize::WeightReport>,
+    /// `--target cuda`: why the GEMM algorithms were not chosen here (no GPU, tuning
+    /// off, a failure); they are then chosen when a plan is loaded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gemm_tuning_note: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -322,6 +336,10 @@ struct BucketReport {
     /// GPU targets: the predicted peak device memory and what takes it.
     #[serde(skip_serializing_if = "Option::is_none")]
     memory: Option<super::memory::BucketMemory>,
+    /// `--target cuda` on a machine with a GPU: each GEMM's cuBLASLt algorithm, how it
+    /// was chosen (timed, cached, the heuristic's first) and what choosing took.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    gemm_tuning: Option<gopt::runtime::cuda::TuneReport>,
 }
 
 impl BucketReport {
@@ -563,6 +581,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
                 .map(|v| v.control_flow.clone())
                 .unwrap_or_default(),
             memory: super::memory::bucket_memory(&compiled, i),
+            gemm_tuning: None,
         });
     }
     if let Some(b) = bar {
@@ -572,6 +591,18 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         s.finish_and_clear();
     }
     stage("optimize", t);
+    let mut gemm_tuning_note = None;
+    if args.target == Target::Cuda {
+        let t = Instant::now();
+        let (tuned, note) = super::gemm_tune::tune(&compiled);
+        if tuned.iter().any(Option::is_some) {
+            stage("gemm-tune", t);
+        }
+        for (b, r) in buckets.iter_mut().zip(tuned) {
+            b.gemm_tuning = r;
+        }
+        gemm_tuning_note = note;
+    }
     let report = Report {
         model: args.model.display().to_string(),
         stages,
@@ -586,6 +617,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         memory_budget: super::memory::budget_report(&compiled),
         quantize: opts.quantize,
         quantized: compiled.quantized().to_vec(),
+        gemm_tuning_note,
     };
     let explained: Vec<super::explain::Bucket> = report
         .buckets
@@ -617,6 +649,9 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             }
         }
         print_buckets(&report.buckets, args.explain);
+        if let (true, Some(n)) = (args.explain, &report.gemm_tuning_note) {
+            outln!("gemm choice: {n}");
+        }
         super::explain::print_nodes(&args.explain_node, &explained);
         print_skipped(&report);
         super::memory::print_budget(&compiled);
@@ -922,6 +957,9 @@ fn print_buckets(buckets: &[BucketReport], explain: bool) {
         }
         if let Some(line) = b.kinds_line() {
             outln!("  {line}");
+        }
+        if let Some(r) = &b.gemm_tuning {
+            super::gemm_tune::print(r, explain, "  ");
         }
         if let Some(m) = &b.memory {
             outln!("  {}", super::memory::bucket_line(m));

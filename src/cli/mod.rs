@@ -8,6 +8,7 @@ pub mod charts;
 pub mod compile;
 pub mod compile_generate;
 pub mod explain;
+pub mod gemm_tune;
 pub mod generate;
 pub mod inspect;
 pub mod memory;

@@ -25,6 +25,8 @@ pub struct Profile {
     pub classes: BTreeMap<String, usize>,
     /// Kernels whose measured and predicted times differ by more than 2×.
     pub mismatches: usize,
+    /// Those kernels by kind (`gemm`, `attention`, ...; kinds with none are left out).
+    pub mismatches_by_kind: BTreeMap<String, usize>,
     /// One row per kernel (graph node), slowest first.
     pub kernels: Vec<Row>,
     /// Each plan step: label, node, median ms, blocks.
@@ -68,9 +70,14 @@ pub fn build(
         .into_iter()
         .map(|(c, n)| (c.name().to_string(), n))
         .collect();
+    let mut mismatches_by_kind = BTreeMap::new();
+    for r in rows.iter().filter(|r| r.mismatch) {
+        *mismatches_by_kind.entry(r.kind.clone()).or_insert(0) += 1;
+    }
     Ok(Profile {
         total_ms: steps.iter().map(|s| s.ms).sum(),
         mismatches: rows.iter().filter(|r| r.mismatch).count(),
+        mismatches_by_kind,
         classes,
         kernels: rows,
         peaks,
@@ -185,11 +192,17 @@ pub fn print(p: &Profile, step_kinds: &[String]) {
         );
     }
     if p.mismatches > 0 {
+        let by_kind: Vec<String> = p
+            .mismatches_by_kind
+            .iter()
+            .map(|(k, n)| format!("{n} {k}"))
+            .collect();
         outln!(
-            "! {} kernel(s) measured more than {}× away from the cost model's estimate: \
+            "! {} kernel(s) measured more than {}× away from the cost model's estimate ({}): \
              that is where the cost model is wrong",
             p.mismatches,
-            roofline::MISMATCH
+            roofline::MISMATCH,
+            by_kind.join(", ")
         );
     }
     per_kind(&p.steps, step_kinds);

@@ -113,7 +113,13 @@ impl Compiled {
             let Loaded::Cuda { weights, exes } = &mut self.loaded else {
                 return Err(missing("CUDA"));
             };
-            let exe = Executable::new(&dev, plan, weights.clone(), !self.opts.no_cuda_graph)?;
+            let exe = Executable::with_tuning(
+                &dev,
+                plan,
+                weights.clone(),
+                !self.opts.no_cuda_graph,
+                &self.opts.tune_options(),
+            )?;
             exes.insert(i, exe);
         }
         match &mut self.loaded {
@@ -155,6 +161,30 @@ impl Compiled {
                 Ok(e.insert(exe))
             }
         }
+    }
+
+    /// CUDA: chooses every bucket's GEMM algorithms on this machine's GPU as loading the
+    /// bucket would (timed, or read from the cache; see [`gopt_runtime::cuda::tune`]),
+    /// without loading its kernels: `gopt compile` records the choices in the artifact
+    /// and leaves them in the cache for the runs to come. One entry per bucket, `None`
+    /// for a bucket without a CUDA plan.
+    pub fn tune_gemms(&self) -> Result<Vec<Option<gopt_runtime::cuda::TuneReport>>> {
+        let opts = self.opts.tune_options();
+        let dev = crate::cuda::device()?;
+        let _gpu = gopt_runtime::cuda::gpu_lock();
+        let weights = match &self.loaded {
+            Loaded::Cuda { weights, .. } => weights.clone(),
+            Loaded::Nothing | Loaded::Wgpu { .. } => Weights::upload(&dev, self.weights.blob())?,
+        };
+        self.buckets
+            .iter()
+            .map(|b| match &b.plan {
+                BackendPlan::Cuda(p) => Ok(Some(gopt_runtime::cuda::tune_plan(
+                    &dev, p, &weights, &opts,
+                )?)),
+                BackendPlan::Cpu | BackendPlan::Wgsl(_) => Ok(None),
+            })
+            .collect()
     }
 
     /// Frees the CUDA executables and weights (under the process's GPU lock): a new

@@ -74,8 +74,13 @@ impl Loaded {
                 let Loaded::Cuda { weights, exes, .. } = self else {
                     return Err(GoptError::Usage("CUDA executors missing".into()));
                 };
-                let mut exe =
-                    Executable::new(&dev, plan.clone(), weights.clone(), !opts.no_cuda_graph)?;
+                let mut exe = Executable::with_tuning(
+                    &dev,
+                    plan.clone(),
+                    weights.clone(),
+                    !opts.no_cuda_graph,
+                    &opts.tune_options(),
+                )?;
                 drop(_gpu);
                 // Captured now, so the first token does not wait for the capture.
                 exe.capture()?;

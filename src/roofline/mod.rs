@@ -99,8 +99,10 @@ impl Peaks {
 impl Peaks {
     /// The cost model's target with these measured roofs in place of `base`'s
     /// figures: bandwidth, the GEMM rate of each unit, the one-element kernel's time as
-    /// the launch cost, the SM count. Predictions made with it are the cost model's
-    /// formulas on this device, so they can be held against its measurements.
+    /// the launch cost, the SM count; `base`'s tile latency and scalar rate on CUDA
+    /// (measured once, on an H200), none on wgpu; no low-precision penalty. Predictions
+    /// made with it are the cost model's formulas on this device, so they can be held
+    /// against its measurements.
     pub fn target(&self, base: &gopt_passes::Target) -> gopt_passes::Target {
         let rate = |k: &str, d: f64| self.compute.get(k).copied().unwrap_or(d);
         gopt_passes::Target {
@@ -113,6 +115,21 @@ impl Peaks {
             launch_eager: self.floor_s,
             // Unknown (wgpu): no occupancy rule rather than another device's.
             sms: self.sms.map_or(0, |n| n as usize),
+            // Measured on CUDA kernels (cuBLASLt's, gopt's), not on WGSL shaders: none
+            // on wgpu rather than another backend's.
+            tile_latency: if self.backend == "cuda" {
+                base.tile_latency
+            } else {
+                0.0
+            },
+            scalar_rate: if self.backend == "cuda" {
+                base.scalar_rate
+            } else {
+                0.0
+            },
+            // A prediction, not a choice: without the penalty extraction puts on wide
+            // math under a low precision (the estimates `--explain` reports, too).
+            low_precision: None,
             ..base.clone()
         }
     }

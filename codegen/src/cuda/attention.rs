@@ -28,6 +28,8 @@ pub mod decode;
 mod general;
 
 const MMA: &str = include_str!("attention_mma.cu");
+const FLASH: &str = include_str!("attention_flash.cu");
+const MMA_HELPERS: &str = include_str!("conv_mma.cuh");
 const SIMT: &str = include_str!("attention.cu");
 /// Largest head size of the tensor-core kernel (its fp32 output tile lives in registers).
 pub const MMA_MAX_HEAD: usize = 128;
@@ -116,7 +118,14 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         ..
     } = a;
     let tensor_cores = dt != DType::F32 && dims.head <= MMA_MAX_HEAD;
-    let layout = if tensor_cores {
+    let vw = vector_width(&dims);
+    let flash = tensor_cores && flash_applies(&dims, vw);
+    let layout = if flash {
+        Layout {
+            bn: 64,
+            ..mma_layout(&dims)
+        }
+    } else if tensor_cores {
         mma_layout(&dims)
     } else {
         simt_layout(node, &dims)?
@@ -180,28 +189,17 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         ("oi", row(oi)?),
         ("scale", format!("{scale:e}f")),
         ("mask_base", mask_base),
-        ("bias", bias),
         (
             "causal_ok",
             if causal { " && j <= i" } else { "" }.to_string(),
         ),
         ("kv_end", kv_end),
-        ("store", store.to_string()),
     ];
     // 16-byte loads where the head size allows (the tensor-core kernel's tiles).
     let mut vectorized = false;
+    let mut shared_mem = 0u32;
     let template = if tensor_cores {
         let dp = dims.head.next_multiple_of(16);
-        // Every row start and column offset a 16-byte load touches must be aligned.
-        let vw = [8, 4, 2, 1]
-            .into_iter()
-            .find(|w| {
-                [dims.head, qi, ki]
-                    .iter()
-                    .chain(&dims.offsets)
-                    .all(|x| x.is_multiple_of(*w))
-            })
-            .unwrap_or(1);
         // `one`: a register of two 1.0s.
         let (pack_t, pack_fn, ptx, one) = if dt == DType::BF16 {
             (
@@ -213,32 +211,69 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         } else {
             ("__half2", "__floats2half2_rn", "f16", "0x3c003c00u")
         };
-        let vec_t = match vw {
-            8 => "uint4",
-            4 => "uint2",
-            2 => "unsigned int",
-            _ => "unsigned short",
-        };
-        vectorized = vw == 8;
         holes.extend([
             ("dp", s(dp)),
             ("ld", s(dp + 8)),
-            ("vw", s(vw)),
-            ("vec_t", vec_t.to_string()),
             ("pack_t", pack_t.to_string()),
             ("pack_fn", pack_fn.to_string()),
             ("ptx", ptx.to_string()),
             ("t", t.to_string()),
             ("one", one.to_string()),
         ]);
-        MMA
+        vectorized = vw == 8;
+        if flash {
+            // A mask the same for every query row (`[.., 1, Skv]`, a padding mask) is
+            // read once per tile into registers, before the scores' MMAs hide the loads.
+            let row_mask = a.mask.as_ref().is_some_and(|m| m.strides[2] == 0);
+            let (tile_code, term) = if row_mask {
+                (
+                    format!(
+                        "        float mk[BN / 8][2];\n#pragma unroll\n        \
+                         for (int nt = 0; nt < BN / 8; ++nt) {{\n#pragma unroll\n            \
+                         for (int c = 0; c < 2; ++c) {{\n                \
+                         const int j = n0 + nt * 8 + tg * 2 + c;\n                \
+                         mk[nt][c] = j < SKV ? 0.0f{bias} : 0.0f;\n            }}\n        }}\n"
+                    ),
+                    " + mk[nt][e & 1]".to_string(),
+                )
+            } else {
+                (String::new(), bias.clone())
+            };
+            holes.extend([("mask_tile", tile_code), ("bias", term)]);
+            shared_mem = u32::try_from(flash_shared_bytes(&layout, dp))
+                .map_err(|_| unsupported(node, "shared memory past 4 GiB"))?;
+            Template::Flash
+        } else {
+            let vec_t = match vw {
+                8 => "uint4",
+                4 => "uint2",
+                2 => "unsigned int",
+                _ => "unsigned short",
+            };
+            holes.extend([
+                ("vw", s(vw)),
+                ("vec_t", vec_t.to_string()),
+                ("store", store.to_string()),
+                ("bias", bias.clone()),
+            ]);
+            Template::Mma
+        }
     } else {
         let e = dims.head.div_ceil(4);
-        holes.extend([("e", s(e)), ("ld", s(4 * e + 1))]);
-        SIMT
+        holes.extend([
+            ("e", s(e)),
+            ("ld", s(4 * e + 1)),
+            ("store", store.to_string()),
+            ("bias", bias.clone()),
+        ]);
+        Template::Simt
     };
     let refs: Vec<(&str, &str)> = holes.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let source = fill(template, &refs)?;
+    let source = match template {
+        Template::Flash => format!("{MMA_HELPERS}{}", fill(FLASH, &refs)?),
+        Template::Mma => fill(MMA, &refs)?,
+        Template::Simt => fill(SIMT, &refs)?,
+    };
     Ok(Kernel {
         name: name.to_string(),
         node: node.name.clone(),
@@ -247,11 +282,50 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         vectorized,
         inputs,
         outputs: vec![a.out.0],
-        shared_mem: 0,
+        shared_mem,
         grid,
         block: layout.threads as u32,
         index_check: None,
     })
+}
+
+/// Which kernel runs the node.
+enum Template {
+    /// Tensor cores, K and V tiles fetched by cp.async in two stages (16-byte aligned
+    /// rows and even output strides).
+    Flash,
+    /// Tensor cores, tiles loaded then computed (any alignment).
+    Mma,
+    /// CUDA cores (fp32, or a head past [`MMA_MAX_HEAD`]).
+    Simt,
+}
+
+/// The widest access (elements, up to 8 = 16 bytes) every row start and column offset
+/// of Q, K and V allows.
+fn vector_width(d: &Dims) -> usize {
+    let (qi, ki) = (d.q_strides[2], d.kv_strides[2]);
+    [8, 4, 2, 1]
+        .into_iter()
+        .find(|w| {
+            [d.head, qi, ki]
+                .iter()
+                .chain(&d.offsets)
+                .all(|x| x.is_multiple_of(*w))
+        })
+        .unwrap_or(1)
+}
+
+/// Whether the pipelined kernel runs these dims: its cp.async copies move 16 bytes
+/// (`vw`, the widest access every row start and offset allows, must be 8 elements) and
+/// it stores column pairs as one 4-byte word (even output strides).
+fn flash_applies(d: &Dims, vw: usize) -> bool {
+    vw == 8 && d.out_strides.iter().all(|s| s % 2 == 0)
+}
+
+/// Dynamic shared memory of the pipelined kernel, bytes: the Q tile and two stages of
+/// the K and V tiles, rows of `dp + 8` two-byte elements.
+fn flash_shared_bytes(l: &Layout, dp: usize) -> usize {
+    (l.bm + 4 * l.bn) * (dp + 8) * 2
 }
 
 /// Block shape: query rows per block, keys per tile, threads.

@@ -5,11 +5,15 @@
 //! DESIGN.md measured 3.7 TB/s for that against 0.96 TB/s with scalar 2-byte accesses.
 //! Values compute in `float` (`double` for f64), `bool`, `long long` (`unsigned long
 //! long` for u64); 8/16/32-bit integer results are wrapped to their width after each op,
-//! so a body sees the values the interpreter has. Each op's expression is in [`expr`];
+//! so a body sees the values the interpreter has. An input that is columns of a wider
+//! tensor (a merged GEMM's piece, [`absorb::column_reads`]) is read there, through the
+//! source's row pitch (16 bytes at a time where its columns allow). Each op's
+//! expression is in [`expr`];
 //! a single Dropout also writes its all-true mask, and a Dropout whose training mode or
 //! ratio is known only at run time fails the run where it would train.
 
 use super::Kernel;
+use crate::lower::absorb::{self, Columns};
 use crate::lower::elementwise::{dropout, dropout_mask, Dropout, Test, DROPOUT_TRAINING};
 use crate::plan::{index_code, IndexCheck};
 use crate::template::fill;
@@ -145,13 +149,22 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
             }
         }
     }
+    // Inputs cut from a wider tensor's columns are read there, in place.
+    let cols: Vec<Option<Columns>> = params
+        .iter()
+        .map(|&v| absorb::column_reads(g, v, super::VIEWS))
+        .collect();
     let vec_elems = 16 / storage_size(out_ty.dtype);
     let vectorized = mask.is_none()
         && check.is_none()
         && n.is_multiple_of(vec_elems)
         && n >= vec_elems
-        && ptys.iter().all(|(dt, s)| {
-            (s.iter().product::<usize>() == 1) || (*s == shape && *dt == out_ty.dtype)
+        && ptys.iter().zip(&cols).all(|((dt, s), c)| {
+            let whole = *s == shape && *dt == out_ty.dtype;
+            match c {
+                Some(c) => whole && c.vectors(vec_elems),
+                None => (s.iter().product::<usize>() == 1) || whole,
+            }
         });
     let mut names: HashMap<ValueId, String> = HashMap::new();
     let mut index = String::new();
@@ -170,16 +183,26 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
             index += &offset_code(k, s, &shape);
             format!("o{k}")
         };
+        let elem = match &cols[k] {
+            Some(c) => c.index(&elem),
+            None => elem,
+        };
         if vectorized {
             if numel == 1 {
                 loads += &format!(
                     "            const {} {var} = {};\n",
                     compute(*dt),
-                    load(*dt, &format!("in{k}[0]"))
+                    load(*dt, &format!("in{k}[{elem}]"))
                 );
             } else {
+                let at = match &cols[k] {
+                    Some(c) => {
+                        format!("({}) / {vec_elems}", c.index(&format!("j * {vec_elems}LL")))
+                    }
+                    None => "j".to_string(),
+                };
                 vec_loads += &format!(
-                    "        union {{ uint4 u; {} e[{vec_elems}]; }} l{k};\n        l{k}.u = reinterpret_cast<const uint4*>(in{k})[j];\n",
+                    "        union {{ uint4 u; {} e[{vec_elems}]; }} l{k};\n        l{k}.u = reinterpret_cast<const uint4*>(in{k})[{at}];\n",
                     storage(*dt)
                 );
                 loads += &format!(
@@ -340,7 +363,11 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         source,
         threads,
         vectorized,
-        inputs: params.iter().map(|v| v.0).collect(),
+        inputs: params
+            .iter()
+            .zip(&cols)
+            .map(|(v, c)| c.map_or(v.0, |c| c.source.0))
+            .collect(),
         grid: u32::try_from(threads.div_ceil(256).clamp(1, 65_535 * 32)).unwrap_or(u32::MAX),
         block: 256,
         outputs,

@@ -10,7 +10,7 @@ extern "C" __global__ void __launch_bounds__(256) {{name}}({{params}}) {
         const long long c = e % D;
         const long long base = e - c;
         if (c >= RD) {
-            y[e] = x[e];
+            y[e] = {{copy}};
             continue;
         }
         long long r = e / D;
@@ -30,8 +30,8 @@ extern "C" __global__ void __launch_bounds__(256) {{name}}({{params}}) {
         }
 {{row}}        const float co = gopt_ld(cos_c[row + pair]);
         const float si = gopt_ld(sin_c[row + pair]);
-        const float x1 = gopt_ld(x[base + i1]);
-        const float x2 = gopt_ld(x[base + i2]);
+        const float x1 = gopt_ld(x[{{x1}}]);
+        const float x2 = gopt_ld(x[{{x2}}]);
         float v = si * x1 + co * x2;
         if (first) { v = co * x1 - si * x2; }
         y[e] = {{store}};

@@ -2,8 +2,9 @@
 //! f32/f16/bf16 data and caches, fp32 math and one rounding at the store. Position ids
 //! are i64 read on the device: each is wrapped (negative counts from the end) and
 //! checked against the caches' rows; one out of range raises the node's code in the
-//! run's error word ([`crate::plan::IndexCheck`]) and reads row 0. The WGSL shader's
-//! algorithm line by line.
+//! run's error word ([`crate::plan::IndexCheck`]) and reads row 0. X is read in place
+//! where it is columns of a wider tensor, and the type of a Cast it absorbs is stored.
+//! The WGSL shader's algorithm line by line.
 
 use super::elementwise::storage;
 use super::support::store;
@@ -18,7 +19,8 @@ const TEMPLATE: &str = include_str!("rotary.cu");
 
 /// Emits the kernel for RotaryEmbedding node `node` of `g`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let sp = spec(g, node)?;
+    let sp = spec(g, node, super::VIEWS)?;
+    let at = |i: &str| sp.x_cols.map_or_else(|| i.to_string(), |c| c.index(i));
     let [_, s, h, d] = sp.dims;
     let half = sp.rd / 2;
     // The batch and position of element `e` (its row `r = e / D`), X's layout unrolled:
@@ -56,7 +58,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
             None,
         ),
     };
-    params.push(format!("{t}* __restrict__ y"));
+    params.push(format!("{}* __restrict__ y", storage(sp.out_dtype)));
     if check.is_some() {
         params.push("unsigned int* __restrict__ gopt_err".into());
     }
@@ -73,7 +75,13 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
             ("interleaved", &sp.interleaved.to_string()),
             ("coords", &coords),
             ("row", &row),
-            ("store", &store(sp.dtype, "v")),
+            ("x1", &at("base + i1")),
+            ("x2", &at("base + i2")),
+            (
+                "copy",
+                &store(sp.out_dtype, &format!("gopt_ld(x[{}])", at("e"))),
+            ),
+            ("store", &store(sp.out_dtype, "v")),
         ],
     )?;
     Ok(Kernel {

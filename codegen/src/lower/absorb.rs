@@ -8,13 +8,21 @@
 //!   kernel reads its heads straight from the GEMM's output with a wider row stride and
 //!   a column offset, so the copies are never made. Only where the backend's kernels
 //!   take strides ([`super::Views::strided_reads`]).
+//! - **Columns read in place by element-wise, SwiGLU and rotary kernels.** A Slice or
+//!   Split of the last axis whose every reader (past views of it) is an element-wise or
+//!   SwiGLU kernel, or a RotaryEmbedding's X, is not copied: each reader indexes the
+//!   source's rows with its pitch and the cut's first column ([`column_reads`]): a
+//!   merged Q/K/V GEMM's pieces going into RotaryEmbedding and casts, a merged gate/up
+//!   GEMM's halves into SwiGLU. Only where the backend's kernels take strides
+//!   ([`super::Views::strided_reads`]).
 //! - **A Cast stored by the row kernel before it.** A LayerNorm, RMSNorm or softmax
 //!   read by a Cast to another float type stores the cast's type itself (fp32 math
 //!   inside, one rounding at the store): instead of its own output when the Cast is its
 //!   only reader, next to it otherwise (BERT's LayerNorm feeds the next GEMMs in bf16
-//!   and the residual in fp32). The cast's output is then written at the row kernel's
-//!   step ([`early_writes`]). Only where the backend's row kernels have the second
-//!   store ([`super::Views::stores_casts`]).
+//!   and the residual in fp32). A SwiGLU or RotaryEmbedding stores a Cast that is its
+//!   only reader. The cast's output is then written at the kernel's step
+//!   ([`early_writes`]). Only where the backend's row, SwiGLU and rotary kernels have
+//!   the store ([`super::Views::stores_casts`]).
 
 use gopt_ir::ops::{AttentionOp, ElementwiseOp, ReduceOp, ShapeOp};
 use gopt_ir::{Attr, DType, Graph, Node, Op, ValueId};
@@ -55,14 +63,14 @@ fn ints(g: &Graph, n: &Node, k: usize) -> Option<Vec<i64>> {
     Some(g.constant(v)?.to_i64_vec())
 }
 
-/// `(source, first column)` when `v` is a run of whole rows' columns of a 3-D source:
+/// `(source, first column)` when `v` is a run of whole rows' columns of its source:
 /// output `k` of a Split along the last axis, or a unit-step Slice of the last axis only.
 fn columns_of(g: &Graph, v: ValueId) -> Option<(ValueId, usize)> {
     let (n, k) = writer(g, v)?;
     let src = n.inputs.first().copied().flatten()?;
     let ss = shape(g, src)?;
     let last = ss.len().checked_sub(1)?;
-    if ss.len() != 3 || g.outputs.contains(&v) {
+    if g.outputs.contains(&v) || g.constants.contains_key(&src) {
         return None;
     }
     let on_last = |a: i64| a == -1 || a == last as i64;
@@ -142,18 +150,119 @@ pub fn attention_in_place(g: &Graph, n: &Node) -> Option<InPlace> {
 }
 
 /// Whether Split/Slice node `n` needs no copy: attention reads each of its outputs in
-/// place.
-pub fn cut_read_in_place(g: &Graph, n: &Node) -> bool {
+/// place, or element-wise and SwiGLU kernels do ([`column_reads`]).
+pub fn cut_read_in_place(g: &Graph, n: &Node, views: super::Views) -> bool {
     if !matches!(n.op, Op::Shape(ShapeOp::Split | ShapeOp::Slice)) {
         return false;
     }
-    n.outputs.iter().all(|o| {
+    let by_attention = n.outputs.iter().all(|o| {
         let rs = readers(g, *o);
         !rs.is_empty() && rs.iter().all(|r| attention_in_place(g, r).is_some())
-    })
+    });
+    by_attention || n.outputs.iter().all(|o| read_as_columns(g, *o, views))
 }
 
-/// Whether `op` is a row op whose kernels may store another float type.
+/// Where a kernel finds an input that is columns of a wider tensor (a Slice or Split
+/// of its last axis that the kernel reads in place, [`column_reads`]): element `i` of
+/// the input (in its own row-major order, which views of it keep) is element
+/// `(i / cols) · width + offset + i % cols` of `source`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Columns {
+    /// The tensor the columns are cut from.
+    pub source: ValueId,
+    /// Its last dim: the row pitch.
+    pub width: usize,
+    /// The first column.
+    pub offset: usize,
+    /// The columns per row.
+    pub cols: usize,
+}
+
+impl Columns {
+    /// The source's element for the input's element `i` (a C expression).
+    pub fn index(&self, i: &str) -> String {
+        if self.cols == self.width {
+            return format!("{} + ({i})", self.offset);
+        }
+        format!(
+            "(({i}) / {c}LL) * {w}LL + {o}LL + ({i}) % {c}LL",
+            c = self.cols,
+            w = self.width,
+            o = self.offset
+        )
+    }
+
+    /// Whether runs of `vec` elements of the input are runs of the source that start
+    /// at multiples of `vec`, so both can be read `vec` at a time.
+    pub fn vectors(&self, vec: usize) -> bool {
+        self.cols.is_multiple_of(vec)
+            && self.width.is_multiple_of(vec)
+            && self.offset.is_multiple_of(vec)
+    }
+}
+
+/// Whether every reader of cut output `v` (past the views of it that alias it) is an
+/// element-wise or SwiGLU kernel, or a RotaryEmbedding reading it as X, which reads it
+/// as columns of its source in place; none of those values is a graph output.
+fn read_as_columns(g: &Graph, v: ValueId, views: super::Views) -> bool {
+    if columns_of(g, v).is_none() {
+        return false;
+    }
+    let mut todo = vec![v];
+    let mut any = false;
+    while let Some(x) = todo.pop() {
+        if g.outputs.contains(&x) {
+            return false;
+        }
+        for r in readers(g, x) {
+            // RotaryEmbedding reads its X (input 0) in place; its tables are buffers.
+            let as_x = r.inputs.iter().skip(1).all(|i| *i != Some(x));
+            match (r.outputs.as_slice(), super::lower(g, r, views)) {
+                ([o], super::Lowered::View) if super::aliases(g, r, views) => todo.push(*o),
+                (_, super::Lowered::Kernel(super::Kind::Elementwise | super::Kind::Glu)) => {
+                    any = true
+                }
+                (_, super::Lowered::Kernel(super::Kind::Rotary)) if as_x => any = true,
+                _ => return false,
+            }
+        }
+    }
+    any
+}
+
+/// Where the kernel reading `v` finds it when `v` (or the value a chain of aliasing
+/// views of it starts from) is a cut that element-wise and SwiGLU kernels read in place
+/// ([`cut_read_in_place`]); `None` when `v` is a buffer of its own.
+pub fn column_reads(g: &Graph, v: ValueId, views: super::Views) -> Option<Columns> {
+    if !views.strided_reads {
+        return None;
+    }
+    let mut at = v;
+    loop {
+        let (n, _) = writer(g, at)?;
+        if matches!(n.op, Op::Shape(ShapeOp::Split | ShapeOp::Slice)) {
+            if !n.outputs.iter().all(|o| read_as_columns(g, *o, views)) {
+                return None;
+            }
+            let (source, offset) = columns_of(g, at)?;
+            let width = *shape(g, source)?.last()?;
+            let cols = *shape(g, at)?.last()?;
+            return Some(Columns {
+                source,
+                width,
+                offset,
+                cols,
+            });
+        }
+        if !(super::is_view(g, n) && super::aliases(g, n, views)) {
+            return None;
+        }
+        at = n.inputs.first().copied().flatten()?;
+    }
+}
+
+/// Whether `op` is a row op whose kernels may store another float type (next to its
+/// own or instead of it).
 fn is_row_op(op: Op) -> bool {
     matches!(
         op,
@@ -172,9 +281,14 @@ fn is_float(d: DType) -> bool {
 
 /// The Cast that row node `n` stores for, and whether it is the only reader of `n`'s
 /// first output: the first of its readers that is a Cast between float types (the
-/// cast's output not a graph output).
+/// cast's output not a graph output). A SwiGLU or RotaryEmbedding stores a Cast that
+/// is its only reader (instead of its own output).
 pub fn stored_cast<'g>(g: &'g Graph, n: &Node) -> Option<(&'g Node, bool)> {
-    if !is_row_op(n.op) {
+    let glu = matches!(
+        n.op,
+        Op::Attention(AttentionOp::SwiGLU | AttentionOp::RotaryEmbedding)
+    );
+    if !is_row_op(n.op) && !glu {
         return None;
     }
     let y = *n.outputs.first()?;
@@ -200,7 +314,7 @@ pub fn stored_cast<'g>(g: &'g Graph, n: &Node) -> Option<(&'g Node, bool)> {
                 .is_some_and(|o| float(*o) && !g.outputs.contains(o))
     })?;
     let only = rs.len() == 1 && !exposed;
-    float(y).then_some((*cast, only))
+    (float(y) && (only || !glu)).then_some((*cast, only))
 }
 
 /// Whether Cast node `n` is stored by the row kernel before it.

@@ -2,9 +2,14 @@
 //! tensors of one float dtype and shape (the gated activation of Llama-style MLPs).
 //! Computed in f32 per element; for f16 and bf16 the interpreter rounds the sigmoid
 //! and the product `A * sigmoid` to the storage type before the last product, so the
-//! spec says which type intermediates are rounded to ([`GluSpec::round`]).
+//! spec says which type intermediates are rounded to ([`GluSpec::round`]). Where the
+//! backend's kernels allow ([`super::Views`]), `A` and `B` are read in place as columns
+//! of a wider tensor (the halves of a merged gate/up GEMM) and a Cast that is the
+//! output's only reader is stored instead of the output ([`super::absorb`]).
 
+use super::absorb::{column_reads, stored_cast, Columns};
 use super::support::{check_float, input, output, plan, typed, unsupported};
+use super::Views;
 use crate::Result;
 use gopt_ir::{DType, Graph, Node, ValueId};
 
@@ -15,10 +20,16 @@ pub struct GluSpec {
     pub a: ValueId,
     /// The gate `B` (`A`'s dtype and shape).
     pub b: ValueId,
-    /// The output (`A`'s dtype and shape).
+    /// Where `A` is read when it is columns of a wider tensor (`a` is then that tensor).
+    pub a_cols: Option<Columns>,
+    /// Where `B` is read when it is columns of a wider tensor (`b` is then that tensor).
+    pub b_cols: Option<Columns>,
+    /// The value the kernel writes: the output, or the Cast of it it stores.
     pub out: ValueId,
-    /// The dtype of all three (f32, f16 or bf16).
+    /// The dtype of `A` and `B` (f32, f16 or bf16).
     pub dtype: DType,
+    /// The dtype written (`dtype`, or the stored Cast's).
+    pub out_dtype: DType,
     /// Elements.
     pub n: usize,
     /// The sigmoid's slope (`alpha`, 1 by default).
@@ -36,9 +47,9 @@ impl GluSpec {
     }
 }
 
-/// Reads SwiGLU node `node` of `g`.
-pub fn spec(g: &Graph, node: &Node) -> Result<GluSpec> {
-    let (a, b, out) = (input(node, 0)?, input(node, 1)?, output(node, 0)?);
+/// Reads SwiGLU node `node` of `g` as a backend with `views` runs it.
+pub fn spec(g: &Graph, node: &Node, views: Views) -> Result<GluSpec> {
+    let (a, b, mut out) = (input(node, 0)?, input(node, 1)?, output(node, 0)?);
     let (dtype, shape) = typed(g, node, a)?;
     check_float(node, dtype, "inputs")?;
     if typed(g, node, b)? != (dtype, shape.clone()) {
@@ -48,11 +59,20 @@ pub fn spec(g: &Graph, node: &Node) -> Result<GluSpec> {
     if !alpha.is_finite() {
         return Err(unsupported(node, "a non-finite alpha"));
     }
+    let mut out_dtype = dtype;
+    if let Some((cast, true)) = views.stores_casts.then(|| stored_cast(g, node)).flatten() {
+        out = output(cast, 0)?;
+        out_dtype = typed(g, cast, out)?.0;
+    }
+    let (a_cols, b_cols) = (column_reads(g, a, views), column_reads(g, b, views));
     Ok(GluSpec {
-        a,
-        b,
+        a: a_cols.map_or(a, |c| c.source),
+        b: b_cols.map_or(b, |c| c.source),
+        a_cols,
+        b_cols,
         out,
         dtype,
+        out_dtype,
         n: shape.iter().product(),
         alpha,
     })

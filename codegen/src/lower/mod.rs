@@ -209,11 +209,13 @@ pub struct Views {
     /// Whether a graph output may alias another value's bytes (an arena: yes; a pool
     /// whose outputs are read back from their own buffers: no).
     pub alias_outputs: bool,
-    /// Whether attention kernels read Q, K and V with any row stride and column offset,
-    /// so a Split or Slice that cuts them from one tensor is absorbed ([`absorb`]).
+    /// Whether attention, element-wise, SwiGLU and rotary kernels read their inputs
+    /// with any row stride and column offset, so a Split or Slice that cuts them from
+    /// one tensor is absorbed ([`absorb`]).
     pub strided_reads: bool,
-    /// Whether row kernels store a Cast's type next to (or instead of) their own, so
-    /// the Cast after a LayerNorm, RMSNorm or softmax is absorbed ([`absorb`]).
+    /// Whether row kernels store a Cast's type next to (or instead of) their own, and
+    /// SwiGLU and rotary kernels instead of theirs, so the Cast after a LayerNorm,
+    /// RMSNorm, softmax, SwiGLU or RotaryEmbedding is absorbed ([`absorb`]).
     pub stores_casts: bool,
     /// Whether a value may start inside another's bytes (an arena: yes; a pool that
     /// binds whole buffers: no), so a Slice that cuts one contiguous, aligned run out
@@ -338,7 +340,7 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> Lowered {
     let k = Lowered::Kernel;
     let none = |why: &str| Lowered::Unsupported(why.to_string());
     if (views.stores_casts && absorb::cast_stored_by_producer(g, n))
-        || (views.strided_reads && absorb::cut_read_in_place(g, n))
+        || (views.strided_reads && absorb::cut_read_in_place(g, n, views))
     {
         return Lowered::Absorbed;
     }

@@ -6,25 +6,34 @@
 //! (i64 read on the device, so each is checked: [`RotarySpec::out_of_range`]), or the
 //! caches broadcast to `[batch, seq, rd/2]` without them. Output channel `c` of a pair
 //! `(x1, x2)` is `cos·x1 - sin·x2` (first) or `sin·x1 + cos·x2` (second); channels past
-//! `rd` are copied. Mirrors the interpreter's `ops/attention/rotary.rs`.
+//! `rd` are copied. Mirrors the interpreter's `ops/attention/rotary.rs`. Where the
+//! backend allows, X is read in place as columns of a wider tensor and a Cast that is
+//! the output's only reader is stored instead ([`super::absorb`]).
 
+use super::absorb::{column_reads, stored_cast, Columns};
 use super::support::{input, opt_input, output, typed, unsupported};
+use super::Views;
 use crate::Result;
 use gopt_ir::{Attr, DType, Graph, Node, ValueId};
 
 /// A RotaryEmbedding node, resolved.
 #[derive(Clone, Debug)]
 pub struct RotarySpec {
-    /// The input X.
+    /// The input X (or the tensor X is columns of, [`RotarySpec::x_cols`]).
     pub x: ValueId,
+    /// Where X is read when it is columns of a wider tensor (a merged GEMM's piece).
+    pub x_cols: Option<Columns>,
     /// The cos cache.
     pub cos: ValueId,
     /// The sin cache.
     pub sin: ValueId,
-    /// The output (X's dtype and shape).
+    /// The value the kernel writes: the output (X's dtype and shape), or the Cast of
+    /// it it stores.
     pub out: ValueId,
-    /// The dtype of X and the output (f32, f16 or bf16).
+    /// The dtype of X (f32, f16 or bf16).
     pub dtype: DType,
+    /// The dtype written (`dtype`, or the stored Cast's).
+    pub out_dtype: DType,
     /// The dtypes of the cos and sin caches (f32, f16 or bf16).
     pub cache_dtypes: [DType; 2],
     /// Batch, sequence, heads and head size.
@@ -73,8 +82,10 @@ impl RotarySpec {
     }
 }
 
-/// Reads RotaryEmbedding node `node` of `g`.
-pub fn spec(g: &Graph, node: &Node) -> Result<RotarySpec> {
+/// Reads RotaryEmbedding node `node` of `g` as a backend with `views` runs it: X read
+/// in place where it is columns of a wider tensor, a Cast that is the output's only
+/// reader stored instead of the output ([`super::absorb`]).
+pub fn spec(g: &Graph, node: &Node, views: Views) -> Result<RotarySpec> {
     let (x, cos, sin, out) = (
         input(node, 0)?,
         input(node, 1)?,
@@ -144,12 +155,20 @@ pub fn spec(g: &Graph, node: &Node) -> Result<RotarySpec> {
         }
         None => broadcast(node, &cs, [dims[0], dims[1], half])?,
     };
+    let (mut out, mut out_dtype) = (out, dtype);
+    if let Some((cast, true)) = views.stores_casts.then(|| stored_cast(g, node)).flatten() {
+        out = output(cast, 0)?;
+        out_dtype = typed(g, cast, out)?.0;
+    }
+    let x_cols = column_reads(g, x, views);
     Ok(RotarySpec {
-        x,
+        x: x_cols.map_or(x, |c| c.source),
+        x_cols,
         cos,
         sin,
         out,
         dtype,
+        out_dtype,
         cache_dtypes: [cdt, sdt],
         dims,
         x_strides,

@@ -23,7 +23,7 @@ fn rounded(dt: Option<DType>, v: &str) -> String {
 
 /// Emits the shader for SwiGLU node `node` of `g`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let sp = spec(g, node)?;
+    let sp = spec(g, node, super::VIEWS)?;
     let (t, _) = match sp.dtype {
         DType::F32 | DType::F16 => super::storage_type(sp.dtype),
         _ => None,

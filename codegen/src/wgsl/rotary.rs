@@ -23,7 +23,7 @@ fn float_type(node: &Node, dt: DType) -> Result<&'static str> {
 
 /// Emits the shader for RotaryEmbedding node `node` of `g`.
 pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let sp = spec(g, node)?;
+    let sp = spec(g, node, super::VIEWS)?;
     let t = float_type(node, sp.dtype)?;
     let ct = float_type(node, sp.cache_dtypes[0])?;
     let st = float_type(node, sp.cache_dtypes[1])?;

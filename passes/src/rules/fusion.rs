@@ -7,7 +7,9 @@
 //! (causal when its constant mask is), reading grouped-query K/V heads in place instead
 //! of their `repeat_kv` copies; rotary's `rotate_half` of a projection folded into the
 //! projection's weight (so rotary becomes element-wise math on GEMM outputs); sibling
-//! GEMMs reading one input (Q/K/V) one GEMM whose output is sliced. Operand order is
+//! GEMMs reading one input (Q/K/V) one GEMM whose output is sliced; a GEMM's silu times
+//! another value one `SwiGLU` (Llama's MLP gate, whose gate and up GEMMs then merge as
+//! siblings). Operand order is
 //! canonical (constants right, see algebra), so each pattern is written once, plus the
 //! residual's two sides.
 
@@ -45,6 +47,10 @@ pub fn rules() -> Vec<Rule> {
             "(Mul ?p (FusedMatMul ?f ?a ?w ?b ?r) (Sigmoid ?q (FusedMatMul ?f ?a ?w ?b ?r)))",
             |eg, _, s| mm_act(eg, s, "silu"),
         ),
+        // FusedMatMul(.., silu) · u = SwiGLU(FusedMatMul(..), u): Llama's MLP gate, whose
+        // plain gate GEMM then merges with the up projection's (fuse-sibling-matmul)
+        rule("fuse-swiglu", "(Mul ?p (FusedMatMul ?f ?a ?w ?b ?r) ?u)", swiglu),
+        rule("fuse-swiglu-left", "(Mul ?p ?u (FusedMatMul ?f ?a ?w ?b ?r))", swiglu),
         // FusedMatMul(..) + r = FusedMatMul(.., residual = r)
         rule("fuse-matmul-residual", "(Add ?p (FusedMatMul ?f ?a ?w ?b ?r) ?x)", |eg, id, s| mm_residual(eg, id, s)),
         rule("fuse-matmul-residual-left", "(Add ?p ?x (FusedMatMul ?f ?a ?w ?b ?r))", |eg, id, s| mm_residual(eg, id, s)),
@@ -152,7 +158,7 @@ pub fn rules() -> Vec<Rule> {
         rule(
             "fuse-rotate-half-into-weight",
             "(Concat ?c (Neg ?n (Slice ?s1 (Transpose ?t (Reshape ?r (FusedMatMul ?f ?x ?w ?b ?res) ?shape)) ?st1 ?en1 ?ax1 ?sp1)) (Slice ?s2 (Transpose ?t (Reshape ?r (FusedMatMul ?f ?x ?w ?b ?res) ?shape)) ?st2 ?en2 ?ax2 ?sp2))",
-            rotate_half,
+            super::rotary::rotate_half,
         ),
         // Attention(q, repeat_kv(k), repeat_kv(v), m) = Attention(q, k, v, m): grouped-query
         // heads (query head i reads key/value head i / n_rep) read in place
@@ -294,6 +300,32 @@ fn mm_act(eg: &mut Egraph, s: &Subst, act: &str) -> Option<Id> {
     }
     f.set("activation", Attr::Str(act.into()));
     remake_mm(eg, s, f, None)
+}
+
+/// `SwiGLU(FusedMatMul(..), u)` for a matched product of a FusedMatMul with a silu
+/// epilogue and no residual and a `u` of its type, f32 or f64: `silu(g) · u` is
+/// SwiGLU's `g · sigmoid(g) · u` (alpha 1), one kernel that reads both halves. Not for
+/// f16/bf16, where SwiGLU rounds the GEMM's result, the sigmoid and `g · sigmoid(g)`
+/// each to the half type: two roundings more than the epilogue's one.
+fn swiglu(eg: &mut Egraph, id: Id, s: &Subst) -> Option<Id> {
+    let mut f = attrs(eg, s, "?f")?;
+    let u = var(s, "?u");
+    if act_of(&f) != "silu" || !absent(eg, s, "?r") || is_const(eg, u) {
+        return None;
+    }
+    let ty = eg[id].data.ty()?.clone();
+    let wide = matches!(ty.dtype, gopt_ir::DType::F32 | gopt_ir::DType::F64);
+    if eg[u].data.ty()? != &ty || !wide {
+        return None;
+    }
+    f.0.remove("activation");
+    let gate = remake_mm(eg, s, f, None)?;
+    Some(add_op(
+        eg,
+        Op::Attention(AttentionOp::SwiGLU),
+        Attrs::default(),
+        &[Some(gate), Some(u)],
+    ))
 }
 
 fn mm_gelu(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
@@ -538,25 +570,30 @@ enum Scale {
     Div,
 }
 
-/// True when `m` (broadcast to `[.., s, s]`) is a causal additive mask: 0 on and below
-/// the diagonal, at most -1e4 above (exp underflows to exactly 0 in fp32 there).
+/// True when `m` (broadcast to `[.., s, s]`) is a causal additive mask: every `[s, s]`
+/// matrix of it (one per batch and head it spells out, as an export specialized to a
+/// batch expands it) is 0 on and below the diagonal, at most -1e4 above (exp
+/// underflows to exactly 0 in fp32 there).
 fn is_causal_mask(m: &Tensor, s: usize) -> bool {
     let sh = m.shape();
     if sh.len() < 2 || sh[sh.len() - 1] != s || sh[sh.len() - 2] != s || sh.len() > 4 {
         return false;
     }
-    if sh[..sh.len() - 2].iter().any(|&d| d != 1) || !m.dtype().is_float() {
+    if s == 0 || !m.dtype().is_float() {
         return false;
     }
     let v = m.to_f64_vec();
-    (0..s).all(|i| {
-        (0..s).all(|j| {
-            if j <= i {
-                v[i * s + j] == 0.0
-            } else {
-                v[i * s + j] <= -1e4
-            }
-        })
+    v.chunks(s * s).all(|c| {
+        c.len() == s * s
+            && (0..s).all(|i| {
+                (0..s).all(|j| {
+                    if j <= i {
+                        c[i * s + j] == 0.0
+                    } else {
+                        c[i * s + j] <= -1e4
+                    }
+                })
+            })
     })
 }
 
@@ -736,125 +773,6 @@ pub(super) fn slices_last(
         _ => false,
     };
     axis_ok && step_ok && start_ok && end_ok
-}
-
-/// `t` with the last axis, in blocks of `d`, rotated by half: column `i < d/2` of a block
-/// is minus column `i + d/2`, column `i >= d/2` is column `i - d/2` (exact in any dtype).
-/// [`rotate_half_columns`] as a lazy view of the weight (computed when the plan's
-/// weights are written), for the float types it handles.
-fn rotate_half_lazy(k: &gopt_ir::Const, d: usize) -> Option<gopt_ir::Const> {
-    let dt = k.dtype();
-    let ok = matches!(
-        dt,
-        gopt_ir::DType::F32 | gopt_ir::DType::F16 | gopt_ir::DType::BF16 | gopt_ir::DType::F64
-    );
-    if !ok || d == 0 || d % 2 != 0 || k.shape().last()? % d != 0 {
-        return None;
-    }
-    Some(k.map(
-        "rotate-half",
-        &[d as u64],
-        dt,
-        k.shape().to_vec(),
-        move |t| rotate_half_columns(t, d).unwrap_or_else(|| t.clone()),
-    ))
-}
-
-fn rotate_half_columns(t: &Tensor, d: usize) -> Option<Tensor> {
-    use ndarray::{ArrayD, Axis};
-    fn go<T: Clone + std::ops::Neg<Output = T>>(a: &ArrayD<T>, d: usize) -> Option<ArrayD<T>> {
-        let axis = Axis(a.ndim().checked_sub(1)?);
-        let n = a.len_of(axis);
-        let h = d / 2;
-        let src: Vec<usize> = (0..n)
-            .map(|j| j - j % d + if j % d < h { j % d + h } else { j % d - h })
-            .collect();
-        let mut out = a.select(axis, &src);
-        for (j, mut col) in out.axis_iter_mut(axis).enumerate() {
-            if j % d < h {
-                col.mapv_inplace(|v| -v);
-            }
-        }
-        Some(out)
-    }
-    if d == 0 || d % 2 != 0 || t.shape().last()? % d != 0 {
-        return None;
-    }
-    match t {
-        Tensor::F32(a) => go(a, d).map(Tensor::F32),
-        Tensor::F16(a) => go(a, d).map(Tensor::F16),
-        Tensor::BF16(a) => go(a, d).map(Tensor::BF16),
-        Tensor::F64(a) => go(a, d).map(Tensor::F64),
-        _ => None,
-    }
-}
-
-fn rotate_half(eg: &mut Egraph, _: Id, s: &Subst) -> Option<Id> {
-    let f = attrs(eg, s, "?f")?;
-    let (x, w, b) = (var(s, "?x"), var(s, "?w"), var(s, "?b"));
-    let wt = konst(eg, w)?;
-    let plain = act_of(&f) == "none" && f.int_or("trans_b", 0).ok()? == 0;
-    if !plain || !absent(eg, s, "?res") || wt.rank() != 2 {
-        return None;
-    }
-    // The reshape splits the GEMM's last axis [.., n] into [.., heads, d]; the transpose
-    // keeps the last axis last.
-    let mm_id = lookup_fused_matmul(eg, s)?;
-    let mm = shape(eg, mm_id)?;
-    let shape_id = var(s, "?shape");
-    let split = shape(
-        eg,
-        lookup(eg, ShapeOp::Reshape, &[var(s, "?r"), mm_id, shape_id])?,
-    )?;
-    let (d, heads) = (*split.last()?, *split.get(split.len().checked_sub(2)?)?);
-    let n = *mm.last()?;
-    if split.len() != mm.len() + 1 || split[..mm.len() - 1] != mm[..mm.len() - 1] || heads * d != n
-    {
-        return None;
-    }
-    let t = attrs(eg, s, "?t")?;
-    let perm = t.ints("perm").ok()??.to_vec();
-    let last = split.len() as i64 - 1;
-    let h = d as i64 / 2;
-    if perm.last() != Some(&last)
-        || !slices_last(eg, s, 1, (split.len(), d as i64), (h, 2 * h))
-        || !slices_last(eg, s, 2, (split.len(), d as i64), (0, h))
-    {
-        return None;
-    }
-    let w2 = add_const(eg, rotate_half_lazy(&wt, d)?);
-    let b2 = if is_absent(eg, b) {
-        None
-    } else {
-        let bt = konst(eg, b)?;
-        if bt.shape().last() != Some(&n) {
-            return None;
-        }
-        Some(add_const(eg, rotate_half_lazy(&bt, d)?))
-    };
-    let r = attrs(eg, s, "?r")?;
-    let g = add_op(
-        eg,
-        fused(FusedOp::FusedMatMul),
-        f,
-        &[Some(x), Some(w2), b2, None],
-    );
-    let rs = add_op(
-        eg,
-        Op::Shape(ShapeOp::Reshape),
-        r,
-        &[Some(g), Some(shape_id)],
-    );
-    Some(add_op(eg, Op::Shape(ShapeOp::Transpose), t, &[Some(rs)]))
-}
-
-/// The class of the matched `(FusedMatMul ?f ?x ?w ?b ?res)`.
-fn lookup_fused_matmul(eg: &Egraph, s: &Subst) -> Option<Id> {
-    let ch = ["?f", "?x", "?w", "?b", "?res"].map(|v| eg.find(var(s, v)));
-    eg.lookup(Term::Op(
-        OpKey::one(fused(FusedOp::FusedMatMul)),
-        ch.to_vec(),
-    ))
 }
 
 /// Merges every FusedMatMul that reads the same input with the same attributes, no

@@ -9,9 +9,11 @@
 pub mod algebra;
 pub mod fusion;
 pub mod layout;
+mod mask;
 mod packed_rows;
 pub mod precision;
 pub mod quantized;
+pub mod rotary;
 
 use crate::analysis::{attrs_of, is_absent, Egraph, Facts};
 use crate::lang::{Leaf, OpKey, Term};
@@ -201,6 +203,8 @@ pub fn table(cfg: &crate::Config) -> Vec<Rule> {
     let mut r = algebra::rules();
     if cfg.enabled(crate::Pass::Fusion) {
         r.extend(fusion::rules());
+        r.extend(rotary::rules());
+        r.extend(mask::rules());
         r.extend(quantized::rules());
     }
     if cfg.enabled(crate::Pass::Layout) {

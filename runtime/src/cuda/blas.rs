@@ -1,6 +1,7 @@
 //! cuBLASLt for the plan's GEMMs. Each [`Gemm`] step is prepared once — descriptors,
-//! layouts, the heuristic's algorithm, device pointers in the epilogue — so a run (or a
-//! CUDA-graph capture) only issues `cublasLtMatmul`. fp32 GEMMs compute in
+//! layouts, cuBLASLt's heuristic candidates (the first is used unless [`super::tune`]
+//! measured a faster one), device pointers in the epilogue — so a run (or a CUDA-graph
+//! capture) only issues `cublasLtMatmul`. fp32 GEMMs compute in
 //! `CUBLAS_COMPUTE_32F` (fp32 results match the reference), or in
 //! `CUBLAS_COMPUTE_32F_FAST_TF32` on tensor cores when the plan was compiled with
 //! `--precision tf32`; f16/bf16 GEMMs accumulate in fp32.
@@ -17,6 +18,47 @@ use std::sync::Arc;
 /// cuBLASLt's workspace on Hopper (NVIDIA's recommendation).
 pub(crate) const WORKSPACE: usize = 32 << 20;
 
+/// How many algorithms the heuristic is asked for: the candidates [`super::tune`] times.
+pub const CANDIDATES: usize = 8;
+
+/// Which split of the work an algorithm makes, as cuBLASLt's configuration attributes
+/// say (`None` where cuBLASLt does not say).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AlgoConfig {
+    /// `CUBLASLT_ALGO_CONFIG_TILE_ID` (a `cublasLtMatmulTile_t`).
+    pub tile: Option<u32>,
+    /// `CUBLASLT_ALGO_CONFIG_STAGES_ID` (a `cublasLtMatmulStages_t`).
+    pub stages: Option<u32>,
+    /// `CUBLASLT_ALGO_CONFIG_SPLITK_NUM`: K split in this many parts (1: none).
+    pub split_k: Option<u32>,
+}
+
+/// The configuration `algo` was made with.
+pub fn algo_config(algo: &sys::cublasLtMatmulAlgo_t) -> AlgoConfig {
+    let read = |attr: sys::cublasLtMatmulAlgoConfigAttributes_t| -> Option<u32> {
+        let mut v: u32 = 0;
+        let mut written: usize = 0;
+        // SAFETY: `algo` is a live algorithm value; the buffer is the attribute's 4 bytes
+        // (uint32_t / int32_t for these three) and `written` a valid out pointer.
+        let st = unsafe {
+            sys::cublasLtMatmulAlgoConfigGetAttribute(
+                algo,
+                attr,
+                (&mut v) as *mut u32 as *mut c_void,
+                std::mem::size_of::<u32>(),
+                &mut written,
+            )
+        };
+        (st == sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS && written == 4).then_some(v)
+    };
+    use sys::cublasLtMatmulAlgoConfigAttributes_t as A;
+    AlgoConfig {
+        tile: read(A::CUBLASLT_ALGO_CONFIG_TILE_ID),
+        stages: read(A::CUBLASLT_ALGO_CONFIG_STAGES_ID),
+        split_k: read(A::CUBLASLT_ALGO_CONFIG_SPLITK_NUM),
+    }
+}
+
 fn blas(what: impl Into<String>) -> impl FnOnce(lt::CublasError) -> RuntimeError {
     let what = what.into();
     move |e| RuntimeError::Driver {
@@ -27,7 +69,7 @@ fn blas(what: impl Into<String>) -> impl FnOnce(lt::CublasError) -> RuntimeError
 
 /// A cuBLASLt handle and its workspace.
 pub struct Lt {
-    handle: sys::cublasLtHandle_t,
+    pub(crate) handle: sys::cublasLtHandle_t,
     workspace: CudaSlice<u8>,
     ws_ptr: u64,
 }
@@ -159,6 +201,8 @@ pub struct Prepared {
     b: Layout,
     d: Layout,
     algo: sys::cublasLtMatmulAlgo_t,
+    /// The heuristic's candidates, in its order (`algo` is the first unless tuned).
+    candidates: Vec<sys::cublasLtMatmulAlgo_t>,
     alpha: f32,
     beta: f32,
     ptrs: Ptrs,
@@ -251,18 +295,25 @@ pub fn prepare(lib: &Lt, g: &Gemm, ptrs: Ptrs, tf32: bool) -> Result<Prepared> {
         )
         .map_err(blas(what("setting the workspace size")))?;
     }
-    // SAFETY: every descriptor and layout is alive.
-    let heuristic =
-        unsafe { lt::get_matmul_algo_heuristic(lib.handle, desc.0, a.0, b.0, d.0, d.0, pref) };
+    let candidates = heuristics(lib, &desc, [&a, &b, &d], pref);
     // SAFETY: created above, destroyed once.
     let _ = unsafe { lt::destroy_matmul_pref(pref) };
-    let heuristic = heuristic.map_err(|e| RuntimeError::Driver {
+    let candidates = candidates.map_err(|e| RuntimeError::Driver {
         what: what(&format!(
             "no cuBLASLt algorithm for {m}×{n}×{k} ×{} {} → {}",
             g.batch, g.ab_dtype, g.d_dtype
         )),
         msg: format!("{e:?}"),
     })?;
+    let Some(&first) = candidates.first() else {
+        return Err(RuntimeError::Driver {
+            what: what(&format!(
+                "no cuBLASLt algorithm for {m}×{n}×{k} ×{} {} → {}",
+                g.batch, g.ab_dtype, g.d_dtype
+            )),
+            msg: "the heuristic returned no usable candidate".into(),
+        });
+    };
     Ok(Prepared {
         node: g.node.clone(),
         shape: format!(
@@ -288,20 +339,74 @@ pub fn prepare(lib: &Lt, g: &Gemm, ptrs: Ptrs, tf32: bool) -> Result<Prepared> {
         a,
         b,
         d,
-        algo: heuristic.algo,
+        algo: first,
+        candidates,
         alpha: g.alpha,
         beta: if g.residual.is_some() { 1.0 } else { 0.0 },
         ptrs,
     })
 }
 
+/// The heuristic's candidates for the prepared descriptors, best estimate first: those
+/// of the first [`CANDIDATES`] whose state is success and whose workspace fits.
+fn heuristics(
+    lib: &Lt,
+    desc: &Desc,
+    [a, b, d]: [&Layout; 3],
+    pref: sys::cublasLtMatmulPreference_t,
+) -> std::result::Result<Vec<sys::cublasLtMatmulAlgo_t>, lt::CublasError> {
+    // SAFETY: the result type is plain data (integers, floats, a status whose 0 is
+    // CUBLAS_STATUS_SUCCESS), for which all-zero bytes are a valid value.
+    let mut results: [sys::cublasLtMatmulHeuristicResult_t; CANDIDATES] =
+        unsafe { std::mem::zeroed() };
+    let mut count: std::ffi::c_int = 0;
+    // SAFETY: every descriptor, layout and the preference are alive; `results` holds
+    // CANDIDATES entries and `count` is a valid out pointer.
+    unsafe {
+        sys::cublasLtMatmulAlgoGetHeuristic(
+            lib.handle,
+            desc.0,
+            a.0,
+            b.0,
+            d.0,
+            d.0,
+            pref,
+            CANDIDATES as std::ffi::c_int,
+            results.as_mut_ptr(),
+            &mut count,
+        )
+    }
+    .result()?;
+    let count = usize::try_from(count).unwrap_or(0).min(CANDIDATES);
+    Ok(results[..count]
+        .iter()
+        .filter(|r| {
+            r.state == sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS
+                && r.workspaceSize <= lib.workspace_bytes()
+        })
+        .map(|r| r.algo)
+        .collect())
+}
+
 impl Prepared {
     /// Issues the matmul on `stream`.
     pub fn launch(&self, lib: &Lt, stream: &CudaStream) -> Result<()> {
+        self.launch_with(lib, stream, &self.algo)
+    }
+
+    /// Issues the matmul on `stream` with `algo` (one of [`Prepared::candidates`], or an
+    /// algorithm [`Prepared::check`] accepted).
+    pub fn launch_with(
+        &self,
+        lib: &Lt,
+        stream: &CudaStream,
+        algo: &sys::cublasLtMatmulAlgo_t,
+    ) -> Result<()> {
         let p = self.ptrs;
         let c = p.c.unwrap_or(p.d);
         // SAFETY: pointers come from the plan's arena and weights, sized for these
-        // layouts; descriptors and the algorithm were prepared for them.
+        // layouts; descriptors were prepared for them, and `algo` was given by the
+        // heuristic or checked for them.
         unsafe {
             lt::matmul(
                 lib.handle,
@@ -316,12 +421,57 @@ impl Prepared {
                 self.d.0,
                 p.d as *mut c_void,
                 self.d.0,
-                &self.algo,
+                algo,
                 lib.ws_ptr as *mut c_void,
                 lib.workspace_bytes(),
                 stream.cu_stream() as *mut _,
             )
         }
         .map_err(blas(format!("GEMM `{}` ({})", self.node, self.shape)))
+    }
+
+    /// Whether cuBLASLt accepts `algo` (a cached choice) for these descriptors, within
+    /// the workspace (`cublasLtMatmulAlgoCheck`).
+    pub fn check(&self, lib: &Lt, algo: &sys::cublasLtMatmulAlgo_t) -> bool {
+        // SAFETY: plain data for which all-zero bytes are valid (see `heuristics`).
+        let mut result: sys::cublasLtMatmulHeuristicResult_t = unsafe { std::mem::zeroed() };
+        // SAFETY: descriptors and layouts are alive; `algo` and `result` are valid
+        // pointers for the call.
+        let st = unsafe {
+            sys::cublasLtMatmulAlgoCheck(
+                lib.handle,
+                self.desc.0,
+                self.a.0,
+                self.b.0,
+                self.d.0,
+                self.d.0,
+                algo,
+                &mut result,
+            )
+        };
+        st == sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS
+            && result.state == sys::cublasStatus_t::CUBLAS_STATUS_SUCCESS
+            && result.workspaceSize <= lib.workspace_bytes()
+    }
+
+    /// The heuristic's candidates, best estimate first.
+    pub fn candidates(&self) -> &[sys::cublasLtMatmulAlgo_t] {
+        &self.candidates
+    }
+
+    /// Issues `algo` from now on (a candidate, or an algorithm [`Prepared::check`]
+    /// accepted).
+    pub(crate) fn set_algo(&mut self, algo: sys::cublasLtMatmulAlgo_t) {
+        self.algo = algo;
+    }
+
+    /// The operands' device pointers.
+    pub fn ptrs(&self) -> Ptrs {
+        self.ptrs
+    }
+
+    /// The node it computes.
+    pub fn node(&self) -> &str {
+        &self.node
     }
 }

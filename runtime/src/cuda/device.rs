@@ -107,6 +107,7 @@ impl Device {
         let f: CudaFunction = module
             .load_function(&kernel.name)
             .map_err(drv(format!("finding kernel {}", kernel.name)))?;
+        super::modules::allow_shared(&f, kernel)?;
         let bufs: Vec<CudaSlice<u8>> = inputs
             .iter()
             .map(|t| self.upload(t))
@@ -206,6 +207,7 @@ impl Device {
         let f: CudaFunction = module
             .load_function(&kernel.name)
             .map_err(drv(format!("finding kernel {}", kernel.name)))?;
+        super::modules::allow_shared(&f, kernel)?;
         let mut bufs: Vec<CudaSlice<u8>> = Vec::new();
         for (dt, shape) in inputs {
             let n: usize = shape.iter().product::<usize>() * elem_size(*dt);

@@ -1,5 +1,6 @@
 //! Running a [`CudaPlan`]: the weights uploaded once, one arena for the bucket, every
-//! GEMM prepared once (in tf32 when the plan was compiled for it), and the whole step list captured into a CUDA graph on the first
+//! GEMM prepared once (in tf32 when the plan was compiled for it, its algorithm chosen by
+//! [`super::tune`]), and the whole step list captured into a CUDA graph on the first
 //! run and replayed after (or enqueued step by step with `use_graph = false`, to
 //! measure what the graph saves). A run copies the inputs into their arena slots,
 //! replays, and copies the outputs back: one synchronization, at the end. Plans whose
@@ -11,6 +12,7 @@ use super::blas::{self, Lt, Prepared, Ptrs};
 use super::device::{event_ms, launch_config, Device};
 use super::modules::compile_kernels;
 pub use super::modules::precompile;
+use super::tune::{self, TuneOptions, TuneReport};
 use super::{drv, memory};
 use crate::host::from_bytes;
 use crate::{Result, RuntimeError};
@@ -107,6 +109,11 @@ impl Weights {
     pub fn bytes(&self) -> usize {
         self.buf.len()
     }
+
+    /// Device address of the blob's first byte.
+    pub(crate) fn base(&self) -> u64 {
+        self.base
+    }
 }
 
 enum Ready {
@@ -129,18 +136,32 @@ pub struct Executable {
     errors: Option<(CudaSlice<u32>, u64)>,
     lt: Lt,
     steps: Vec<Ready>,
+    /// How each GEMM's algorithm was chosen.
+    tuning: TuneReport,
     graph: Option<CudaGraph>,
     use_graph: bool,
 }
 
 impl Executable {
     /// Compiles the plan's kernels (NVRTC, through the disk cache), allocates the arena
-    /// and prepares the GEMMs.
+    /// and prepares the GEMMs, their algorithms chosen as [`TuneOptions::from_env`] says.
     pub fn new(
         dev: &Device,
         plan: CudaPlan,
         weights: Arc<Weights>,
         use_graph: bool,
+    ) -> Result<Executable> {
+        Self::with_tuning(dev, plan, weights, use_graph, &TuneOptions::from_env())
+    }
+
+    /// [`Executable::new`], the GEMMs' algorithms chosen as `tuning` says (timed on the
+    /// arena before any run, or the heuristic's first choice).
+    pub fn with_tuning(
+        dev: &Device,
+        plan: CudaPlan,
+        weights: Arc<Weights>,
+        use_graph: bool,
+        tuning: &TuneOptions,
     ) -> Result<Executable> {
         check_free(
             dev,
@@ -157,15 +178,7 @@ impl Executable {
         memory::phase("arena")?;
         let lt = Lt::new(&stream)?;
         memory::phase("cublaslt")?;
-        let ptr = |v: u32| -> Result<u64> {
-            match plan.places.get(&v) {
-                Some(Place::Arena(o)) => Ok(arena_base + *o as u64),
-                Some(Place::Weight(o)) => Ok(weights.base + *o as u64),
-                None => Err(RuntimeError::Cuda(format!(
-                    "plan: value {v} has no place (a corrupt or mismatched plan)"
-                ))),
-            }
-        };
+        let ptr = |v: u32| tune::place(&plan, arena_base, weights.base, v);
         // The status buffer: the index checks' error word, then the counted outputs'
         // sizes; kernels that check indices or count an output take it last.
         let status = |k: &Kernel| takes_status(k.index_check.is_some(), &k.outputs, &plan.frame);
@@ -192,6 +205,7 @@ impl Executable {
             }
             args.push(a);
         }
+        let mut tuner = tune::Tuner::new(dev, &stream, tuning, (arena_base, arena.len()));
         let mut steps = Vec::with_capacity(plan.steps.len());
         for s in &plan.steps {
             steps.push(match s {
@@ -204,10 +218,13 @@ impl Executable {
                         d: ptr(g.out)?,
                         bias: g.bias.map(ptr).transpose()?,
                     };
-                    Ready::Gemm(Box::new(blas::prepare(&lt, g, ptrs, plan.tf32)?), g.post)
+                    let mut p = blas::prepare(&lt, g, ptrs, plan.tf32)?;
+                    tuner.choose(&lt, g, &mut p, plan.tf32)?;
+                    Ready::Gemm(Box::new(p), g.post)
                 }
             });
         }
+        let tuning = tuner.finish()?;
         memory::phase("gemms")?;
         Ok(Executable {
             plan,
@@ -222,6 +239,7 @@ impl Executable {
             errors,
             lt,
             steps,
+            tuning,
             graph: None,
             use_graph,
         })
@@ -230,6 +248,11 @@ impl Executable {
     /// The plan it runs.
     pub fn plan(&self) -> &CudaPlan {
         &self.plan
+    }
+
+    /// How each GEMM's algorithm was chosen at load (plan order), and what it cost.
+    pub fn gemm_tuning(&self) -> &TuneReport {
+        &self.tuning
     }
 
     /// Device bytes this executable holds: arena, weights, cuBLASLt workspace.

@@ -6,6 +6,8 @@
 //! - [`exec`]: a whole plan — weights uploaded once per model, an arena per bucket, the
 //!   steps captured into a CUDA graph and replayed, per-step profiles;
 //! - [`blas`]: the plan's GEMMs as cuBLASLt matmuls prepared once;
+//! - [`tune`]: each GEMM's algorithm chosen by timing cuBLASLt's candidates at load,
+//!   kept in an on-disk cache;
 //! - [`memory`]: the device memory an executor really takes, phase by phase;
 //! - `modules`: the plan's kernels grouped into modules NVRTC compiles in parallel.
 
@@ -15,7 +17,9 @@ pub mod exec;
 pub mod memory;
 mod modules;
 pub mod peaks;
+pub mod tune;
 pub use modules::compile_for_arch;
+pub use tune::{tune_plan, GemmChoice, TuneOptions, TuneReport};
 
 pub use device::{launch_config, ptx_cache_dir, Device, Timing};
 pub use exec::{check_memory, gpu_lock, precompile, Executable, RowCopy, Weights};

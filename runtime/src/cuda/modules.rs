@@ -106,7 +106,28 @@ pub(crate) fn compile_kernels(
         let f = modules[*m]
             .load_function(name)
             .map_err(drv(format!("finding kernel {name} (node `{}`)", k.node)))?;
+        allow_shared(&f, k)?;
         funcs.push(f);
     }
     Ok((modules, funcs))
+}
+
+/// Static shared memory a block may use without opting in.
+const STATIC_SHARED: u32 = 48 * 1024;
+
+/// Lets `f` launch with `k`'s dynamic shared memory: past 48 KB a kernel must opt in
+/// (`CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES`), up to the device's 227 KB.
+pub(crate) fn allow_shared(f: &CudaFunction, k: &gopt_codegen::cuda::Kernel) -> Result<()> {
+    if k.shared_mem <= STATIC_SHARED {
+        return Ok(());
+    }
+    let bytes = i32::try_from(k.shared_mem).unwrap_or(i32::MAX);
+    f.set_attribute(
+        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+        bytes,
+    )
+    .map_err(drv(format!(
+        "allowing kernel {} (node `{}`) {} bytes of shared memory",
+        k.name, k.node, k.shared_mem
+    )))
 }
