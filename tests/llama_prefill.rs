@@ -32,7 +32,7 @@ fn prefill(name: &str) -> Model {
     let g = &mut m.graph;
     let ids: Vec<f64> = (0..BATCH * SEQ).map(|i| (i % SEQ) as f64).collect();
     let positions = Tensor::from_f64s(DType::I64, &[BATCH, SEQ], &ids).expect("positions");
-    let ones = Tensor::from_f64s(DType::I64, &[BATCH, SEQ], &vec![1.0; BATCH * SEQ]).expect("mask");
+    let ones = Tensor::from_f64s(DType::I64, &[BATCH, SEQ], &[1.0; BATCH * SEQ]).expect("mask");
     for v in g.inputs.clone() {
         let value = &g.values[v.index()];
         let ty = value.ty.clone().expect("typed input");

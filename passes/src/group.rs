@@ -58,10 +58,9 @@ fn casts_before_views(g: &mut Graph) -> Result<usize> {
             .get(&u)
             .is_some_and(|&(p, _)| groupable(&g.nodes[p.index()]));
         let hidden = !g.outputs.contains(&u) && !g.outputs.contains(&v);
-        if is_view_op(view.op) && view.outputs.len() == 1 && elementwise && hidden {
-            if single(u) && single(v) {
-                moves.push((ci, r.index(), u));
-            }
+        let once = single(u) && single(v);
+        if is_view_op(view.op) && view.outputs.len() == 1 && elementwise && hidden && once {
+            moves.push((ci, r.index(), u));
         }
     }
     for &(ci, ri, u) in &moves {

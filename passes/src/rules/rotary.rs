@@ -147,7 +147,7 @@ fn rotate_half_lazy(k: &gopt_ir::Const, d: usize) -> Option<gopt_ir::Const> {
         dt,
         gopt_ir::DType::F32 | gopt_ir::DType::F16 | gopt_ir::DType::BF16 | gopt_ir::DType::F64
     );
-    if !ok || d == 0 || d % 2 != 0 || k.shape().last()? % d != 0 {
+    if !ok || d == 0 || !d.is_multiple_of(2) || !k.shape().last()?.is_multiple_of(d) {
         return None;
     }
     Some(k.map(
@@ -176,7 +176,7 @@ fn rotate_half_columns(t: &Tensor, d: usize) -> Option<Tensor> {
         }
         Some(out)
     }
-    if d == 0 || d % 2 != 0 || t.shape().last()? % d != 0 {
+    if d == 0 || !d.is_multiple_of(2) || !t.shape().last()?.is_multiple_of(d) {
         return None;
     }
     match t {
