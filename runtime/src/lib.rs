@@ -110,3 +110,19 @@ fn listed(names: &[String]) -> String {
 
 /// Result alias of the executors.
 pub type Result<T> = std::result::Result<T, RuntimeError>;
+
+/// gopt's cache directory (PTX, GEMM choices, measured peaks each below it):
+/// `$GOPT_CACHE_DIR`, else `$XDG_CACHE_HOME/gopt`, else `~/.cache/gopt` (`None` without
+/// any of them).
+pub fn cache_base() -> Option<std::path::PathBuf> {
+    use std::path::PathBuf;
+    match std::env::var_os("GOPT_CACHE_DIR") {
+        Some(d) => Some(PathBuf::from(d)),
+        None => Some(
+            std::env::var_os("XDG_CACHE_HOME")
+                .map(PathBuf::from)
+                .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?
+                .join("gopt"),
+        ),
+    }
+}

@@ -143,13 +143,7 @@ pub fn rate(x: f64, unit: &str) -> String {
 /// Where the peaks of `backend`'s `device` are cached: `$GOPT_CACHE_DIR`, else
 /// `$XDG_CACHE_HOME/gopt`, else `~/.cache/gopt`, then `peaks/<backend>-<device>.json`.
 pub fn cache_path(backend: &str, device: &str) -> Option<PathBuf> {
-    let base = match std::env::var_os("GOPT_CACHE_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?
-            .join("gopt"),
-    };
+    let base = gopt_runtime::cache_base()?;
     let slug: String = device
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })

@@ -49,14 +49,7 @@ impl GpuId {
 /// Where the GEMM cache files live: `$GOPT_CACHE_DIR/gemm`, else
 /// `$XDG_CACHE_HOME/gopt/gemm`, else `~/.cache/gopt/gemm` (`None` without any of them).
 pub fn cache_dir() -> Option<PathBuf> {
-    let base = match std::env::var_os("GOPT_CACHE_DIR") {
-        Some(d) => PathBuf::from(d),
-        None => std::env::var_os("XDG_CACHE_HOME")
-            .map(PathBuf::from)
-            .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))?
-            .join("gopt"),
-    };
-    Some(base.join("gemm"))
+    Some(crate::cache_base()?.join("gemm"))
 }
 
 /// The alignment of a device pointer that matters to cuBLASLt: its largest power-of-two
