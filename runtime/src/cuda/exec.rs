@@ -8,7 +8,7 @@
 //! of the steps (so inside the captured graph), raised by a kernel that finds an index
 //! out of range, read back with the outputs; nonzero fails the run naming the node.
 
-use super::blas::{self, Lt, Prepared, Ptrs};
+use super::blas::{self, Lt, Prepared};
 use super::device::{event_ms, launch_config, Device};
 use super::modules::compile_kernels;
 pub use super::modules::precompile;
@@ -211,13 +211,7 @@ impl Executable {
             steps.push(match s {
                 Step::Kernel(k) => Ready::Kernel(*k),
                 Step::Gemm(g) => {
-                    let ptrs = Ptrs {
-                        a: ptr(g.a)?,
-                        b: ptr(g.b)?,
-                        c: g.residual.map(ptr).transpose()?,
-                        d: ptr(g.out)?,
-                        bias: g.bias.map(ptr).transpose()?,
-                    };
+                    let ptrs = tune::gemm_ptrs(&plan, g, arena_base, weights.base)?;
                     let mut p = blas::prepare(&lt, g, ptrs, plan.tf32)?;
                     tuner.choose(&lt, g, &mut p, plan.tf32)?;
                     Ready::Gemm(Box::new(p), g.post)

@@ -441,6 +441,19 @@ pub(crate) fn place(plan: &CudaPlan, arena: u64, weights: u64, v: u32) -> Result
     }
 }
 
+/// The device addresses of GEMM `g`'s operands in `plan`, whose arena is at `arena`
+/// and weights at `weights` (shared by loading a plan and by [`tune_plan`]).
+pub(crate) fn gemm_ptrs(plan: &CudaPlan, g: &Gemm, arena: u64, weights: u64) -> Result<Ptrs> {
+    let ptr = |v: u32| place(plan, arena, weights, v);
+    Ok(Ptrs {
+        a: ptr(g.a)?,
+        b: ptr(g.b)?,
+        c: g.residual.map(ptr).transpose()?,
+        d: ptr(g.out)?,
+        bias: g.bias.map(ptr).transpose()?,
+    })
+}
+
 /// Chooses the GEMM algorithms of `plan` on `dev` as loading it would — same
 /// descriptors, same pointer alignments, same cache — without its kernels, on an arena
 /// of its own freed after: `gopt compile` records the choices in the artifact and leaves
@@ -470,14 +483,7 @@ pub fn tune_plan(
         match s {
             Step::Kernel(_) => {}
             Step::Gemm(g) => {
-                let ptr = |v: u32| place(plan, base, weights.base(), v);
-                let ptrs = Ptrs {
-                    a: ptr(g.a)?,
-                    b: ptr(g.b)?,
-                    c: g.residual.map(ptr).transpose()?,
-                    d: ptr(g.out)?,
-                    bias: g.bias.map(ptr).transpose()?,
-                };
+                let ptrs = gemm_ptrs(plan, g, base, weights.base())?;
                 let mut p = blas::prepare(&lt, g, ptrs, plan.tf32)?;
                 tuner.choose(&lt, g, &mut p, plan.tf32)?;
             }
