@@ -28,10 +28,11 @@ mod cases;
 use cases::{conv as conv_case, conv_cases, one_d, other_cases, shape, Conv};
 
 fn is_cnn(g: &Graph, node: &Node) -> bool {
-    matches!(
-        lower(g, node, wgsl::VIEWS),
-        Lowered::ConvGemm | Lowered::Kernel(Kind::Conv | Kind::Pool | Kind::Reduce)
-    )
+    match lower(g, node, wgsl::VIEWS) {
+        Ok(Lowered::ConvGemm) => true,
+        Ok(Lowered::Kernel(spec)) => matches!(spec.kind(), Kind::Conv | Kind::Pool | Kind::Reduce),
+        _ => false,
+    }
 }
 
 /// Runs `k` on `dev` and compares with the interpreter; returns the error and what it

@@ -10,7 +10,7 @@
 //! bert_small and gpt2_small's Split run the same way. A machine without any adapter
 //! fails here with the reason, never skips.
 
-use gopt::codegen::lower::{lower, Kind, Lowered};
+use gopt::codegen::lower::{lower, Kind, Lowered, Spec};
 use gopt::codegen::wgsl::{self, emit_kernels, WgslKernel};
 use gopt::ir::ops::EvalCx;
 use gopt::ir::{infer_types, Attr, Attrs, DType, Graph, Op, Tensor, TensorType, ValueId};
@@ -152,8 +152,8 @@ fn check(dev: &WgpuDevice, b: &mut G) -> usize {
         .iter()
         .enumerate()
         .map(|(i, n)| {
-            let low = match lower(g, n, wgsl::VIEWS) {
-                Lowered::View => Lowered::Kernel(Kind::Movement),
+            let low = match lower(g, n, wgsl::VIEWS).unwrap_or_else(|e| panic!("{}: {e}", g.name)) {
+                Lowered::View => Lowered::Kernel(Spec::Untyped(Kind::Movement)),
                 low => low,
             };
             wgsl::write(g, i, n, &low)

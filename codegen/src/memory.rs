@@ -77,7 +77,11 @@ pub fn plan(g: &Graph) -> Result<Layout> {
         stores_casts: true,
         offset_views: true,
     };
-    let lowered: Vec<Lowered> = g.nodes.iter().map(|n| lower(g, n, views)).collect();
+    let lowered: Vec<Lowered> = g
+        .nodes
+        .iter()
+        .map(|n| lower(g, n, views))
+        .collect::<Result<_>>()?;
     arena(
         g,
         &aliasing(g, &lowered, views),
@@ -96,7 +100,9 @@ pub fn aliasing(g: &Graph, lowered: &[Lowered], views: Views) -> Vec<bool> {
         .map(|(n, l)| match l {
             Lowered::View | Lowered::Window(_) => true,
             Lowered::Absorbed => matches!(n.op, Op::Shape(ShapeOp::Split | ShapeOp::Slice)),
-            Lowered::Kernel(Kind::Scatter) => crate::lower::scatter::in_place(g, n, views),
+            Lowered::Kernel(spec) if spec.kind() == Kind::Scatter => {
+                crate::lower::scatter::in_place(g, n, views)
+            }
             Lowered::Gemm(_)
             | Lowered::ConvGemm
             | Lowered::PackedGemm

@@ -51,7 +51,7 @@ pub mod spectral;
 pub mod split_pad;
 pub mod support;
 
-use crate::lower::{lower, Kind, Lowered, Views};
+use crate::lower::{lower, Kind, Lowered, Spec, Views};
 use crate::{CodegenError, Result};
 use gopt_ir::{Graph, Node};
 use serde::{Deserialize, Serialize};
@@ -101,9 +101,16 @@ pub struct Kernel {
     pub index_check: Option<crate::plan::IndexCheck>,
 }
 
-/// The kernel of family `kind` for node `n` (named `name`): one exhaustive match over
-/// the families [`crate::lower`] assigns, so a new family is a compile error here.
-pub fn kernel(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
+/// The kernel of `spec` for node `n` (named `name`): one exhaustive match over the
+/// specs [`crate::lower`] makes, so a new family is a compile error here.
+pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
+    match spec {
+        Spec::Untyped(kind) => untyped(g, n, *kind, name),
+    }
+}
+
+/// The kernel of a family whose writer still reads the node.
+fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
     match kind {
         Kind::Elementwise => elementwise::emit(g, n, name),
         Kind::Rows => rows::emit(g, n, name),
@@ -151,8 +158,8 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
     let mut kernels = Vec::new();
     let mut others = Vec::new();
     for (i, n) in g.nodes.iter().enumerate() {
-        match lower(g, n, VIEWS) {
-            Lowered::Kernel(kind) => match kernel(g, n, kind, &kernel_name(i, n)) {
+        match lower(g, n, VIEWS)? {
+            Lowered::Kernel(spec) => match kernel(g, n, &spec, &kernel_name(i, n)) {
                 Ok(k) => kernels.push(k),
                 Err(e @ CodegenError::Unsupported { .. }) => {
                     others.push((n.name.clone(), e.for_backend(BACKEND).to_string()))

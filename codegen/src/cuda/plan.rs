@@ -86,7 +86,11 @@ pub fn build_with_options(
 ) -> Result<CudaPlan> {
     let (g, counts) = counted::bound(g)?;
     let g = &*g;
-    let lowered: Vec<Lowered> = g.nodes.iter().map(|n| lower(g, n, VIEWS)).collect();
+    let lowered: Vec<Lowered> = g
+        .nodes
+        .iter()
+        .map(|n| lower(g, n, VIEWS))
+        .collect::<Result<_>>()?;
     let mut early = slice_candidates(g, &lowered);
     early.extend(absorb::early_writes(g, VIEWS));
     let mut views = memory::aliasing(g, &lowered, VIEWS);
@@ -149,7 +153,7 @@ pub fn build_with_options(
             }
             Lowered::Gemm(_) => gemm::lower(g, n, &format!("k{i}_epilogue"), &mut kernels)
                 .map(|gm| steps.push(Step::Gemm(gm))),
-            Lowered::Kernel(kind) => kernel(g, n, *kind, &kernel_name(i, n)).map(|k| {
+            Lowered::Kernel(spec) => kernel(g, n, spec, &kernel_name(i, n)).map(|k| {
                 kernels.push(k);
                 steps.push(Step::Kernel(kernels.len() - 1));
             }),

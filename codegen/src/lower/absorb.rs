@@ -217,12 +217,17 @@ fn read_as_columns(g: &Graph, v: ValueId, views: super::Views) -> bool {
         for r in readers(g, x) {
             // RotaryEmbedding reads its X (input 0) in place; its tables are buffers.
             let as_x = r.inputs.iter().skip(1).all(|i| *i != Some(x));
-            match (r.outputs.as_slice(), super::lower(g, r, views)) {
-                ([o], super::Lowered::View) if super::aliases(g, r, views) => todo.push(*o),
-                (_, super::Lowered::Kernel(super::Kind::Elementwise | super::Kind::Glu)) => {
-                    any = true
-                }
-                (_, super::Lowered::Kernel(super::Kind::Rotary)) if as_x => any = true,
+            let Ok(low) = super::lower(g, r, views) else {
+                return false;
+            };
+            let kind = match &low {
+                super::Lowered::Kernel(spec) => Some(spec.kind()),
+                _ => None,
+            };
+            match (r.outputs.as_slice(), low, kind) {
+                ([o], super::Lowered::View, _) if super::aliases(g, r, views) => todo.push(*o),
+                (_, _, Some(super::Kind::Elementwise | super::Kind::Glu)) => any = true,
+                (_, _, Some(super::Kind::Rotary)) if as_x => any = true,
                 _ => return false,
             }
         }

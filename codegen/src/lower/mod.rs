@@ -167,8 +167,39 @@ impl Kind {
     }
 }
 
+/// A kernel family with what its writers need, read from the node once while lowering
+/// so that both backends' writers take the same facts and never parse the graph again.
+///
+/// Each family moves from [`Spec::Untyped`] (its writers still read the node) to a
+/// variant of its own carrying its spec; the writers' dispatch matches every variant.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Spec {
+    /// A family whose writers still read the graph and the node themselves.
+    Untyped(Kind),
+}
+
+impl Spec {
+    /// The family, for reports and counts.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Spec::Untyped(k) => *k,
+        }
+    }
+}
+
+/// The lowering of a spec parsed from a node: a kernel when it parses, the node
+/// refused (with the reason, reported with the other refused nodes) when the family
+/// has no kernel for this form of it, the error otherwise.
+pub fn typed<S>(parsed: crate::Result<S>, wrap: impl FnOnce(S) -> Spec) -> crate::Result<Lowered> {
+    match parsed {
+        Ok(s) => Ok(Lowered::Kernel(wrap(s))),
+        Err(crate::CodegenError::Unsupported { what, .. }) => Ok(Lowered::Unsupported(what)),
+        Err(e) => Err(e),
+    }
+}
+
 /// What one node becomes.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Lowered {
     /// The output aliases input 0's bytes: no step runs.
     View,
@@ -185,8 +216,8 @@ pub enum Lowered {
     /// dequantizes in registers for few rows; for many, the weight dequantized into
     /// scratch and a library GEMM where the backend has one.
     PackedGemm,
-    /// A generated kernel of this family.
-    Kernel(Kind),
+    /// A generated kernel: its family and the parameters its writers need ([`Spec`]).
+    Kernel(Spec),
     /// No step of its own: its neighbours do its work ([`absorb`]): attention reads a
     /// Split's pieces in place, a row kernel stores a Cast's type.
     Absorbed,
@@ -329,22 +360,25 @@ fn is_const_root(g: &Graph, mut v: ValueId) -> bool {
 /// A counted kernel for `n` ([`counted`]), or why its outputs cannot be counted.
 fn counted_kernel(g: &Graph, n: &Node) -> Lowered {
     match counted::refusal(g, n) {
-        None => Lowered::Kernel(Kind::Counted),
+        None => Lowered::Kernel(Spec::Untyped(Kind::Counted)),
         Some(why) => Lowered::Unsupported(why),
     }
 }
 
-/// What node `n` of `g` becomes on a GPU.
-pub fn lower(g: &Graph, n: &Node, views: Views) -> Lowered {
-    use Kind::*;
-    let k = Lowered::Kernel;
-    let none = |why: &str| Lowered::Unsupported(why.to_string());
+/// What node `n` of `g` becomes on a GPU. An error is one no backend can report as a
+/// missing kernel (a size known only at run time, a graph the planner cannot lay out);
+/// a form of an op no kernel covers is [`Lowered::Unsupported`].
+pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
     if (views.stores_casts && absorb::cast_stored_by_producer(g, n))
         || (views.strided_reads && absorb::cut_read_in_place(g, n, views))
     {
-        return Lowered::Absorbed;
+        return Ok(Lowered::Absorbed);
     }
-    match n.op {
+    use Kind::*;
+    let k = |kind| Lowered::Kernel(Spec::Untyped(kind));
+    let none = |why: &str| Lowered::Unsupported(why.to_string());
+    // A family with a typed spec returns `typed(family::spec(g, n), Spec::Family)`.
+    Ok(match n.op {
         Op::Elementwise(e) => match e {
             ElementwiseOp::Bernoulli
             | ElementwiseOp::RandomUniform
@@ -556,5 +590,5 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> Lowered {
                 }
             }
         },
-    }
+    })
 }

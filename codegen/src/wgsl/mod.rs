@@ -50,7 +50,7 @@ pub mod trilu;
 pub mod types;
 pub mod unique;
 
-use crate::lower::{lower, GemmForm, Kind, Lowered, Views};
+use crate::lower::{lower, GemmForm, Kind, Lowered, Spec, Views};
 use crate::{CodegenError, Result};
 use gopt_ir::{DType, Graph, Node};
 use serde::{Deserialize, Serialize};
@@ -154,9 +154,16 @@ pub const VIEWS: Views = Views {
     offset_views: false,
 };
 
-/// The shader of family `kind` for node `n` (named `name`): one exhaustive match over
-/// the families [`crate::lower`] assigns, so a new family is a compile error here.
-pub fn kernel(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
+/// The shader of `spec` for node `n` (named `name`): one exhaustive match over the
+/// specs [`crate::lower`] makes, so a new family is a compile error here.
+pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel> {
+    match spec {
+        Spec::Untyped(kind) => untyped(g, n, *kind, name),
+    }
+}
+
+/// The shader of a family whose writer still reads the node.
+fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
     type Emit = fn(&Graph, &Node, &str) -> Result<WgslKernel>;
     let emit: Emit = match kind {
         Kind::Elementwise => elementwise::emit,
@@ -201,12 +208,12 @@ pub fn write(g: &Graph, i: usize, n: &Node, lowered: &Lowered) -> Result<Option<
     let k = match lowered {
         Lowered::View | Lowered::Absorbed => return Ok(None),
         // The pool binds whole buffers (`VIEWS.offset_views` is off): a window is a copy.
-        Lowered::Window(_) => kernel(g, n, Kind::Movement, &name),
+        Lowered::Window(_) => untyped(g, n, Kind::Movement, &name),
         Lowered::Gemm(GemmForm::Gemm) => gemm::emit(g, n, &name),
         Lowered::Gemm(GemmForm::MatMul) => matmul::emit(g, n, &name),
         Lowered::ConvGemm => conv::emit(g, n, &name),
         Lowered::PackedGemm => packed::emit(g, n, &name),
-        Lowered::Kernel(kind) => kernel(g, n, *kind, &name),
+        Lowered::Kernel(spec) => kernel(g, n, spec, &name),
         Lowered::Unsupported(why) => Err(crate::lower::support::unsupported(n, why)),
     };
     let mut k = k.map_err(|e| e.for_backend(BACKEND))?;
@@ -223,7 +230,7 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<WgslKernel>, Vec<(String, String)>
     let mut kernels = Vec::new();
     let mut others = Vec::new();
     for (i, n) in g.nodes.iter().enumerate() {
-        match write(g, i, n, &lower(g, n, VIEWS)) {
+        match write(g, i, n, &lower(g, n, VIEWS)?) {
             Ok(Some(k)) => kernels.push(k),
             Ok(None) => {}
             Err(e @ CodegenError::Unsupported { .. }) => {

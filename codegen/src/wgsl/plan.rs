@@ -217,7 +217,11 @@ fn bytes_of(g: &Graph, v: ValueId) -> Result<usize> {
 pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<WgslPlan> {
     let (g, counts) = counted::bound(g)?;
     let g = &*g;
-    let lowered: Vec<Lowered> = g.nodes.iter().map(|n| lower(g, n, VIEWS)).collect();
+    let lowered: Vec<Lowered> = g
+        .nodes
+        .iter()
+        .map(|n| lower(g, n, VIEWS))
+        .collect::<Result<_>>()?;
     let mut kernels = Vec::new();
     let mut missing = Vec::new();
     for (i, (n, low)) in g.nodes.iter().zip(&lowered).enumerate() {
