@@ -56,7 +56,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     )?;
     let mut k = Kernel::flat(
         name,
-        node,
+        &node.name,
         source,
         1024,
         vec![sp.x.0, sp.cond.0],

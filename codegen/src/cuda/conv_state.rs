@@ -102,7 +102,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        node,
+        &node.name,
         source,
         sp.y_elems() + sp.state_elems(),
         inputs,

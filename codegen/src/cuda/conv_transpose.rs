@@ -134,7 +134,7 @@ fn conv_transpose(node: &Node, name: &str, sp: &ConvTransposeSpec) -> Result<Ker
     )?;
     Ok(Kernel::flat(
         name,
-        node,
+        &node.name,
         source,
         sp.total(),
         inputs,
@@ -164,7 +164,7 @@ fn col2im(node: &Node, name: &str, sp: &Col2ImSpec) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        node,
+        &node.name,
         source,
         sp.total(),
         vec![sp.x.0],
@@ -288,7 +288,7 @@ fn deform_conv(node: &Node, name: &str, sp: &DeformConvSpec) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        node,
+        &node.name,
         source,
         sp.total(),
         inputs,

@@ -73,7 +73,7 @@ fn nonzero(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
             ("coords", &coords),
         ],
     )?;
-    let mut k = Kernel::flat(name, node, source, 1024, vec![x.0], vec![y.0]);
+    let mut k = Kernel::flat(name, &node.name, source, 1024, vec![x.0], vec![y.0]);
     k.grid = 1;
     k.block = 1024;
     Ok(k)

@@ -117,7 +117,7 @@ fn einsum(node: &Node, name: &str, c: &Contraction) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        node,
+        &node.name,
         source,
         c.n(),
         c.inputs.iter().map(|v| v.0).collect(),
@@ -142,7 +142,7 @@ fn det(node: &Node, name: &str, d: &DetSpec) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        node,
+        &node.name,
         source,
         d.batch,
         vec![d.x.0],

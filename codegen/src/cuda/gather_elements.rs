@@ -47,7 +47,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         }),
         ..Kernel::flat(
             name,
-            node,
+            &node.name,
             source,
             sp.n,
             vec![sp.data.0, sp.indices.0],

@@ -406,7 +406,14 @@ fn post_kernel(
                 ("t", t),
             ],
         )?;
-        let mut k = Kernel::flat(name, node, source, n / vec, inputs, vec![node.outputs[0].0]);
+        let mut k = Kernel::flat(
+            name,
+            &node.name,
+            source,
+            n / vec,
+            inputs,
+            vec![node.outputs[0].0],
+        );
         k.vectorized = true;
         return Ok(k);
     }

@@ -111,7 +111,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     let threads = if vectorized { sp.n / vec } else { sp.n };
     let mut k = Kernel::flat(
         name,
-        node,
+        &node.name,
         source,
         threads,
         vec![sp.a.0, sp.b.0],

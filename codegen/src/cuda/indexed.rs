@@ -69,7 +69,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         index_check: parts.check,
         ..Kernel::flat(
             name,
-            node,
+            &node.name,
             source,
             parts.n,
             parts.inputs.iter().map(|v| v.0).collect(),

@@ -136,7 +136,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        node,
+        &node.name,
         source,
         sp.columns(),
         p.inputs,

@@ -183,7 +183,7 @@ impl Kernel {
     /// cannot), no shared memory, no index check: the shape of most generated kernels.
     pub fn flat(
         name: &str,
-        node: &Node,
+        node: &str,
         source: String,
         n: usize,
         inputs: Vec<u32>,
@@ -191,7 +191,7 @@ impl Kernel {
     ) -> Kernel {
         Kernel {
             name: name.to_string(),
-            node: node.name.clone(),
+            node: node.to_string(),
             source,
             threads: n,
             vectorized: false,

@@ -131,7 +131,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
             ("words", &sp.boxes.div_ceil(32).max(1).to_string()),
         ],
     )?;
-    let mut k = Kernel::flat(name, node, source, 1024, inputs, vec![sp.y.0]);
+    let mut k = Kernel::flat(name, &node.name, source, 1024, inputs, vec![sp.y.0]);
     k.grid = 1;
     k.block = 1024;
     Ok(k)

@@ -79,11 +79,13 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
                 grid: u32::try_from(st.groups.clamp(1, 65_535)).unwrap_or(65_535),
                 block: 256,
                 threads: st.groups.clamp(1, 65_535) * 256,
-                ..Kernel::flat(name, node, source, sp.n, inputs, outputs)
+                ..Kernel::flat(name, &node.name, source, sp.n, inputs, outputs)
             });
         }
     };
-    Ok(Kernel::flat(name, node, source, sp.n, inputs, outputs))
+    Ok(Kernel::flat(
+        name, &node.name, source, sp.n, inputs, outputs,
+    ))
 }
 
 /// The parameters: the inputs read-only, then the outputs.

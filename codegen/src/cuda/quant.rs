@@ -71,7 +71,7 @@ impl Params {
 
     /// The kernel of `source` over `threads` threads in blocks of 256.
     fn kernel(self, name: &str, node: &Node, source: String, threads: usize) -> Kernel {
-        Kernel::flat(name, node, source, threads, self.inputs, self.outputs)
+        Kernel::flat(name, &node.name, source, threads, self.inputs, self.outputs)
     }
 }
 
@@ -178,7 +178,7 @@ fn dynamic(node: &Node, name: &str, sp: &DynamicSpec) -> Result<Kernel> {
         grid: 1,
         ..Kernel::flat(
             name,
-            node,
+            &node.name,
             source,
             256,
             vec![sp.x.0],

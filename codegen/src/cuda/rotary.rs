@@ -86,6 +86,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     )?;
     Ok(Kernel {
         index_check: check,
-        ..Kernel::flat(name, node, source, sp.n(), inputs, vec![sp.out.0])
+        ..Kernel::flat(name, &node.name, source, sp.n(), inputs, vec![sp.out.0])
     })
 }

@@ -206,7 +206,7 @@ fn grid_sample(node: &Node, name: &str, sp: &GridSampleSpec) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        node,
+        &node.name,
         source,
         sp.n,
         vec![sp.x.0, sp.grid.0],
@@ -259,7 +259,7 @@ fn affine_grid(node: &Node, name: &str, sp: &AffineGridSpec) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        node,
+        &node.name,
         source,
         sp.n,
         vec![sp.theta.0],
@@ -357,7 +357,7 @@ fn roi_align(g: &Graph, node: &Node, name: &str, sp: &RoiAlignSpec) -> Result<Ke
         }),
         ..Kernel::flat(
             name,
-            node,
+            &node.name,
             source,
             sp.n,
             vec![sp.x.0, sp.rois.0, sp.batch.0],

@@ -65,7 +65,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     inputs.extend(parts.inputs.iter().map(|(v, _)| v.0));
     Ok(Kernel {
         index_check: parts.check,
-        ..Kernel::flat(name, node, source, parts.n, inputs, vec![parts.out.0])
+        ..Kernel::flat(name, &node.name, source, parts.n, inputs, vec![parts.out.0])
     })
 }
 
@@ -278,7 +278,7 @@ fn cache_in_place(g: &Graph, node: &Node, name: &str, s: &CacheSpec) -> Result<K
     )?;
     Ok(Kernel {
         index_check: check,
-        ..Kernel::flat(name, node, source, n.max(1), inputs, vec![s.out.0])
+        ..Kernel::flat(name, &node.name, source, n.max(1), inputs, vec![s.out.0])
     })
 }
 

@@ -60,7 +60,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        node,
+        &node.name,
         source,
         sp.n(),
         vec![sp.x.0],

@@ -83,7 +83,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
             ("store_counts", &store_counts),
         ],
     )?;
-    let mut k = Kernel::flat(name, node, source, 1024, vec![sp.x.0], outputs);
+    let mut k = Kernel::flat(name, &node.name, source, 1024, vec![sp.x.0], outputs);
     k.grid = 1;
     k.block = 1024;
     Ok(k)

@@ -198,6 +198,15 @@ pub fn typed<S>(parsed: crate::Result<S>, wrap: impl FnOnce(S) -> Spec) -> crate
     }
 }
 
+/// The error for a family reaching a writer untyped after its spec was typed: a
+/// lowering bug, since [`lower`] makes that family's own [`Spec`] variant.
+pub fn typed_elsewhere(kind: Kind) -> crate::CodegenError {
+    crate::CodegenError::Plan(format!(
+        "the {} family is lowered with a typed spec, not Spec::Untyped (a gopt bug)",
+        kind.name()
+    ))
+}
+
 /// What one node becomes.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Lowered {

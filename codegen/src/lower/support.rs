@@ -20,6 +20,61 @@ pub fn unsupported(node: &Node, what: &str) -> CodegenError {
     }
 }
 
+/// The node a spec was read from, as the writers need it without the graph: its name
+/// and op (kernel names, error messages) and its operands' value ids (the buffers a
+/// kernel binds), absent optional inputs kept as `None` in their positions.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Site {
+    /// The node's name.
+    pub node: String,
+    /// The op's name.
+    pub op: &'static str,
+    /// Input value ids, `None` where an optional input is absent.
+    pub inputs: Vec<Option<u32>>,
+    /// Output value ids.
+    pub outputs: Vec<u32>,
+}
+
+impl Site {
+    /// The site of `node`.
+    pub fn of(node: &Node) -> Site {
+        Site {
+            node: node.name.clone(),
+            op: node.op.name(),
+            inputs: node.inputs.iter().map(|v| v.map(|v| v.0)).collect(),
+            outputs: node.outputs.iter().map(|v| v.0).collect(),
+        }
+    }
+
+    /// The error for a mode or operand of this node a writer does not implement
+    /// ([`unsupported`] without the node).
+    pub fn unsupported(&self, what: &str) -> CodegenError {
+        CodegenError::Unsupported {
+            node: self.node.clone(),
+            op: self.op.into(),
+            backend: NEUTRAL,
+            what: what.into(),
+        }
+    }
+
+    /// Input `k`'s value id, which must be present.
+    pub fn input(&self, k: usize) -> Result<u32> {
+        self.inputs
+            .get(k)
+            .copied()
+            .flatten()
+            .ok_or_else(|| self.unsupported(&format!("a missing input {k}")))
+    }
+
+    /// Output `k`'s value id.
+    pub fn output(&self, k: usize) -> Result<u32> {
+        self.outputs
+            .get(k)
+            .copied()
+            .ok_or_else(|| self.unsupported(&format!("a missing output {k}")))
+    }
+}
+
 /// A plan error (a graph that was not verified or typed).
 pub fn plan(e: impl std::fmt::Display) -> CodegenError {
     CodegenError::Plan(e.to_string())
