@@ -37,8 +37,10 @@
 #![warn(missing_docs)]
 
 pub mod artifact;
+pub mod backend;
 pub mod charts;
 pub mod compiled;
+pub mod options;
 pub mod cuda;
 pub mod error;
 pub mod generate;
@@ -63,7 +65,8 @@ pub use gopt_ir::{Bindings, DType, Graph, IrError, Model, Tensor, Verified};
 pub use gopt_passes as passes;
 pub use gopt_passes::{Budgets, Pass, Precision};
 pub use gopt_runtime as runtime;
-pub use pipeline::{Backend, Options};
+pub use backend::Backend;
+pub use pipeline::Options;
 
 use gopt_ir::{bind_dims, fold_constants, interp, verify};
 use std::path::Path;

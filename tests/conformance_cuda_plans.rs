@@ -39,10 +39,7 @@ fn every_cuda_manifest_case_plans_and_compiles_for_sm90() {
         "cases listed in cuda.manifest are not in tests/data/conformance: {missing:?}"
     );
     let cases = discover(&dirs).expect("discover the listed cases");
-    let pipeline = gopt::pipeline::Options {
-        backend: Backend::Cuda,
-        ..Default::default()
-    };
+    let pipeline = gopt::pipeline::Options::new().backend(Backend::Cuda);
     let opts = Options {
         pipeline: Some(pipeline),
         plan_only: true,

@@ -27,11 +27,9 @@ fn conformance_wgpu() {
     );
     let dev = gopt::wgpu::device(None).unwrap_or_else(|e| panic!("{e}"));
     let cases = discover(std::slice::from_ref(&data)).expect("discover conformance cases");
-    let pipeline = gopt::pipeline::Options {
-        backend: Backend::Wgpu,
-        wgsl_f16: Some(dev.adapter.f16),
-        ..Default::default()
-    };
+    let pipeline = gopt::pipeline::Options::new()
+        .backend(Backend::Wgpu)
+        .wgsl_f16(dev.adapter.f16);
     let opts = Options {
         pipeline: Some(pipeline),
         ..Options::default()

@@ -331,10 +331,7 @@ fn compile_case(dir: &Path) -> Result<(), String> {
     let pos = gopt::value_inputs::positions(&model.model.graph);
     let model = gopt::value_inputs::specialize(&model, &inputs, &pos);
     let inputs = gopt::value_inputs::rest(&inputs, &pos);
-    let opts = gopt::Options {
-        backend: gopt::Backend::Cuda,
-        ..Default::default()
-    };
+    let opts = gopt::Options::new().backend(gopt::Backend::Cuda);
     let actual = gopt::ir::interp::check_inputs(&model.model.graph, &inputs).map_err(|x| e(&x))?;
     let bucket = gopt::pipeline::bucket_for(&model.model, &actual, &opts).map_err(|x| e(&x))?;
     let v = gopt::pipeline::specialize(&model.model, &bucket, &opts).map_err(|x| e(&x))?;

@@ -253,11 +253,9 @@ fn compiled_wgpu_run_names_the_node_of_a_computed_index() {
         producer: "gpu_indices".into(),
         source: None,
     };
-    let opts = gopt::pipeline::Options {
-        backend: Backend::Wgpu,
-        wgsl_f16: Some(dev.adapter.f16),
-        ..Default::default()
-    };
+    let opts = gopt::pipeline::Options::new()
+        .backend(Backend::Wgpu)
+        .wgsl_f16(dev.adapter.f16);
     let mut c = gopt::compile(&imported, &opts).unwrap_or_else(|e| panic!("{e}"));
     let g = graph(GATHER_I64);
     check(

@@ -357,17 +357,14 @@ fn the_pipeline_honours_the_option() {
     let dir = scratch("pipeline");
     let model = gopt::load_model(Path::new(&expand(&dir, &[1024, 1024]))).expect("imports");
     let x = gopt::Tensor::from_f64s(gopt::DType::F32, &[1], &[1.0]).expect("tensor");
-    let mut opts = gopt::pipeline::Options {
-        memory_limit: Some(1 << 20),
-        ..Default::default()
-    };
+    let opts = gopt::pipeline::Options::new().memory_limit(1 << 20);
     let e = gopt::pipeline::run(&model, std::slice::from_ref(&x), &opts)
         .expect_err("4 MiB above 1 MiB");
     assert!(
         matches!(e, gopt::GoptError::Ir(gopt::IrError::Memory(_))),
         "{e}"
     );
-    opts.memory_limit = Some(16 << 20);
+    let opts = opts.memory_limit(16 << 20);
     let out = gopt::pipeline::run(&model, &[x], &opts).expect("fits");
     assert_eq!(out.outputs[0].shape(), &[1024, 1024]);
 }

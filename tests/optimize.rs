@@ -179,16 +179,14 @@ fn every_pass_can_be_switched_off() {
 
 #[test]
 fn tight_budgets_stop_with_a_reason_not_an_error() {
-    let mut opts = Options::default();
-    opts.config.budgets.iterations = 1;
+    let opts = Options::default().max_iterations(1);
     let v = compile("bert_small", &[("batch", 1), ("seq", 128)], &opts);
     assert!(
         report(&v).stop_reason.contains("iteration limit"),
         "{}",
         report(&v).stop_reason
     );
-    let mut opts = Options::default();
-    opts.config.budgets.nodes = 150;
+    let opts = Options::default().max_nodes(150);
     let v = compile("gpt2_small", &[("batch", 1), ("seq", 128)], &opts);
     assert!(
         report(&v).stop_reason.contains("e-node limit"),

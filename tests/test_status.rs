@@ -70,11 +70,11 @@ fn a_case_that_fell_back_to_the_cpu_is_not_a_pass() {
     let c = case(NO_WGSL_CASE);
     let dev = gopt::wgpu::device(None).unwrap_or_else(|e| panic!("{e}"));
     let wgpu = |fallback_cpu| Options {
-        pipeline: Some(gopt::pipeline::Options {
-            backend: Backend::Wgpu,
-            wgsl_f16: Some(dev.adapter.f16),
-            ..Default::default()
-        }),
+        pipeline: Some(
+            gopt::pipeline::Options::new()
+                .backend(Backend::Wgpu)
+                .wgsl_f16(dev.adapter.f16),
+        ),
         fallback_cpu,
         ..Options::default()
     };

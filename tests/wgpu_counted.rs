@@ -45,11 +45,9 @@ fn node(
 
 fn wgpu() -> Options {
     let dev = gopt::wgpu::device(None).unwrap_or_else(|e| panic!("{e}"));
-    Options {
-        backend: Backend::Wgpu,
-        wgsl_f16: Some(dev.adapter.f16),
-        ..Default::default()
-    }
+    Options::new()
+        .backend(Backend::Wgpu)
+        .wgsl_f16(dev.adapter.f16)
 }
 
 /// Runs `m` on wgpu (compiled at the first run, as `gopt run` does, so inputs that

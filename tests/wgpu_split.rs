@@ -49,11 +49,12 @@ fn node(
 /// The wgpu options for lavapipe (or whatever adapter this machine has).
 fn wgpu_options(max_binding: Option<u64>) -> Options {
     let dev = gopt::wgpu::device(None).unwrap_or_else(|e| panic!("{e}"));
-    Options {
-        backend: Backend::Wgpu,
-        wgsl_f16: Some(dev.adapter.f16),
-        wgsl_max_binding: max_binding,
-        ..Default::default()
+    let opts = Options::new()
+        .backend(Backend::Wgpu)
+        .wgsl_f16(dev.adapter.f16);
+    match max_binding {
+        Some(bytes) => opts.wgsl_max_binding(bytes),
+        None => opts,
     }
 }
 

@@ -251,12 +251,10 @@ fn a_packed_weight_above_the_binding_limit_is_split_and_matches() {
     };
     let dev = gopt::wgpu::device(None).unwrap_or_else(|e| panic!("{e}"));
     // B takes 300 · 5 · 16 words = 96,000 bytes in WGSL storage: cut under 32 KiB.
-    let opts = Options {
-        backend: Backend::Wgpu,
-        wgsl_f16: Some(dev.adapter.f16),
-        wgsl_max_binding: Some(32 << 10),
-        ..Default::default()
-    };
+    let opts = Options::new()
+        .backend(Backend::Wgpu)
+        .wgsl_f16(dev.adapter.f16)
+        .wgsl_max_binding(32 << 10);
     let v = specialize(&m.model, &BTreeMap::new(), &opts).unwrap_or_else(|e| panic!("{e}"));
     let pieces = |op: Op| v.graph.nodes.iter().filter(|n| n.op == op).count();
     assert_eq!(pieces(Op::Shape(ShapeOp::Concat)), 1, "one join");
@@ -306,12 +304,10 @@ fn a_model_quantized_to_int4_runs_packed_on_wgpu() {
         ..Quantize::new(Scheme::Int4)
     };
     let dev = gopt::wgpu::device(None).unwrap_or_else(|e| panic!("{e}"));
-    let wgpu = Options {
-        backend: Backend::Wgpu,
-        wgsl_f16: Some(dev.adapter.f16),
-        ..Default::default()
-    }
-    .quantize(q);
+    let wgpu = Options::new()
+        .backend(Backend::Wgpu)
+        .wgsl_f16(dev.adapter.f16)
+        .quantize(q);
     let cpu = Options::default().quantize(q);
     let x = random(DType::F32, &[3, 64], 23);
     let mut c = gopt::compile(&m, &wgpu).unwrap_or_else(|e| panic!("compile: {e}"));

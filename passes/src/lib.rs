@@ -231,8 +231,9 @@ pub struct Config {
     pub disabled: Vec<Pass>,
     /// Saturation budgets.
     pub budgets: Budgets,
-    /// The target the cost model describes.
-    pub target: Target,
+    /// The device the cost model describes (its rates, launch costs and tile sizes):
+    /// what extraction minimizes, not the backend code is generated for.
+    pub device: Target,
     /// Record the rewrites behind each kernel ([`explain`]): the report's `chains`.
     pub explain: bool,
 }
@@ -243,7 +244,7 @@ impl Default for Config {
             precision: Precision::Fp32,
             disabled: Vec::new(),
             budgets: Budgets::default(),
-            target: Target::h200(),
+            device: Target::h200(),
             explain: false,
         }
     }
@@ -270,11 +271,7 @@ impl Config {
     /// The target the cost model describes under these options (tf32 and the low
     /// precision set from them): what extraction minimizes and reports estimate.
     pub fn cost_target(&self) -> Target {
-        self.target()
-    }
-
-    fn target(&self) -> Target {
-        let mut t = self.target.clone();
+        let mut t = self.device.clone();
         t.tf32 = self.precision == Precision::Tf32 && self.enabled(Pass::Precision);
         t.low_precision = self.low_precision();
         t
@@ -296,7 +293,7 @@ pub fn optimize(g: Verified, cfg: &Config) -> Result<Optimized> {
     let budgets = cfg.budgets.start();
     budgets.check("bind+fold")?;
     let start = Instant::now();
-    let target = cfg.target();
+    let target = cfg.cost_target();
     // "Before" is costed as the user's graph runs today: fp32, no precision policy.
     let plain = Target {
         low_precision: None,

@@ -333,7 +333,7 @@ impl PassReport {
             iterations,
             rules_fired,
             fusions: fusions(g, &attention, i.grouped),
-            padding: padding(g, &i.cfg.target),
+            padding: padding(g, &i.cfg.device),
             precisions,
             before: i.before,
             after: i.after,

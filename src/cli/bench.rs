@@ -248,11 +248,11 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         .clone();
     let ins = inputs(
         graph,
-        &gopt::ir::limit::MemoryLimit::host(compiled.options().memory_limit),
+        &gopt::ir::limit::MemoryLimit::host(compiled.options().get_memory_limit()),
     )?;
     let sizes = b0.sizes.clone();
     // The cost model's target, for --profile's predicted column.
-    let target = compiled.options().config.cost_target();
+    let target = compiled.options().get_config().cost_target();
     let batch = args.batch.unwrap_or(1);
     let mut steps = Vec::new();
     // Each profiled step's kind, in the profile's order (plan order).
@@ -331,7 +331,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             )
         }
         Backend::Cpu => {
-            let limit = gopt::ir::limit::MemoryLimit::host(compiled.options().memory_limit);
+            let limit = gopt::ir::limit::MemoryLimit::host(compiled.options().get_memory_limit());
             for _ in 0..args.warmup {
                 gopt::ir::interp::run_limited(graph, &ins, limit)?;
             }
@@ -380,7 +380,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         model: args.model.display().to_string(),
         backend: backend.name(),
         device,
-        precision: compiled.options().config.precision.name().to_string(),
+        precision: compiled.options().get_config().precision.name().to_string(),
         notes: compiled.notes().to_vec(),
         bucket: sizes,
         cuda_graph: backend == Backend::Cuda && !args.device.no_cuda_graph,

@@ -128,7 +128,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         model: args.model.display().to_string(),
         backend: backend.name(),
         device,
-        precision: g.options().config.precision.name().to_string(),
+        precision: g.options().get_config().precision.name().to_string(),
         step: step.name(),
         batch,
         context: args.context,
@@ -145,7 +145,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         roof_ms: roof,
         of_roof: roof.map(|r| r / p50),
         compile_ms,
-        quantized: super::quantized::summary(g.options().quantize.as_ref(), g.quantized()),
+        quantized: super::quantized::summary(g.options().get_quantize().as_ref(), g.quantized()),
     };
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&r)?);

@@ -5,7 +5,7 @@
 use super::{charts, fmt_duration, outln};
 use anyhow::{bail, Context, Result};
 use gopt::report::{human_bytes, human_count, GraphSummary};
-use gopt::Bindings;
+use gopt::{Backend, Bindings};
 use serde::Serialize;
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -80,11 +80,12 @@ pub struct Args {
     /// Symbol names become safe file names: nothing is written outside DIR.
     #[arg(short, long = "output", value_name = "DIR")]
     pub out: Option<PathBuf>,
-    /// Code generation target: `cuda` (an execution plan per bucket: kernels, cuBLASLt
-    /// GEMMs, arena; no GPU needed to compile), `wgsl` (WGSL compute shaders for wgpu,
-    /// each validated by naga; bf16 becomes f16) or `none` (stop after the optimizer).
-    #[arg(long, value_enum, default_value_t = Target::Cuda)]
-    pub target: Target,
+    /// The backend to generate code for, named as `--backend` names it: `cuda` (an
+    /// execution plan per bucket: kernels, cuBLASLt GEMMs, arena; no GPU needed to
+    /// compile), `wgpu` or its alias `wgsl` (WGSL compute shaders, each validated by naga;
+    /// bf16 becomes f16) or `cpu` or its alias `none` (stop after the optimizer).
+    #[arg(long, value_enum, default_value_t = Backend::Cuda)]
+    pub target: Backend,
     /// Keep the buckets whose predicted peak device memory fits SIZE together (CUDA and
     /// wgsl targets).
     #[arg(long, value_name = "SIZE", value_parser = super::memory::parse_budget,
@@ -104,17 +105,6 @@ pub struct Args {
     /// With --generate: which steps to compile.
     #[arg(long, value_enum, default_value_t = super::compile_generate::Steps::All, requires = "generate")]
     pub steps: super::compile_generate::Steps,
-}
-
-/// What `compile` generates code for.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Target {
-    /// NVIDIA GPUs (CUDA C kernels for NVRTC, cuBLASLt GEMMs, a liveness-planned arena).
-    Cuda,
-    /// Any GPU through wgpu (WGSL compute shaders, pooled buffers).
-    Wgsl,
-    /// No code generation: the optimized graphs and the report only.
-    None,
 }
 
 /// The optimizer options `compile`, `run` and `test` share.
@@ -223,7 +213,7 @@ impl OptArgs {
         }
         for b in &self.buckets {
             let (symbol, sizes) = gopt::passes::bucket::parse_override(b)?;
-            if o.buckets.iter().any(|(s, _)| *s == symbol) {
+            if o.get_buckets().iter().any(|(s, _)| *s == symbol) {
                 bail!("--buckets {b}: `{symbol}` is given twice");
             }
             o = o.buckets(symbol, sizes);
@@ -431,9 +421,9 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     };
     // The time limit covers the whole compile: one deadline from here, checked between
     // stages and inside each bucket's.
-    let mut opts = args.opt.options()?;
-    opts.config.budgets = opts.config.budgets.start();
-    let budgets = opts.config.budgets;
+    let opts = args.opt.options()?;
+    let opts = opts.clone().budgets(opts.get_config().budgets.start());
+    let budgets = opts.get_config().budgets;
     let t = Instant::now();
     let model = gopt::load_model(&args.model)
         .with_context(|| format!("cannot import {}", args.model.display()))?;
@@ -472,7 +462,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         Some(GraphSummary::of(&folded))
     };
     // Without --bind, the bucket plan: default buckets that cannot be built are skipped.
-    let plan = if bindings.is_empty() && opts.config.enabled(gopt::passes::Pass::Bucketing) {
+    let plan = if bindings.is_empty() && opts.get_config().enabled(gopt::passes::Pass::Bucketing) {
         Some(gopt::pipeline::plan(&model.model, &opts)?)
     } else {
         None
@@ -502,11 +492,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         s.enable_steady_tick(Duration::from_millis(120));
         s
     });
-    let opts = match args.target {
-        Target::Cuda => opts.backend(gopt::Backend::Cuda),
-        Target::Wgsl => opts.backend(gopt::Backend::Wgpu),
-        Target::None => opts,
-    };
+    let opts = opts.backend(args.target);
     let opts = match args.memory_budget {
         Some(b) => opts.memory_budget(b),
         None => opts,
@@ -546,9 +532,9 @@ pub fn main(args: &Args) -> Result<ExitCode> {
                 "cannot compile {}{}",
                 args.model.display(),
                 match args.target {
-                    Target::Cuda => " for CUDA (`--target none` stops before the plan)",
-                    Target::Wgsl => " to WGSL (`--target none` stops before the plan)",
-                    Target::None => "",
+                    Backend::Cuda => " for CUDA (`--target none` stops before the plan)",
+                    Backend::Wgpu => " to WGSL (`--target none` stops before the plan)",
+                    Backend::Cpu => "",
                 }
             )))
         }
@@ -557,12 +543,12 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         let (cuda, wgsl) = match &b.plan {
             gopt::BackendPlan::Cpu => (None, None),
             gopt::BackendPlan::Cuda(p) => (Some(CudaSummary::of(p)), None),
-            gopt::BackendPlan::Wgsl(p) => (None, Some(WgslSummary::of(p))),
+            gopt::BackendPlan::Wgpu(p) => (None, Some(WgslSummary::of(p))),
         };
         let outputs = match &b.plan {
             gopt::BackendPlan::Cpu => &[][..],
             gopt::BackendPlan::Cuda(p) => &p.frame.outputs[..],
-            gopt::BackendPlan::Wgsl(p) => &p.frame.outputs[..],
+            gopt::BackendPlan::Wgpu(p) => &p.frame.outputs[..],
         };
         let counted_outputs = outputs
             .iter()
@@ -592,7 +578,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     }
     stage("optimize", t);
     let mut gemm_tuning_note = None;
-    if args.target == Target::Cuda {
+    if args.target == Backend::Cuda {
         let t = Instant::now();
         let (tuned, note) = super::gemm_tune::tune(&compiled);
         if tuned.iter().any(Option::is_some) {
@@ -615,7 +601,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         bucket_limits: plan.map(|p| p.bounds).unwrap_or_default(),
         notes: compiled.notes().to_vec(),
         memory_budget: super::memory::budget_report(&compiled),
-        quantize: opts.quantize,
+        quantize: opts.get_quantize(),
         quantized: compiled.quantized().to_vec(),
         gemm_tuning_note,
     };
@@ -629,8 +615,8 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         .collect();
     super::explain::check_names(&args.explain_node, &explained)?;
     if let Some(dir) = &args.out {
-        let written = write_artifact(dir, &report, &graphs, &opts.config.target)?;
-        if args.target != Target::None {
+        let written = write_artifact(dir, &report, &graphs, &opts.get_config().device)?;
+        if args.target != Backend::Cpu {
             compiled
                 .save_with(dir, &written)
                 .with_context(|| format!("cannot write the artifact to {}", dir.display()))?;
@@ -664,9 +650,9 @@ pub fn main(args: &Args) -> Result<ExitCode> {
                 dir.display(),
                 graphs.len(),
                 match args.target {
-                    Target::Cuda => ", plan.json, kernels.cu, weights.bin, model.onnx",
-                    Target::Wgsl => ", plan.json, kernels.wgsl, weights.bin, model.onnx",
-                    Target::None => "",
+                    Backend::Cuda => ", plan.json, kernels.cu, weights.bin, model.onnx",
+                    Backend::Wgpu => ", plan.json, kernels.wgsl, weights.bin, model.onnx",
+                    Backend::Cpu => "",
                 }
             );
         }

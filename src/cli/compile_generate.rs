@@ -3,7 +3,7 @@
 //! weights shared), each reported with its plan: kernels and launches per token, the
 //! kinds of steps, the arena (which holds the cache on CUDA) and the cache's bytes.
 
-use super::compile::{Args, Target};
+use super::compile::Args;
 use super::{fmt_duration, outln};
 use anyhow::{Context, Result};
 use gopt::generate::{cache_dtype, GenerateOptions, Generator, Step};
@@ -62,11 +62,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         .with_context(|| format!("cannot import {}", args.model.display()))?;
     let import_ms = t0.elapsed().as_secs_f64() * 1e3;
     let mut opts = args.opt.options()?;
-    opts = match args.target {
-        Target::Cuda => opts.backend(gopt::Backend::Cuda),
-        Target::Wgsl => opts.backend(gopt::Backend::Wgpu),
-        Target::None => opts,
-    };
+    opts = opts.backend(args.target);
     let gen = GenerateOptions {
         max_context: args.max_context,
         max_batch: args.max_batch,
@@ -139,8 +135,8 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     inputs.extend(d.attention_mask.iter().chain(&d.position_ids).cloned());
     let r = Report {
         model: args.model.display().to_string(),
-        target: g.options().backend.name(),
-        precision: g.options().config.precision.name().to_string(),
+        target: g.options().get_backend().name(),
+        precision: g.options().get_config().precision.name().to_string(),
         form: format!("{:?}", d.form).to_lowercase(),
         inputs,
         caches: d.caches.len(),
@@ -150,7 +146,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         compile_ms,
         weights_bytes: g.weights_bytes(),
         steps: reports,
-        quantized: super::quantized::summary(g.options().quantize.as_ref(), g.quantized()),
+        quantized: super::quantized::summary(g.options().get_quantize().as_ref(), g.quantized()),
     };
     if args.json {
         outln!("{}", serde_json::to_string_pretty(&r)?);

@@ -169,7 +169,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         }
         match run {
             Ok(out) => return finish(args, &g, &out, &prompts, notes, import_ms),
-            Err(e) if backend_cannot(&e) && args.device.backend == super::Backend::Auto => {
+            Err(e) if backend_cannot(&e) && args.device.backend == super::BackendChoice::Auto => {
                 notes.push(format!("{} could not run it: {e}", backend.name()));
                 last_err = Some(e.into());
             }
@@ -209,7 +209,7 @@ fn finish(
         model: args.model.display().to_string(),
         backend: out.backend,
         adapter: adapter_name(opts),
-        precision: opts.config.precision.name().to_string(),
+        precision: opts.get_config().precision.name().to_string(),
         notes,
         prompt_tokens: prompts.iter().map(Vec::len).collect(),
         tokens: &out.tokens,
@@ -224,7 +224,7 @@ fn finish(
         tokens_per_s: out.tokens_per_s(),
         cache_bytes: out.cache_bytes,
         weights_bytes: g.weights_bytes(),
-        quantized: super::quantized::summary(opts.quantize.as_ref(), g.quantized()),
+        quantized: super::quantized::summary(opts.get_quantize().as_ref(), g.quantized()),
     };
     if let Some(path) = &args.out {
         write_atomic(path, &serde_json::to_vec(&out.tokens)?)?;

@@ -72,7 +72,7 @@ pub struct BudgetReport {
 
 /// The budget's report (`None` without `--memory-budget` or on the CPU).
 pub fn budget_report(c: &Compiled) -> Option<BudgetReport> {
-    let budget_bytes = c.options().memory_budget?;
+    let budget_bytes = c.options().get_memory_budget()?;
     Some(BudgetReport {
         budget_bytes,
         kept_peak_bytes: c.predicted_peak_all()?,

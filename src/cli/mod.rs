@@ -24,17 +24,35 @@ pub const EXIT_ERROR: u8 = 2;
 /// Exit code when tests ran and some failed.
 pub const EXIT_FAILED: u8 = 1;
 
-/// Where to execute.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
-pub enum Backend {
+/// `--backend`: one [`gopt::Backend`] by its name, or `auto`, the first that works here.
+/// The names, aliases and help lines are the backend's own ([`gopt::backend`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BackendChoice {
     /// The first that works here: cuda, then wgpu, then cpu (says which ran and why).
     Auto,
-    /// The CPU reference interpreter.
-    Cpu,
-    /// An NVIDIA GPU: generated CUDA kernels and cuBLASLt, replayed as a CUDA graph.
-    Cuda,
-    /// Any GPU wgpu reaches (Vulkan, Metal, DX12; Mesa's lavapipe on the CPU): WGSL.
-    Wgpu,
+    /// The backend named.
+    Only(gopt::Backend),
+}
+
+impl clap::ValueEnum for BackendChoice {
+    fn value_variants<'a>() -> &'a [Self] {
+        static ALL: std::sync::LazyLock<Vec<BackendChoice>> = std::sync::LazyLock::new(|| {
+            std::iter::once(BackendChoice::Auto)
+                .chain(gopt::Backend::ALL.map(BackendChoice::Only))
+                .collect()
+        });
+        &ALL
+    }
+
+    fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
+        match self {
+            BackendChoice::Auto => Some(
+                clap::builder::PossibleValue::new("auto")
+                    .help("The first that works here: cuda, then wgpu, then cpu (says which ran and why)"),
+            ),
+            BackendChoice::Only(b) => b.to_possible_value(),
+        }
+    }
 }
 
 /// The backend flags `run`, `test` and `bench` share.
@@ -43,8 +61,8 @@ pub struct DeviceArgs {
     /// Where to execute: auto tries cuda, then wgpu, then cpu. An artifact runs on the
     /// backend it was compiled for with auto; another backend runs its model.onnx
     /// compiled again for that backend (said in a note).
-    #[arg(long, value_enum, default_value_t = Backend::Auto)]
-    pub backend: Backend,
+    #[arg(long, value_enum, default_value_t = BackendChoice::Auto)]
+    pub backend: BackendChoice,
     /// wgpu: run on the first adapter whose name contains NAME (`gopt adapters` lists
     /// them); default: a discrete GPU first, then integrated, then CPU (lavapipe).
     #[arg(long, value_name = "NAME")]
@@ -57,13 +75,11 @@ pub struct DeviceArgs {
 impl DeviceArgs {
     /// The backends to try, in order, and why the ones `auto` passed over were passed
     /// over: one backend unless `--backend auto`.
-    pub fn candidates(&self) -> (Vec<gopt::pipeline::Backend>, Vec<String>) {
-        use gopt::pipeline::Backend as B;
+    pub fn candidates(&self) -> (Vec<gopt::Backend>, Vec<String>) {
+        use gopt::Backend as B;
         match self.backend {
-            Backend::Cpu => (vec![B::Cpu], vec![]),
-            Backend::Cuda => (vec![B::Cuda], vec![]),
-            Backend::Wgpu => (vec![B::Wgpu], vec![]),
-            Backend::Auto => {
+            BackendChoice::Only(b) => (vec![b], vec![]),
+            BackendChoice::Auto => {
                 let (first, why) = gopt::wgpu::auto(self.adapter.as_deref());
                 let list = match first {
                     B::Cuda => vec![B::Cuda, B::Wgpu, B::Cpu],
@@ -79,16 +95,25 @@ impl DeviceArgs {
     pub fn apply(
         &self,
         opts: &mut gopt::pipeline::Options,
-        backend: gopt::pipeline::Backend,
+        backend: gopt::Backend,
     ) -> anyhow::Result<()> {
-        opts.backend = backend;
-        opts.no_cuda_graph = self.no_cuda_graph;
-        opts.adapter = self.adapter.clone();
-        if backend == gopt::pipeline::Backend::Wgpu {
+        let mut o = self.apply_loaded(std::mem::take(opts)).backend(backend);
+        if backend == gopt::Backend::Wgpu {
             let dev = gopt::wgpu::device(self.adapter.as_deref())?;
-            opts.wgsl_f16 = Some(dev.adapter.f16);
+            o = o.wgsl_f16(dev.adapter.f16);
         }
+        *opts = o;
         Ok(())
+    }
+
+    /// `opts` with the choices that hold whatever the backend: CUDA graphs on or off,
+    /// the wgpu adapter asked for.
+    pub fn apply_loaded(&self, opts: gopt::pipeline::Options) -> gopt::pipeline::Options {
+        let opts = opts.cuda_graph(!self.no_cuda_graph);
+        match &self.adapter {
+            Some(a) => opts.adapter(a),
+            None => opts,
+        }
     }
 }
 
@@ -100,8 +125,8 @@ pub fn backend_cannot(e: &gopt::GoptError) -> bool {
 
 /// The adapter a wgpu run used, for reports.
 pub fn adapter_name(opts: &gopt::pipeline::Options) -> Option<String> {
-    (opts.backend == gopt::pipeline::Backend::Wgpu)
-        .then(|| gopt::wgpu::device(opts.adapter.as_deref()).ok())
+    (opts.get_backend() == gopt::Backend::Wgpu)
+        .then(|| gopt::wgpu::device(opts.get_adapter().as_deref()).ok())
         .flatten()
         .map(|d| {
             format!(

@@ -1,7 +1,7 @@
 //! `gopt run`: runs a model on input files and prints (and optionally writes) its
 //! outputs.
 
-use super::{adapter_name, backend_cannot, fmt_duration, fmt_num, outln, Backend, DeviceArgs};
+use super::{adapter_name, backend_cannot, fmt_duration, fmt_num, outln, BackendChoice, DeviceArgs};
 use anyhow::{Context, Result};
 use gopt::tensor_io::{file_stem, read_tensor, unique_stems, write_tensor, Summary, TensorFormat};
 use serde::Serialize;
@@ -96,8 +96,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     let mut opts = args.opt.options()?;
     let mut loaded = None;
     let model = if args.model.is_dir() {
-        opts.no_cuda_graph = args.device.no_cuda_graph;
-        opts.adapter = args.device.adapter.clone();
+        opts = args.device.apply_loaded(opts);
         let c = gopt::Compiled::load(&args.model, &opts)
             .with_context(|| format!("cannot load the artifact {}", args.model.display()))?;
         let m = c.model().clone();
@@ -155,7 +154,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
                 return Err(e.context(format!(
                     "cannot run {} on {}",
                     args.model.display(),
-                    opts.backend.name()
+                    opts.get_backend().name()
                 )))
             }
         }
@@ -172,17 +171,14 @@ fn run_artifact(
     opts: &mut gopt::pipeline::Options,
     inputs: &[gopt::Tensor],
 ) -> Result<(Vec<gopt::Tensor>, Vec<String>)> {
-    use gopt::pipeline::Backend as B;
     let own = c.backend();
     let want = match args.device.backend {
-        Backend::Auto => own,
-        Backend::Cpu => B::Cpu,
-        Backend::Cuda => B::Cuda,
-        Backend::Wgpu => B::Wgpu,
+        BackendChoice::Auto => own,
+        BackendChoice::Only(b) => b,
     };
     let mut notes = Vec::new();
     let mut c = if want == own {
-        opts.backend = own;
+        *opts = std::mem::take(opts).backend(own);
         c
     } else {
         args.device.apply(opts, want)?;
@@ -192,7 +188,7 @@ fn run_artifact(
             own.name(),
             want.name(),
             want.name(),
-            c.options().config.precision.name()
+            c.options().get_config().precision.name()
         ));
         c.recompiled_for(opts)
     };
@@ -201,7 +197,7 @@ fn run_artifact(
         format!(
             "cannot run {} on {}",
             args.model.display(),
-            opts.backend.name()
+            opts.get_backend().name()
         )
     })?;
     Ok((outputs, notes))
@@ -256,7 +252,7 @@ fn finish(
     }
     let report = Report {
         model: args.model.display().to_string(),
-        backend: opts.backend.name(),
+        backend: opts.get_backend().name(),
         adapter: adapter_name(opts),
         notes,
         import_ms: import_time.as_secs_f64() * 1e3,

@@ -23,7 +23,7 @@ impl Compiled {
         match &self.buckets.get(i)?.plan {
             BackendPlan::Cpu => None,
             BackendPlan::Cuda(p) => Some(p.peak_memory(self.weights.len())),
-            BackendPlan::Wgsl(p) => Some(p.peak_memory()),
+            BackendPlan::Wgpu(p) => Some(p.peak_memory()),
         }
     }
 
@@ -40,10 +40,10 @@ impl Compiled {
     /// weights store, so the artifact holds only their weights. An error when no
     /// bucket fits, or when the backend has no device memory to budget.
     pub(super) fn apply_memory_budget(&mut self, budgets: Budgets) -> Result<()> {
-        let Some(budget) = self.opts.memory_budget else {
+        let Some(budget) = self.opts.get_memory_budget() else {
             return Ok(());
         };
-        if self.opts.backend == Backend::Cpu {
+        if self.opts.get_backend() == Backend::Cpu {
             return Err(GoptError::Usage(
                 "--memory-budget predicts GPU memory: compile for CUDA or wgpu (--target \
                  cuda|wgsl)"

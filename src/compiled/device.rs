@@ -58,9 +58,9 @@ impl Compiled {
             .buckets
             .get(i)
             .ok_or_else(|| GoptError::Usage(format!("no bucket {i}")))?;
-        match (self.opts.backend, &bucket.plan) {
+        match (self.opts.get_backend(), &bucket.plan) {
             (Backend::Cuda, BackendPlan::Cuda(_)) => self.cuda(i).map(Executor::Cuda),
-            (Backend::Wgpu, BackendPlan::Wgsl(_)) => self.wgpu(i).map(Executor::Wgpu),
+            (Backend::Wgpu, BackendPlan::Wgpu(_)) => self.wgpu(i).map(Executor::Wgpu),
             (Backend::Cuda, _) => Err(GoptError::Usage(
                 "this model was not compiled for CUDA".into(),
             )),
@@ -99,7 +99,7 @@ impl Compiled {
                 &format!("bucket {}", bucket_name(&self.buckets[i].sizes)),
                 &plan,
                 !uploaded,
-                self.opts.memory_limit,
+                self.opts.get_memory_limit(),
             )?;
             // NVRTC runs outside the GPU lock (it does not touch the GPU).
             gopt_runtime::cuda::precompile(&dev, &plan.kernels)?;
@@ -117,7 +117,7 @@ impl Compiled {
                 &dev,
                 plan,
                 weights.clone(),
-                !self.opts.no_cuda_graph,
+                self.opts.get_cuda_graph(),
                 &self.opts.tune_options(),
             )?;
             exes.insert(i, exe);
@@ -143,19 +143,19 @@ impl Compiled {
         match exes.entry(i) {
             Entry::Occupied(e) => Ok(e.into_mut()),
             Entry::Vacant(e) => {
-                let BackendPlan::Wgsl(plan) = &self.buckets[i].plan else {
+                let BackendPlan::Wgpu(plan) = &self.buckets[i].plan else {
                     return Err(GoptError::Usage(
                         "this model was not compiled for wgpu (--target wgsl)".into(),
                     ));
                 };
                 let plan = plan.clone();
-                let dev = crate::wgpu::device(self.opts.adapter.as_deref())?;
+                let dev = crate::wgpu::device(self.opts.get_adapter().as_deref())?;
                 gopt_runtime::wgpu::check_memory(
                     &dev,
                     &format!("bucket {}", bucket_name(&self.buckets[i].sizes)),
                     &plan,
                     weights,
-                    self.opts.memory_limit,
+                    self.opts.get_memory_limit(),
                 )?;
                 let exe = WgpuExecutable::new(dev, plan, weights, self.weights.blob())?;
                 Ok(e.insert(exe))
@@ -182,7 +182,7 @@ impl Compiled {
                 BackendPlan::Cuda(p) => Ok(Some(gopt_runtime::cuda::tune_plan(
                     &dev, p, &weights, &opts,
                 )?)),
-                BackendPlan::Cpu | BackendPlan::Wgsl(_) => Ok(None),
+                BackendPlan::Cpu | BackendPlan::Wgpu(_) => Ok(None),
             })
             .collect()
     }

@@ -60,7 +60,7 @@ pub enum BackendPlan {
     /// CUDA: generated kernels, cuBLASLt GEMMs and one arena, replayed as a CUDA graph.
     Cuda(CudaPlan),
     /// wgpu: WGSL compute shaders and pooled buffers, one command buffer per run.
-    Wgsl(WgslPlan),
+    Wgpu(WgslPlan),
 }
 
 impl BackendPlan {
@@ -69,7 +69,7 @@ impl BackendPlan {
         match self {
             BackendPlan::Cpu => Backend::Cpu,
             BackendPlan::Cuda(_) => Backend::Cuda,
-            BackendPlan::Wgsl(_) => Backend::Wgpu,
+            BackendPlan::Wgpu(_) => Backend::Wgpu,
         }
     }
 }
@@ -97,7 +97,7 @@ impl Bucket {
         match &self.plan {
             BackendPlan::Cpu => self.nodes(),
             BackendPlan::Cuda(p) => p.kernels.len(),
-            BackendPlan::Wgsl(p) => p.kernels.len(),
+            BackendPlan::Wgpu(p) => p.kernels.len(),
         }
     }
 
@@ -107,7 +107,7 @@ impl Bucket {
         match &self.plan {
             BackendPlan::Cpu => None,
             BackendPlan::Cuda(p) => Some(p.kernel_kinds()),
-            BackendPlan::Wgsl(p) => Some(p.kernel_kinds()),
+            BackendPlan::Wgpu(p) => Some(p.kernel_kinds()),
         }
     }
 
@@ -117,7 +117,7 @@ impl Bucket {
         match &self.plan {
             BackendPlan::Cpu => self.nodes(),
             BackendPlan::Cuda(p) => p.launches(),
-            BackendPlan::Wgsl(p) => p.kernels.len(),
+            BackendPlan::Wgpu(p) => p.kernels.len(),
         }
     }
 
@@ -127,7 +127,7 @@ impl Bucket {
         match &self.plan {
             BackendPlan::Cpu => 0,
             BackendPlan::Cuda(p) => p.device_bytes(),
-            BackendPlan::Wgsl(p) => p.device_bytes(),
+            BackendPlan::Wgpu(p) => p.device_bytes(),
         }
     }
 
@@ -170,7 +170,7 @@ pub struct Compiled {
 /// or `opts.buckets`; see [`compile_plan`] for default buckets that cannot be built);
 /// with a GPU backend each bucket is also planned for it (no GPU is needed to compile).
 pub fn compile(model: &Imported, opts: &Options) -> Result<Compiled> {
-    if opts.config.enabled(gopt_passes::Pass::Bucketing) {
+    if opts.get_config().enabled(gopt_passes::Pass::Bucketing) {
         let plan = pipeline::plan(&model.model, opts)?;
         compile_plan(model, opts, &plan, |_| {})
     } else {
@@ -187,7 +187,7 @@ pub fn compile_buckets(
     buckets: &[BTreeMap<String, u64>],
     mut progress: impl FnMut(&Bucket),
 ) -> Result<Compiled> {
-    let budgets = opts.config.budgets.start();
+    let budgets = opts.get_config().budgets.start();
     let mut c = Compiled::new(model, opts)?;
     let variants = specialize_all(&c, buckets, budgets);
     for (b, v) in buckets.iter().zip(variants) {
@@ -209,7 +209,7 @@ pub fn compile_plan(
     plan: &bucket::Plan,
     mut progress: impl FnMut(&Bucket),
 ) -> Result<Compiled> {
-    let budgets = opts.config.budgets.start();
+    let budgets = opts.get_config().budgets.start();
     let mut c = Compiled::new(model, opts)?;
     let combos = plan.combinations();
     let mut first_error = None;
@@ -299,8 +299,7 @@ fn specialize_bucket(
         GoptError::Passes(p) => GoptError::Passes(p.in_bucket(&name)),
         e => e,
     };
-    let mut opts = opts.clone();
-    opts.config.budgets = budgets;
+    let opts = opts.clone().budgets(budgets);
     let v = pipeline::specialize(&model.model, sizes, &opts).map_err(in_bucket)?;
     budgets.check("optimize").map_err(|e| in_bucket(e.into()))?;
     Ok(v)
@@ -319,13 +318,15 @@ impl Compiled {
     /// A compiled model with no bucket yet: [`Compiled::run`] compiles buckets as runs
     /// need them.
     pub fn empty(model: &Imported, opts: &Options) -> Compiled {
-        let mut opts = opts.clone();
         // Each compile starts its own deadline (a run compiling a bucket it needs).
-        opts.config.budgets.deadline = None;
+        let mut opts = opts.clone().budgets(Budgets {
+            deadline: None,
+            ..opts.get_config().budgets
+        });
         let mut notes = Vec::new();
-        if opts.backend == Backend::Wgpu {
-            let p = opts.config.precision;
-            let lowered = wgsl_precision(p, opts.wgsl_f16.unwrap_or(true));
+        if opts.get_backend() == Backend::Wgpu {
+            let p = opts.get_config().precision;
+            let lowered = wgsl_precision(p, opts.get_wgsl_f16().unwrap_or(true));
             if lowered != p {
                 notes.push(format!(
                     "precision: {} requested, {} on wgpu ({})",
@@ -338,7 +339,7 @@ impl Compiled {
                         _ => "the adapter has no SHADER_F16",
                     }
                 ));
-                opts.config.precision = lowered;
+                opts = opts.precision(lowered);
             }
             let g = &model.model.graph;
             if g.values.iter().any(|v| {
@@ -417,7 +418,7 @@ impl Compiled {
     /// budgets) at this one's precision: a loaded artifact asked to run on another
     /// backend than the one it was compiled for. Buckets compile as runs need them.
     pub fn recompiled_for(&self, opts: &Options) -> Compiled {
-        let o = opts.clone().precision(self.opts.config.precision);
+        let o = opts.clone().precision(self.opts.get_config().precision);
         Compiled::empty(&self.model, &o)
     }
 
@@ -433,7 +434,7 @@ impl Compiled {
 
     /// The backend it runs on.
     pub fn backend(&self) -> Backend {
-        self.opts.backend
+        self.opts.get_backend()
     }
 
     /// The source model's path, if it came from a file.
@@ -443,7 +444,7 @@ impl Compiled {
 
     /// Compiles one more bucket (a run that needs it), under a time limit of its own.
     fn add_bucket(&mut self, sizes: &BTreeMap<String, u64>) -> Result<usize> {
-        let budgets = self.opts.config.budgets.start();
+        let budgets = self.opts.get_config().budgets.start();
         self.build_bucket(sizes, budgets)
     }
 
@@ -465,25 +466,25 @@ impl Compiled {
             GoptError::Passes(p) => GoptError::Passes(p.in_bucket(&name)),
             e => e,
         };
-        let plan = match self.opts.backend {
+        let plan = match self.opts.get_backend() {
             Backend::Cpu => BackendPlan::Cpu,
             Backend::Cuda => {
                 let mut p = gopt_codegen::cuda::plan::build_with(&v.graph, &mut self.weights)?;
                 p.tf32 = self.opts.tf32_gemms();
                 BackendPlan::Cuda(p)
             }
-            Backend::Wgpu => BackendPlan::Wgsl(gopt_codegen::wgsl::plan::build_with(
+            Backend::Wgpu => BackendPlan::Wgpu(gopt_codegen::wgsl::plan::build_with(
                 &v.graph,
                 &mut self.weights,
             )?),
         };
         budgets.check("plan").map_err(|e| in_bucket(e.into()))?;
-        let limit = gopt_ir::limit::MemoryLimit::gpu_plan(self.opts.memory_limit);
+        let limit = gopt_ir::limit::MemoryLimit::gpu_plan(self.opts.get_memory_limit());
         let what = format!("bucket {name}");
         match &plan {
             BackendPlan::Cpu => {}
             BackendPlan::Cuda(p) => p.check_memory(&what, Some(&v.graph), 0, &limit)?,
-            BackendPlan::Wgsl(p) => p.check_memory(&what, Some(&v.graph), &limit)?,
+            BackendPlan::Wgpu(p) => p.check_memory(&what, Some(&v.graph), &limit)?,
         }
         // New constants invalidate the uploaded blob.
         self.release_gpu();
@@ -521,7 +522,7 @@ impl Compiled {
             BackendPlan::Cuda(p) => {
                 gopt_runtime::cuda::compile_for_arch(cuda_arch, &p.kernels)?;
             }
-            BackendPlan::Wgsl(_) | BackendPlan::Cpu => {}
+            BackendPlan::Wgpu(_) | BackendPlan::Cpu => {}
         }
         Ok(())
     }
@@ -556,7 +557,7 @@ impl Compiled {
     ) -> Result<(usize, BTreeMap<String, u64>, gopt_ir::dim::Bindings)> {
         let g = &self.model.model.graph;
         let actual = interp::check_inputs(g, inputs)?;
-        if self.opts.backend != Backend::Cpu {
+        if self.opts.get_backend() != Backend::Cpu {
             // The GPU kernels check every index they read and fail the run naming the
             // node; indices fed straight from an input are checked here first, for a
             // message that names the input, the bad value and its position.
@@ -572,11 +573,11 @@ impl Compiled {
 
     /// Runs bucket `i` on `padded` (its own shapes) on the backend.
     fn execute(&mut self, i: usize, padded: &[Tensor]) -> Result<Vec<Tensor>> {
-        if self.opts.backend == Backend::Cpu {
+        if self.opts.get_backend() == Backend::Cpu {
             let v = self.buckets[i].variant.as_ref().ok_or_else(|| {
                 GoptError::Usage("a loaded CUDA artifact has no graph for the CPU backend".into())
             })?;
-            let limit = gopt_ir::limit::MemoryLimit::host(self.opts.memory_limit);
+            let limit = gopt_ir::limit::MemoryLimit::host(self.opts.get_memory_limit());
             return Ok(interp::run_limited(&v.graph, padded, limit)?);
         }
         self.executor(i)?.run(padded)

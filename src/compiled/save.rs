@@ -55,7 +55,7 @@ impl ArtifactBucket {
         let (plan, wgsl) = match &b.plan {
             BackendPlan::Cpu => (None, None),
             BackendPlan::Cuda(p) => (Some(p.clone()), None),
-            BackendPlan::Wgsl(p) => (None, Some(p.clone())),
+            BackendPlan::Wgpu(p) => (None, Some(p.clone())),
         };
         ArtifactBucket {
             sizes: b.sizes.clone(),
@@ -68,7 +68,7 @@ impl ArtifactBucket {
         let plan = match (self.plan, self.wgsl) {
             (None, None) => BackendPlan::Cpu,
             (Some(p), None) => BackendPlan::Cuda(p),
-            (None, Some(p)) => BackendPlan::Wgsl(p),
+            (None, Some(p)) => BackendPlan::Wgpu(p),
             (Some(_), Some(_)) => {
                 return Err(GoptError::Usage(format!(
                     "{}: bucket {} holds both a CUDA and a WGSL plan: compile it again",
@@ -104,18 +104,18 @@ impl Compiled {
         let mut art = Artifact {
             sha256: String::new(),
             format: format!("gopt-artifact-{}", plan::VERSION),
-            backend: self.opts.backend.name().into(),
-            precision: self.opts.config.precision.name().into(),
+            backend: self.opts.get_backend().name().into(),
+            precision: self.opts.get_config().precision.name().into(),
             files: BTreeMap::new(),
             buckets: self.buckets.iter().map(ArtifactBucket::of).collect(),
             skipped: self.skipped.clone(),
-            quantize: self.opts.quantize,
+            quantize: self.opts.get_quantize(),
         };
         let write = |name: &str, bytes: &[u8]| -> Result<()> {
             let p = dir.join(name);
             std::fs::write(&p, bytes).map_err(|e| GoptError::io(p, e))
         };
-        let (kernels, text) = match self.opts.backend {
+        let (kernels, text) = match self.opts.get_backend() {
             Backend::Wgpu => ("kernels.wgsl", self.wgsl_source()),
             Backend::Cuda | Backend::Cpu => ("kernels.cu", self.cuda_source()),
         };
@@ -162,7 +162,7 @@ impl Compiled {
     fn wgsl_source(&self) -> String {
         let mut wgsl = String::new();
         for b in &self.buckets {
-            if let BackendPlan::Wgsl(p) = &b.plan {
+            if let BackendPlan::Wgpu(p) = &b.plan {
                 wgsl.push_str(&format!("// ===== bucket {} =====\n", header(&b.sizes)));
                 wgsl.push_str(&p.source());
             }
@@ -198,13 +198,13 @@ impl Compiled {
         let p = dir.join("weights.bin");
         let blob =
             gopt_frontends::fs::map_regular(&p, u64::MAX).map_err(|e| GoptError::io(&p, e))?;
-        let backend = match art.backend.as_str() {
-            "cuda" => Backend::Cuda,
-            "wgpu" => Backend::Wgpu,
-            other => {
+        let backend = match art.backend.parse::<Backend>() {
+            Ok(b @ (Backend::Cuda | Backend::Wgpu)) => b,
+            Ok(Backend::Cpu) | Err(_) => {
                 return Err(GoptError::Usage(format!(
-                    "{}: the artifact's backend `{other}` is not cuda or wgpu",
-                    dir.display()
+                    "{}: the artifact's backend `{}` is not cuda or wgpu",
+                    dir.display(),
+                    art.backend
                 )))
             }
         };

@@ -186,9 +186,10 @@ impl Generator {
             context,
         };
         let mut opts = opts.clone();
-        if opts.backend == Backend::Wgpu {
-            let f16 = opts.wgsl_f16.unwrap_or(true);
-            opts.config.precision = crate::compiled::wgsl_precision(opts.config.precision, f16);
+        if opts.get_backend() == Backend::Wgpu {
+            let f16 = opts.get_wgsl_f16().unwrap_or(true);
+            let p = crate::compiled::wgsl_precision(opts.get_config().precision, f16);
+            opts = opts.precision(p);
         }
         Ok(Generator {
             model,
@@ -355,7 +356,7 @@ impl Generator {
             loaded: &mut self.loaded,
             host_caches: Vec::new(),
             cache_inputs: feed.cache_inputs.clone(),
-            limit: self.opts.memory_limit,
+            limit: self.opts.get_memory_limit(),
         };
         let rows = prompts.len();
         let lens: Vec<u64> = prompts.iter().map(|r| r.len() as u64).collect();
@@ -400,7 +401,7 @@ impl Generator {
         Ok(Generation {
             tokens,
             steps: [p.name(), d.name()],
-            backend: self.opts.backend.name(),
+            backend: self.opts.get_backend().name(),
             time_to_first_token_ms: ttft.as_secs_f64() * 1e3,
             step_ms,
             cache_bytes: self.decoder.cache_bytes(batch, context, cache_dtype),
@@ -413,7 +414,7 @@ impl Generator {
     /// `--memory-budget`: the prefill and decode steps' predicted peak device memory
     /// together (the decode step's arena holds the cache) must fit it.
     fn check_budget(&self, p: Step, d: Step) -> Result<()> {
-        let Some(budget) = self.opts.memory_budget else {
+        let Some(budget) = self.opts.get_memory_budget() else {
             return Ok(());
         };
         let weights = self.store.len();
@@ -540,7 +541,7 @@ impl Generator {
             batch as usize,
             context as usize,
         )?;
-        match self.opts.backend {
+        match self.opts.get_backend() {
             Backend::Cuda => {
                 let exe = self.loaded.cuda(d)?;
                 for (k, t) in &ins {

@@ -49,7 +49,7 @@ impl Loaded {
         store: &WeightStore,
         opts: &Options,
     ) -> Result<()> {
-        match (&step.plan, opts.backend) {
+        match (&step.plan, opts.get_backend()) {
             (BackendPlan::Cpu, _) => Ok(()),
             (BackendPlan::Cuda(plan), Backend::Cuda) => {
                 if matches!(self, Loaded::Cuda { len, .. } if *len != store.len()) {
@@ -61,7 +61,7 @@ impl Loaded {
                 let dev = crate::cuda::device()?;
                 let uploaded = matches!(self, Loaded::Cuda { .. });
                 let what = format!("step {}", step.step.name());
-                gopt_runtime::cuda::check_memory(&dev, &what, plan, !uploaded, opts.memory_limit)?;
+                gopt_runtime::cuda::check_memory(&dev, &what, plan, !uploaded, opts.get_memory_limit())?;
                 gopt_runtime::cuda::precompile(&dev, &plan.kernels)?;
                 let _gpu = gopt_runtime::cuda::gpu_lock();
                 if !uploaded {
@@ -78,7 +78,7 @@ impl Loaded {
                     &dev,
                     plan.clone(),
                     weights.clone(),
-                    !opts.no_cuda_graph,
+                    opts.get_cuda_graph(),
                     &opts.tune_options(),
                 )?;
                 drop(_gpu);
@@ -87,7 +87,7 @@ impl Loaded {
                 exes.insert(step.step, exe);
                 Ok(())
             }
-            (BackendPlan::Wgsl(plan), Backend::Wgpu) => {
+            (BackendPlan::Wgpu(plan), Backend::Wgpu) => {
                 if !matches!(self, Loaded::Wgpu { .. }) {
                     *self = Loaded::Wgpu {
                         weights: WgpuWeights::default(),
@@ -98,7 +98,7 @@ impl Loaded {
                     return Err(GoptError::Usage("wgpu executors missing".into()));
                 };
                 if let std::collections::btree_map::Entry::Vacant(e) = exes.entry(step.step) {
-                    let dev = crate::wgpu::device(opts.adapter.as_deref())?;
+                    let dev = crate::wgpu::device(opts.get_adapter().as_deref())?;
                     e.insert(WgpuExecutable::new(
                         dev,
                         plan.clone(),
@@ -108,7 +108,7 @@ impl Loaded {
                 }
                 Ok(())
             }
-            (BackendPlan::Cuda(_) | BackendPlan::Wgsl(_), _) => Err(GoptError::Usage(
+            (BackendPlan::Cuda(_) | BackendPlan::Wgpu(_), _) => Err(GoptError::Usage(
                 "the steps were compiled for another backend".into(),
             )),
         }
@@ -180,7 +180,7 @@ impl Session<'_> {
                 }
                 Ok(logits)
             }
-            BackendPlan::Wgsl(_) => {
+            BackendPlan::Wgpu(_) => {
                 let outs = self.wgpu(p)?.run(inputs)?;
                 let logits = take_rows(&outs[0], Some(rows))?;
                 let fresh = self.fresh_caches(&outs[1..], caches)?;
@@ -230,7 +230,7 @@ impl Session<'_> {
                 exe.execute()?;
                 take_rows(&exe.output(0, Some(&take))?, None)
             }
-            BackendPlan::Wgsl(_) => {
+            BackendPlan::Wgpu(_) => {
                 let carry: Vec<(usize, usize)> = self
                     .cache_inputs
                     .iter()

@@ -34,7 +34,7 @@ impl CompiledStep {
         match &self.plan {
             BackendPlan::Cpu => self.variant.graph.nodes.len(),
             BackendPlan::Cuda(p) => p.launches(),
-            BackendPlan::Wgsl(p) => p.kernels.len(),
+            BackendPlan::Wgpu(p) => p.kernels.len(),
         }
     }
 
@@ -43,7 +43,7 @@ impl CompiledStep {
         match &self.plan {
             BackendPlan::Cpu => None,
             BackendPlan::Cuda(p) => Some(p.kernel_kinds()),
-            BackendPlan::Wgsl(p) => Some(p.kernel_kinds()),
+            BackendPlan::Wgpu(p) => Some(p.kernel_kinds()),
         }
     }
 
@@ -56,7 +56,7 @@ impl CompiledStep {
             BackendPlan::Cuda(p) => {
                 u128::from(p.peak_memory(weights).total()).saturating_sub(weights as u128)
             }
-            BackendPlan::Wgsl(p) => p.pool_bytes() as u128,
+            BackendPlan::Wgpu(p) => p.pool_bytes() as u128,
         }
     }
 
@@ -65,7 +65,7 @@ impl CompiledStep {
         match &self.plan {
             BackendPlan::Cpu => 0,
             BackendPlan::Cuda(p) => p.device_bytes(),
-            BackendPlan::Wgsl(p) => p.device_bytes(),
+            BackendPlan::Wgpu(p) => p.device_bytes(),
         }
     }
 }
@@ -73,9 +73,9 @@ impl CompiledStep {
 /// The dtype the caches are stored in: the compute precision's 16-bit type, else the
 /// model's.
 pub fn cache_dtype(decoder: &Decoder, opts: &Options) -> DType {
-    match opts.config.precision {
-        gopt_passes::Precision::Bf16 if !opts.no_optimize => DType::BF16,
-        gopt_passes::Precision::Fp16 if !opts.no_optimize => DType::F16,
+    match opts.get_config().precision {
+        gopt_passes::Precision::Bf16 if opts.get_optimize() => DType::BF16,
+        gopt_passes::Precision::Fp16 if opts.get_optimize() => DType::F16,
         _ => decoder.caches.first().map_or(DType::F32, |c| c.dtype),
     }
 }
@@ -97,7 +97,7 @@ fn specialize(
     let g = decoder.lower(&g, step, cache)?;
     let mut v =
         pipeline::optimize_prepared(g, &decoder::step_sizes(step), opts).map_err(in_step)?;
-    if opts.backend == Backend::Cuda {
+    if opts.get_backend() == Backend::Cuda {
         v.graph = decoder::weights_nk(v.graph)?;
     }
     Ok((v, t.elapsed()))
@@ -123,11 +123,11 @@ pub fn compile(
         let t = Instant::now();
         let plan = plan(&variant, opts, store)?;
         let what = format!("step {}", step.name());
-        let limit = gopt_ir::limit::MemoryLimit::gpu_plan(opts.memory_limit);
+        let limit = gopt_ir::limit::MemoryLimit::gpu_plan(opts.get_memory_limit());
         match &plan {
             BackendPlan::Cpu => {}
             BackendPlan::Cuda(p) => p.check_memory(&what, Some(&variant.graph), 0, &limit)?,
-            BackendPlan::Wgsl(p) => p.check_memory(&what, Some(&variant.graph), &limit)?,
+            BackendPlan::Wgpu(p) => p.check_memory(&what, Some(&variant.graph), &limit)?,
         }
         let c = CompiledStep {
             step,
@@ -142,7 +142,7 @@ pub fn compile(
 }
 
 fn plan(v: &Variant, opts: &Options, store: &mut WeightStore) -> Result<BackendPlan> {
-    Ok(match opts.backend {
+    Ok(match opts.get_backend() {
         Backend::Cpu => BackendPlan::Cpu,
         Backend::Cuda => {
             let gemv = gopt_codegen::cuda::plan::PlanOptions { gemv: true };
@@ -150,6 +150,6 @@ fn plan(v: &Variant, opts: &Options, store: &mut WeightStore) -> Result<BackendP
             p.tf32 = opts.tf32_gemms();
             BackendPlan::Cuda(p)
         }
-        Backend::Wgpu => BackendPlan::Wgsl(gopt_codegen::wgsl::plan::build_with(&v.graph, store)?),
+        Backend::Wgpu => BackendPlan::Wgpu(gopt_codegen::wgsl::plan::build_with(&v.graph, store)?),
     })
 }

@@ -168,14 +168,12 @@ fn profile(
         producer: "gopt peaks".into(),
         source: None,
     };
-    let mut opts = Options {
-        backend,
-        adapter: adapter.map(str::to_string),
-        ..Default::default()
-    };
-    opts.config.precision = precision;
+    let mut opts = Options::new().backend(backend).precision(precision);
+    if let Some(a) = adapter {
+        opts = opts.adapter(a);
+    }
     if backend == Backend::Wgpu {
-        opts.wgsl_f16 = Some(crate::wgpu::device(adapter)?.adapter.f16);
+        opts = opts.wgsl_f16(crate::wgpu::device(adapter)?.adapter.f16);
     }
     let mut c = compile(&imported, &opts)?;
     let steps = match c.executor(0)? {

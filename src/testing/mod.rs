@@ -405,14 +405,14 @@ fn run_set(
         Ok(o) => Ok(o.outputs),
         Err(e @ GoptError::Passes(_)) => Err(e),
         Err(e @ (GoptError::Codegen(_) | GoptError::Runtime(_)))
-            if opts.fallback_cpu && p.backend != crate::pipeline::Backend::Cpu =>
+            if opts.fallback_cpu && p.get_backend() != crate::pipeline::Backend::Cpu =>
         {
-            let why = format!("ran on cpu: {} cannot: {e}", p.backend.name());
+            let why = format!("ran on cpu: {} cannot: {e}", p.get_backend().name());
             degraded.get_or_insert(Degraded::Fallback(why));
             run_cpu(model, inputs)
         }
         // Another backend never falls back to the interpreter: its result must be its own.
-        Err(e) if p.backend != crate::pipeline::Backend::Cpu => Err(e),
+        Err(e) if p.get_backend() != crate::pipeline::Backend::Cpu => Err(e),
         Err(e) => {
             if gopt_ir::interp::check_inputs(&model.model.graph, inputs).is_err() {
                 return Err(e);
@@ -427,7 +427,7 @@ fn run_set(
 /// kernels compiled with NVRTC for [`PLAN_ONLY_ARCH`]).
 fn plan_set(model: &crate::Imported, inputs: &[Tensor], opts: &Options) -> crate::Result<()> {
     let p = match &opts.pipeline {
-        Some(p) if p.backend != crate::pipeline::Backend::Cpu => p,
+        Some(p) if p.get_backend() != crate::pipeline::Backend::Cpu => p,
         _ => {
             return Err(GoptError::Usage(
                 "--plan-only builds a GPU backend's plan: use --backend cuda or wgpu".into(),
