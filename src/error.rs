@@ -59,7 +59,7 @@ pub enum GoptError {
         /// The bucket with the smallest predicted peak (`batch=1 seq=128`).
         bucket: String,
         /// Its predicted peak.
-        peak: gopt_codegen::peak::PeakMemory,
+        peak: gopt_runtime::peak::PeakMemory,
     },
 }
 

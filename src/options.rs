@@ -59,7 +59,7 @@ pub struct Options {
     memory_limit: Option<u64>,
     /// GPU backends: the device memory a run of the compiled model may hold
     /// (`--memory-budget`). The compile predicts each bucket's peak from its plan
-    /// ([`gopt_codegen::peak`]) and keeps the buckets that fit together (a run keeps
+    /// ([`gopt_runtime::peak`]) and keeps the buckets that fit together (a run keeps
     /// every bucket it loads); the others are skipped with the reason. `None`: keep all.
     memory_budget: Option<u64>,
     /// Weight-only quantization of the model's matrix-product weights before it is

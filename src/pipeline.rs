@@ -81,17 +81,20 @@ fn straight_line(g: Verified, opts: &Options) -> Result<(Verified, Vec<String>)>
 }
 
 /// The graph as the backend binds it: for wgpu, weights above the storage binding
-/// limit split into pieces ([`gopt_codegen::wgsl::split`]).
+/// limit split into pieces ([`gopt_passes::split_weights`]).
 fn for_backend(g: Verified, opts: &Options) -> Result<Verified> {
     if opts.get_backend() != Backend::Wgpu {
         return Ok(g);
     }
-    let limit = opts
-        .get_wgsl_max_binding()
-        .unwrap_or(gopt_codegen::wgsl::split::WEBGPU_MAX_BINDING);
+    let storage = gopt_passes::split_weights::Storage {
+        max_binding: opts
+            .get_wgsl_max_binding()
+            .unwrap_or(gopt_codegen::wgsl::WEBGPU_MAX_BINDING),
+        elem_bytes: |dt| gopt_codegen::wgsl::storage_type(dt).map(|(_, width)| width as u64),
+    };
     // A clone shares the weights; it is kept only when something was split.
     let mut graph = Graph::clone(&g);
-    if gopt_codegen::wgsl::split::split_large_weights(&mut graph, limit)? == 0 {
+    if gopt_passes::split_weights::split_large_weights(&mut graph, storage)? == 0 {
         return Ok(g);
     }
     Ok(gopt_ir::verify(graph)?)

@@ -1,6 +1,6 @@
 //! Predicted against measured peak device memory, on a GPU (`#[ignore]`d here;
 //! scripts/gpu-check.sh runs it): for every default bucket of the shared models, in
-//! fp32 and bf16, the peak `gopt_codegen::peak` predicts from the plan must be at
+//! fp32 and bf16, the peak `gopt_runtime::peak` predicts from the plan must be at
 //! least the peak measured when the bucket loads and runs, and at most 10% above it.
 //!
 //! Each bucket is measured in a process of its own (this test binary, started again
@@ -13,7 +13,7 @@
 //! measured phase deltas (`calibration` lines) next to the plan figures they depend on,
 //! and least-squares fits of the module and graph costs.
 
-use gopt::codegen::peak::{self, PeakMemory};
+use gopt::runtime::peak::{self, PeakMemory};
 use gopt::{Backend, Compiled, Executor, Options, Precision};
 use std::path::{Path, PathBuf};
 use std::process::Command;

@@ -7,7 +7,7 @@
 
 mod common;
 use common::cli::{assert_error, assert_ok, error_line, gopt, model_path};
-use gopt::codegen::peak::{self, BLAS_WORKSPACE, PAGE};
+use gopt::runtime::peak::{self, BLAS_WORKSPACE, PAGE};
 use gopt::pipeline::{specialize, Options};
 use std::collections::BTreeMap;
 
@@ -206,7 +206,7 @@ fn bert_plan(batch: u64, seq: u64) -> gopt::codegen::cuda::plan::CudaPlan {
 #[test]
 fn the_prediction_grows_with_the_arena_and_counts_the_workspace_once() {
     let plan = bert_plan(1, 32);
-    let base = plan.peak_memory(plan.weights_bytes);
+    let base = peak::cuda(&plan, plan.weights_bytes);
     assert_eq!(base.weights, plan.weights_bytes as u64);
     assert_eq!(base.arena, plan.arena_bytes as u64);
     assert_eq!(base.workspace, BLAS_WORKSPACE + peak::BLAS_HANDLE_BYTES);
@@ -223,7 +223,7 @@ fn the_prediction_grows_with_the_arena_and_counts_the_workspace_once() {
     for extra in [1usize, PAGE as usize - 1, 3 << 20, 100 << 20] {
         let mut bigger = plan.clone();
         bigger.arena_bytes += extra;
-        let p = bigger.peak_memory(plan.weights_bytes);
+        let p = peak::cuda(&bigger, plan.weights_bytes);
         assert!(p.total() >= last, "+{extra}: {} < {last}", p.total());
         assert!(
             p.total() + peak::POOL_CHUNK >= base.total() + extra as u64,
@@ -236,7 +236,7 @@ fn the_prediction_grows_with_the_arena_and_counts_the_workspace_once() {
         last = p.total();
     }
     // Two buckets loaded together: the weights and library once, a workspace each.
-    let other = bert_plan(4, 128).peak_memory(plan.weights_bytes);
+    let other = peak::cuda(&bert_plan(4, 128), plan.weights_bytes);
     let both = peak::all_loaded(&[base, other]);
     assert_eq!(both, base.total() + other.own());
     assert!(both < base.total() + other.total());

@@ -1,6 +1,6 @@
 //! Weights above the WGSL storage binding limit (issue 15): a matrix product or a
 //! gather whose constant operand is larger than one binding is split into pieces that
-//! fit (gopt_codegen::wgsl::split), on lavapipe, and the answer is the interpreter's.
+//! fit (gopt_passes::split_weights), on lavapipe, and the answer is the interpreter's.
 //! One test lowers the limit so small weights exercise every kind of cut (MatMul with a
 //! bias and activation fused into FusedMatMul, Gemm with transB and a C per column,
 //! Gather from a table); the other binds a real 151 MB weight (AlexNet's classifier

@@ -5,14 +5,13 @@
 //! match over that decision, that spell kernels in CUDA C (NVRTC, templates filled by
 //! [`template`]) and WGSL (validated by naga). [`plan`] holds what their plans share
 //! (inputs and outputs, one weights store, the GPU index check) and [`memory`] the value
-//! lifetimes with two strategies: one arena (CUDA) and a pool of buffers (wgpu);
-//! [`peak`] predicts a bucket's peak device memory from its plan.
+//! lifetimes with two strategies: one arena (CUDA) and a pool of buffers (wgpu). A
+//! plan's predicted peak device memory is the runtime's (`gopt_runtime::peak`).
 #![warn(missing_docs)]
 
 pub mod cuda;
 pub mod lower;
 pub mod memory;
-pub mod peak;
 pub mod plan;
 pub mod template;
 pub mod wgsl;

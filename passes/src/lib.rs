@@ -21,6 +21,7 @@ pub mod nhwc;
 pub mod quantize;
 pub mod report;
 pub mod rules;
+pub mod split_weights;
 
 use egg::{BackoffScheduler, Runner, StopReason};
 use gopt_ir::{DType, Verified};

@@ -18,6 +18,7 @@
 
 pub mod cuda;
 pub mod host;
+pub mod peak;
 pub mod wgpu;
 
 /// One step of a plan timed on its own (`profile` of either executor).

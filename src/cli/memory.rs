@@ -5,7 +5,7 @@
 
 use super::outln;
 use anyhow::Result;
-use gopt::codegen::peak::PeakMemory;
+use gopt::runtime::peak::PeakMemory;
 use gopt::ir::limit::fmt_short;
 use gopt::runtime::cuda::memory::{Measured, Probe};
 use gopt::Compiled;

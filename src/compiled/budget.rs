@@ -1,5 +1,5 @@
 //! `--memory-budget` ([`crate::Options::memory_budget`]): each bucket's peak device
-//! memory predicted from its plan ([`gopt_codegen::peak`]), before any kernel is
+//! memory predicted from its plan ([`gopt_runtime::peak`]), before any kernel is
 //! compiled, and the buckets that do not fit dropped with the reason.
 //!
 //! The budget covers what a run of the compiled model can hold at once. A run uploads
@@ -11,7 +11,7 @@
 use super::{bucket_name, BackendPlan, Compiled, Skipped};
 use crate::pipeline::Backend;
 use crate::{GoptError, Result};
-use gopt_codegen::peak::{all_loaded, PeakMemory};
+use gopt_runtime::peak::{self, all_loaded, PeakMemory};
 use gopt_ir::limit::fmt_short;
 use gopt_passes::Budgets;
 
@@ -22,8 +22,8 @@ impl Compiled {
     pub fn predicted_peak(&self, i: usize) -> Option<PeakMemory> {
         match &self.buckets.get(i)?.plan {
             BackendPlan::Cpu => None,
-            BackendPlan::Cuda(p) => Some(p.peak_memory(self.weights.len())),
-            BackendPlan::Wgpu(p) => Some(p.peak_memory()),
+            BackendPlan::Cuda(p) => Some(peak::cuda(p, self.weights.len())),
+            BackendPlan::Wgpu(p) => Some(peak::wgpu(p)),
         }
     }
 

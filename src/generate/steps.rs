@@ -54,7 +54,7 @@ impl CompiledStep {
         match &self.plan {
             BackendPlan::Cpu => 0,
             BackendPlan::Cuda(p) => {
-                u128::from(p.peak_memory(weights).total()).saturating_sub(weights as u128)
+                u128::from(gopt_runtime::peak::cuda(p, weights).total()).saturating_sub(weights as u128)
             }
             BackendPlan::Wgpu(p) => p.pool_bytes() as u128,
         }

@@ -342,12 +342,6 @@ impl CudaPlan {
             .map_err(CodegenError::from)
     }
 
-    /// The predicted peak device memory of running this plan with a weights blob of
-    /// `weights_bytes` (the model's whole blob): [`crate::peak::cuda`].
-    pub fn peak_memory(&self, weights_bytes: usize) -> crate::peak::PeakMemory {
-        crate::peak::cuda(self, weights_bytes)
-    }
-
     /// Kernel launches and library calls per run.
     pub fn launches(&self) -> usize {
         self.steps

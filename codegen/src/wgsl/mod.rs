@@ -43,7 +43,6 @@ pub mod rows;
 pub mod sample;
 pub mod scatter;
 pub mod spectral;
-pub mod split;
 pub mod split_pad;
 pub mod topk;
 pub mod trilu;
@@ -57,6 +56,10 @@ use serde::{Deserialize, Serialize};
 
 /// Invocations per workgroup of every generated shader.
 pub const WORKGROUP: u32 = 256;
+
+/// The storage binding size every WebGPU implementation allows (and lavapipe's): the
+/// pipeline splits bigger weights before planning (`gopt_passes::split_weights`).
+pub const WEBGPU_MAX_BINDING: u64 = 128 << 20;
 
 /// The WGSL element type a tensor of `dt` has in a wgpu buffer, and its bytes per
 /// element there. WGSL storage has no 8/16-bit integers, no bool and no 64-bit integers:

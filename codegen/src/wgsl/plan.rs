@@ -121,33 +121,6 @@ impl WgslPlan {
             .map_err(CodegenError::from)
     }
 
-    /// The plan's predicted peak device memory on wgpu ([`crate::peak`]): the weights
-    /// it binds, its pooled buffers, and as `io` the status words (twice: storage and
-    /// read-back) and each output's read-back staging buffer (at least 4 bytes, in
-    /// whole words, as the executor makes them). wgpu hides the driver's rounding, so
-    /// nothing is rounded.
-    pub fn peak_memory(&self) -> crate::peak::PeakMemory {
-        let words = |n: usize| (n.max(4).div_ceil(4) * 4) as u64;
-        let status = self
-            .kernels
-            .iter()
-            .any(|k| crate::plan::takes_status(k.index_check.is_some(), &k.outputs, &self.frame))
-            .then(|| 2 * words(4 * crate::plan::status_words(&self.frame.outputs)))
-            .unwrap_or(0);
-        let staging: u64 = self
-            .frame
-            .outputs
-            .iter()
-            .map(|o| words(self.frame.value_bytes.get(&o.value).copied().unwrap_or(4)))
-            .sum();
-        crate::peak::PeakMemory {
-            weights: u64::try_from(self.weight_bytes()).unwrap_or(u64::MAX),
-            arena: self.buffers.iter().map(|&b| words(b)).sum(),
-            io: status + staging,
-            ..crate::peak::PeakMemory::default()
-        }
-    }
-
     /// Every shader, one module after another (for `kernels.wgsl`).
     pub fn source(&self) -> String {
         let mut s = String::new();

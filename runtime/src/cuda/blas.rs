@@ -16,7 +16,7 @@ use std::ffi::c_void;
 use std::sync::Arc;
 
 /// cuBLASLt's workspace on Hopper (NVIDIA's recommendation).
-pub(crate) const WORKSPACE: usize = 32 << 20;
+pub const WORKSPACE: usize = 32 << 20;
 
 /// How many algorithms the heuristic is asked for: the candidates [`super::tune`] times.
 pub const CANDIDATES: usize = 8;

@@ -1,5 +1,5 @@
 //! Measuring the device memory a bucket really takes, phase by phase: the numbers
-//! `gopt bench` prints beside the prediction of `gopt_codegen::peak`, and the
+//! `gopt bench` prints beside the prediction of `gopt_runtime::peak`, and the
 //! calibration data for that prediction's constants.
 //!
 //! A [`Probe`] reads the device's free memory (`cuMemGetInfo`, after synchronizing the

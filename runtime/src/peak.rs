@@ -1,6 +1,8 @@
 //! Predicting a bucket's peak device memory from its plan alone, before any kernel is
 //! compiled and without a GPU: what `gopt compile --memory-budget` keeps or drops
-//! buckets by, and what `gopt bench` prints beside the peak it measures.
+//! buckets by, and what `gopt bench` prints beside the peak it measures
+//! ([`crate::cuda::memory`]). It lives with the executors because it predicts what they
+//! allocate; it reads a plan's data only, and the plans know nothing of it.
 //!
 //! The plan gives the exact sizes of what the executor allocates (the weights blob,
 //! the arena, the status words); the rest are fixed or per-item costs of the CUDA
@@ -19,9 +21,10 @@
 //! (the cuBLASLt handle, its kernels, the CUDA graph) are driver allocations in
 //! [`PAGE`]s of 2 MiB.
 
-use crate::cuda::plan::CudaPlan;
-use crate::cuda::PRELUDE;
-use crate::plan::{status_words, takes_status};
+use gopt_codegen::cuda::plan::CudaPlan;
+use gopt_codegen::cuda::PRELUDE;
+use gopt_codegen::plan::{status_words, takes_status};
+use gopt_codegen::wgsl::plan::WgslPlan;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 
@@ -34,8 +37,8 @@ pub const PAGE: u64 = 2 << 20;
 /// took 384 more).
 pub const POOL_CHUNK: u64 = 32 << 20;
 
-/// The cuBLASLt workspace each executable allocates (the runtime's `blas::WORKSPACE`).
-pub const BLAS_WORKSPACE: u64 = 32 << 20;
+/// The cuBLASLt workspace each executable allocates.
+pub const BLAS_WORKSPACE: u64 = crate::cuda::blas::WORKSPACE as u64;
 
 /// Device memory a cuBLASLt handle takes besides its workspace (`cublasLtCreate`).
 /// Measured as the `cublaslt` phase's delta minus the workspace: 2 MiB in every bucket
@@ -251,6 +254,32 @@ pub fn cuda(plan: &CudaPlan, weights_bytes: usize) -> PeakMemory {
         library: BLAS_LIBRARY_BYTES,
         rounding: rounding_all - weights_rounding,
         weights_rounding,
+    }
+}
+
+/// The predicted peak device memory of `plan` on wgpu: the weights it binds, its pooled
+/// buffers, and as `io` the status words (twice: storage and read-back) and each
+/// output's read-back staging buffer (at least 4 bytes, in whole words, as the executor
+/// makes them). wgpu hides the driver's rounding, so nothing is rounded.
+pub fn wgpu(plan: &WgslPlan) -> PeakMemory {
+    let words = |n: usize| (n.max(4).div_ceil(4) * 4) as u64;
+    let status = plan
+        .kernels
+        .iter()
+        .any(|k| takes_status(k.index_check.is_some(), &k.outputs, &plan.frame))
+        .then(|| 2 * words(4 * status_words(&plan.frame.outputs)))
+        .unwrap_or(0);
+    let staging: u64 = plan
+        .frame
+        .outputs
+        .iter()
+        .map(|o| words(plan.frame.value_bytes.get(&o.value).copied().unwrap_or(4)))
+        .sum();
+    PeakMemory {
+        weights: u64::try_from(plan.weight_bytes()).unwrap_or(u64::MAX),
+        arena: plan.buffers.iter().map(|&b| words(b)).sum(),
+        io: status + staging,
+        ..PeakMemory::default()
     }
 }
 
