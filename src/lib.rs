@@ -40,10 +40,10 @@ pub mod artifact;
 pub mod backend;
 pub mod charts;
 pub mod compiled;
-pub mod options;
 pub mod cuda;
 pub mod error;
 pub mod generate;
+pub mod options;
 pub mod pipeline;
 pub mod report;
 pub mod roofline;
@@ -52,6 +52,7 @@ pub mod testing;
 pub mod value_inputs;
 pub mod wgpu;
 
+pub use backend::Backend;
 pub use compiled::{
     bucket_name, compile, compile_buckets, compile_plan, BackendPlan, Bucket, Compiled, Executor,
     Skipped,
@@ -65,7 +66,6 @@ pub use gopt_ir::{Bindings, DType, Graph, IrError, Model, Tensor, Verified};
 pub use gopt_passes as passes;
 pub use gopt_passes::{Budgets, Pass, Precision};
 pub use gopt_runtime as runtime;
-pub use backend::Backend;
 pub use pipeline::Options;
 
 use gopt_ir::{bind_dims, fold_constants, interp, verify};

@@ -303,6 +303,11 @@ fn a_slice_back_from_a_padded_gemm_folds_into_it() {
             .expect("verifies");
         let (p, _) = plan::build(&g).expect("plans");
         assert_eq!(p.steps.len(), 1, "trans_b={trans_b}: {:?}", p.steps);
+        assert!(
+            p.kernels.is_empty(),
+            "the folded slice's kernel is never written: {:?}",
+            p.kernels.iter().map(|k| &k.name).collect::<Vec<_>>()
+        );
         let Step::Gemm(gm) = &p.steps[0] else {
             panic!("not a GEMM")
         };

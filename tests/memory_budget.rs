@@ -7,8 +7,8 @@
 
 mod common;
 use common::cli::{assert_error, assert_ok, error_line, gopt, model_path};
-use gopt::runtime::peak::{self, BLAS_WORKSPACE, PAGE};
 use gopt::pipeline::{specialize, Options};
+use gopt::runtime::peak::{self, BLAS_WORKSPACE, PAGE};
 use std::collections::BTreeMap;
 
 /// Four buckets of BERT-small, from its smallest to batch 128 at its longest sequence

@@ -13,7 +13,7 @@
 //!   largest free one, grown) when first written and giving it back after its last
 //!   reader; graph inputs and outputs own their buffers.
 
-use crate::lower::{absorb, lower, Kind, Lowered, Views};
+use crate::lower::{absorb, lower, Fold, Kind, Lowered, Views};
 use crate::{CodegenError, Result};
 use gopt_ir::ops::ShapeOp;
 use gopt_ir::{Graph, Op, ValueId};
@@ -99,6 +99,10 @@ pub fn aliasing(g: &Graph, lowered: &[Lowered], views: Views) -> Vec<bool> {
         .zip(lowered)
         .map(|(n, l)| match l {
             Lowered::View | Lowered::Window(_) => true,
+            // A padded output stays in its source's rows; a Slice folded into a GEMM is
+            // written by it into its own bytes.
+            Lowered::Folded(Fold::PaddedRows { .. }) => true,
+            Lowered::Folded(Fold::IntoGemm { .. }) => false,
             Lowered::Absorbed => matches!(n.op, Op::Shape(ShapeOp::Split | ShapeOp::Slice)),
             Lowered::Kernel(spec) if spec.kind() == Kind::Scatter => {
                 crate::lower::scatter::in_place(g, n, views)

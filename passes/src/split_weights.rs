@@ -195,11 +195,9 @@ fn weight_of(op: Op) -> Option<(usize, AxisOf, &'static [usize])> {
         },
         // Element-wise ops, reductions, image ops, control flow and attention read
         // weights no product reads: none is split.
-        Op::Elementwise(_)
-        | Op::Reduce(_)
-        | Op::Image(_)
-        | Op::Control(_)
-        | Op::Attention(_) => None,
+        Op::Elementwise(_) | Op::Reduce(_) | Op::Image(_) | Op::Control(_) | Op::Attention(_) => {
+            None
+        }
     }
 }
 
@@ -326,7 +324,11 @@ fn nbits_piece(
             [_, _] => Some(1),
             [] | [_, _, _, ..] => None,
         }
-        .ok_or_else(|| invalid(format!("MatMulNBits `{name}`: operand {k} is not per column")))?;
+        .ok_or_else(|| {
+            invalid(format!(
+                "MatMulNBits `{name}`: operand {k} is not per column"
+            ))
+        })?;
         let piece = slice_along(g, v, 0, (start * run, end * run), &format!("{name}.in{k}"))?;
         inputs[k] = Some(piece);
     }
@@ -406,7 +408,13 @@ mod tests {
         let w = g.add_const("w", w);
         let t = Tensor::from_f64s(DType::F32, &[40, 30], &values(1200, 2.0)).expect("t");
         let t = g.add_const("t", t);
-        let mm = g.add_node("mm", Op::Nn(NnOp::MatMul), Attrs::default(), vec![Some(x), Some(w)], &["y"]);
+        let mm = g.add_node(
+            "mm",
+            Op::Nn(NnOp::MatMul),
+            Attrs::default(),
+            vec![Some(x), Some(w)],
+            &["y"],
+        );
         let ga = g.add_node(
             "embed",
             Op::Shape(ShapeOp::Gather),
@@ -414,7 +422,10 @@ mod tests {
             vec![Some(t), Some(ids)],
             &["e"],
         );
-        g.outputs = vec![g.nodes[mm.index()].outputs[0], g.nodes[ga.index()].outputs[0]];
+        g.outputs = vec![
+            g.nodes[mm.index()].outputs[0],
+            g.nodes[ga.index()].outputs[0],
+        ];
         g
     }
 
@@ -427,7 +438,10 @@ mod tests {
         ];
         let want = gopt_ir::interp::run(&g, &inputs).expect("runs");
         let mut split = g.clone();
-        assert_eq!(split_large_weights(&mut split, storage(4096)).expect("splits"), 2);
+        assert_eq!(
+            split_large_weights(&mut split, storage(4096)).expect("splits"),
+            2
+        );
         let joins = split
             .nodes
             .iter()
@@ -441,6 +455,9 @@ mod tests {
             assert_eq!(a.to_f64_vec(), b.to_f64_vec());
         }
         let mut kept = g.clone();
-        assert_eq!(split_large_weights(&mut kept, storage(1 << 20)).expect("runs"), 0);
+        assert_eq!(
+            split_large_weights(&mut kept, storage(1 << 20)).expect("runs"),
+            0
+        );
     }
 }

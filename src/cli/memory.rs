@@ -5,9 +5,9 @@
 
 use super::outln;
 use anyhow::Result;
-use gopt::runtime::peak::PeakMemory;
 use gopt::ir::limit::fmt_short;
 use gopt::runtime::cuda::memory::{Measured, Probe};
+use gopt::runtime::peak::PeakMemory;
 use gopt::Compiled;
 use serde::Serialize;
 

@@ -46,10 +46,9 @@ impl clap::ValueEnum for BackendChoice {
 
     fn to_possible_value(&self) -> Option<clap::builder::PossibleValue> {
         match self {
-            BackendChoice::Auto => Some(
-                clap::builder::PossibleValue::new("auto")
-                    .help("The first that works here: cuda, then wgpu, then cpu (says which ran and why)"),
-            ),
+            BackendChoice::Auto => Some(clap::builder::PossibleValue::new("auto").help(
+                "The first that works here: cuda, then wgpu, then cpu (says which ran and why)",
+            )),
             BackendChoice::Only(b) => b.to_possible_value(),
         }
     }

@@ -1,7 +1,9 @@
 //! `gopt run`: runs a model on input files and prints (and optionally writes) its
 //! outputs.
 
-use super::{adapter_name, backend_cannot, fmt_duration, fmt_num, outln, BackendChoice, DeviceArgs};
+use super::{
+    adapter_name, backend_cannot, fmt_duration, fmt_num, outln, BackendChoice, DeviceArgs,
+};
 use anyhow::{Context, Result};
 use gopt::tensor_io::{file_stem, read_tensor, unique_stems, write_tensor, Summary, TensorFormat};
 use serde::Serialize;

@@ -136,8 +136,8 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     // Low-precision pipelines, and tf32 GEMMs on CUDA, are checked by relative L2
     // error against the fp32 references (the precision rules' stated tolerance).
     let tf32 = pipeline.get_backend() == gopt::Backend::Cuda && pipeline.tf32_gemms();
-    let rel_l2 =
-        (pipeline.get_config().low_precision().is_some() || tf32).then(|| args.rel_l2.unwrap_or(2e-2));
+    let rel_l2 = (pipeline.get_config().low_precision().is_some() || tf32)
+        .then(|| args.rel_l2.unwrap_or(2e-2));
     let opts = Options {
         rtol: args.rtol,
         atol: args.atol,

@@ -11,9 +11,9 @@
 use super::{bucket_name, BackendPlan, Compiled, Skipped};
 use crate::pipeline::Backend;
 use crate::{GoptError, Result};
-use gopt_runtime::peak::{self, all_loaded, PeakMemory};
 use gopt_ir::limit::fmt_short;
 use gopt_passes::Budgets;
+use gopt_runtime::peak::{self, all_loaded, PeakMemory};
 
 impl Compiled {
     /// Bucket `i`'s predicted peak device memory (its plan run with the model's whole

@@ -61,7 +61,13 @@ impl Loaded {
                 let dev = crate::cuda::device()?;
                 let uploaded = matches!(self, Loaded::Cuda { .. });
                 let what = format!("step {}", step.step.name());
-                gopt_runtime::cuda::check_memory(&dev, &what, plan, !uploaded, opts.get_memory_limit())?;
+                gopt_runtime::cuda::check_memory(
+                    &dev,
+                    &what,
+                    plan,
+                    !uploaded,
+                    opts.get_memory_limit(),
+                )?;
                 gopt_runtime::cuda::precompile(&dev, &plan.kernels)?;
                 let _gpu = gopt_runtime::cuda::gpu_lock();
                 if !uploaded {

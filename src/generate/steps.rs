@@ -53,9 +53,8 @@ impl CompiledStep {
     pub fn own_bytes(&self, weights: usize) -> u128 {
         match &self.plan {
             BackendPlan::Cpu => 0,
-            BackendPlan::Cuda(p) => {
-                u128::from(gopt_runtime::peak::cuda(p, weights).total()).saturating_sub(weights as u128)
-            }
+            BackendPlan::Cuda(p) => u128::from(gopt_runtime::peak::cuda(p, weights).total())
+                .saturating_sub(weights as u128),
             BackendPlan::Wgpu(p) => p.pool_bytes() as u128,
         }
     }

@@ -1,46 +1,52 @@
-//! Folding the slice back from a padded GEMM (the layout rule pads N to a multiple of
-//! 64 and slices the result back) into the GEMM itself, which then computes only the
-//! first columns straight into the slice's output. The memory plan must know, since the
-//! slice's output is then written at the GEMM's step.
+//! Folding Slices into the steps around them, decided from the graph and its lowering
+//! before any kernel is written ([`decide`]): a folded Slice is
+//! [`Lowered::Folded`], so no kernel of its own is written, counted or compiled.
+//!
+//! The slice back from a padded GEMM (the layout rule pads N to a multiple of 64 and
+//! slices the result back) folds into the GEMM itself ([`Fold::IntoGemm`]), which then
+//! computes only the first columns straight into the slice's output. The memory plan
+//! must know, since the slice's output is then written at the GEMM's step
+//! ([`slice_candidates`]).
 //!
 //! Where the sliced width is not 16-byte aligned (GPT-2's 50257 logits) the GEMM
-//! computes the padded width, and a slice that makes a graph output is not run at all:
-//! the output stays in the padded rows and the copy back keeps each row's first
-//! columns ([`padded_outputs`], `Io::row_pitch`).
+//! computes the padded width, and a slice that makes a graph output is not run at all
+//! ([`Fold::PaddedRows`]): the output stays in the padded rows and the copy back keeps
+//! each row's first columns (`Io::row_pitch`).
 
-use super::plan::Step;
-use super::Kernel;
-use crate::lower::Lowered;
+use super::gemm::{self, Gemm};
+use super::plan::PlanOptions;
+use crate::lower::{Fold, Lowered};
 use crate::plan::concrete;
 use gopt_ir::ops::ShapeOp;
 use gopt_ir::{Graph, Op, ValueId};
+use std::collections::HashMap;
 
-/// Folds a slice back from a padded GEMM (`Y[.., :n]` of a GEMM computing `N > n`
-/// columns, the layout rule's padding) into the GEMM: it computes the first `n`
-/// columns straight into the slice's output, so the padded matrix is never copied.
-pub(super) fn fold_slices(
-    g: &Graph,
-    steps: &mut Vec<Step>,
-    kernels: &[Kernel],
-    early: &std::collections::HashMap<ValueId, usize>,
-) {
-    let mut consumers: std::collections::HashMap<ValueId, usize> = std::collections::HashMap::new();
+/// Marks the Slices of `g` the CUDA plan does without a step of their own
+/// ([`Lowered::Folded`]): padded graph outputs first, then slices back from a padded
+/// GEMM whose library call can write the kept columns directly. Only Slices lowered to
+/// a kernel change.
+pub(super) fn decide(g: &Graph, lowered: &mut [Lowered], opts: PlanOptions) {
+    for (i, pitch) in padded_outputs(g, lowered) {
+        lowered[i] = Lowered::Folded(Fold::PaddedRows { pitch });
+    }
+    let early = slice_candidates(g, lowered);
+    let mut consumers: HashMap<ValueId, usize> = HashMap::new();
     for n in &g.nodes {
         for v in n.inputs.iter().flatten() {
             *consumers.entry(*v).or_default() += 1;
         }
     }
-    let mut drop = Vec::new();
-    for (si, s) in steps.iter().enumerate() {
-        let Step::Kernel(k) = s else { continue };
-        let Some(node) = g
-            .nodes
-            .iter()
-            .find(|n| n.name == kernels[*k].node && n.op == Op::Shape(ShapeOp::Slice))
-        else {
+    let mut producer = HashMap::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        if let Some(o) = n.outputs.first() {
+            producer.insert(*o, i);
+        }
+    }
+    for (si, node) in g.nodes.iter().enumerate() {
+        if node.op != Op::Shape(ShapeOp::Slice) || !matches!(lowered[si], Lowered::Kernel(_)) {
             continue;
-        };
-        let Some(n_new) = leading_columns(g, node) else {
+        }
+        let Some(columns) = leading_columns(g, node) else {
             continue;
         };
         let (Some(Some(src)), Some(out)) = (node.inputs.first(), node.outputs.first()) else {
@@ -49,49 +55,54 @@ pub(super) fn fold_slices(
         if consumers.get(src) != Some(&1) || g.outputs.contains(src) || !early.contains_key(out) {
             continue;
         }
+        let Some(&gi) = producer.get(src) else {
+            continue;
+        };
+        let gemm_node = &g.nodes[gi];
+        if !matches!(lowered[gi], Lowered::Gemm(_))
+            || (opts.gemv && super::gemv::applies(g, gemm_node))
+        {
+            continue;
+        }
         // Rows of the sliced width must stay 16-byte aligned: cuBLASLt's fast kernels
         // need it (GPT-2's 50257-wide logits written directly took 2.4 ms, padded to
         // 50304 and sliced back 0.5 + 1.0 ms, on the H200).
-        let Some(gi) = steps.iter().position(|s| {
-            matches!(s, Step::Gemm(gm) if gm.out == src.0 && gm.post.is_none()
-                && gm.residual.is_none() && gm.batch == 1 && (n_new as u64) < gm.n
-                && (n_new * gm.d_dtype.size()) % 16 == 0)
-        }) else {
-            continue;
-        };
-        drop.push((si, gi, out.0, n_new as u64));
-    }
-    for &(_, gi, out, n_new) in &drop {
-        if let Step::Gemm(gm) = &mut steps[gi] {
-            if !gm.trans_b {
-                gm.ld_b = Some(gm.n);
+        let direct = match gemm::library_only(g, gemm_node) {
+            Ok(Some(gm)) => {
+                gm.residual.is_none()
+                    && gm.batch == 1
+                    && (columns as u64) < gm.n
+                    && (columns * gm.d_dtype.size()) % 16 == 0
             }
-            gm.out = out;
-            gm.n = n_new;
-            gm.stride_d = (gm.m * n_new) as i64;
+            Ok(None) | Err(_) => false,
+        };
+        if direct {
+            lowered[si] = Lowered::Folded(Fold::IntoGemm { into: gi, columns });
         }
     }
-    let gone: Vec<usize> = drop.iter().map(|d| d.0).collect();
-    let mut i = 0;
-    steps.retain(|_| {
-        i += 1;
-        !gone.contains(&(i - 1))
-    });
+}
+
+/// The GEMM step `gm` as it is once the Slice writing `out` (`columns` wide) folded into
+/// it: the first columns of B, straight into the Slice's output.
+pub(super) fn into_gemm(gm: &mut Gemm, out: ValueId, columns: usize) {
+    if !gm.trans_b {
+        gm.ld_b = Some(gm.n);
+    }
+    gm.out = out.0;
+    gm.n = columns as u64;
+    gm.stride_d = (gm.m * columns as u64) as i64;
 }
 
 /// Slices that may fold into the GEMM producing their input: their output is then
 /// written at the GEMM's step, which the memory plan must know.
-pub(super) fn slice_candidates(
-    g: &Graph,
-    lowered: &[Lowered],
-) -> std::collections::HashMap<ValueId, usize> {
-    let mut producer = std::collections::HashMap::new();
+pub(super) fn slice_candidates(g: &Graph, lowered: &[Lowered]) -> HashMap<ValueId, usize> {
+    let mut producer = HashMap::new();
     for (i, n) in g.nodes.iter().enumerate() {
         for &o in &n.outputs {
             producer.insert(o, i);
         }
     }
-    let mut early = std::collections::HashMap::new();
+    let mut early = HashMap::new();
     for n in &g.nodes {
         if n.op != Op::Shape(ShapeOp::Slice) || leading_columns(g, n).is_none() {
             continue;
@@ -143,11 +154,8 @@ fn leading_columns(g: &Graph, node: &gopt_ir::Node) -> Option<usize> {
 /// Slices that make a graph output from the first columns of a value only they read:
 /// node index → the device row pitch (the source's last dim). No step runs for them;
 /// the output aliases its source's bytes and is read back row by row.
-pub(super) fn padded_outputs(
-    g: &Graph,
-    lowered: &[Lowered],
-) -> std::collections::HashMap<usize, usize> {
-    let mut out = std::collections::HashMap::new();
+fn padded_outputs(g: &Graph, lowered: &[Lowered]) -> Vec<(usize, usize)> {
+    let mut out = Vec::new();
     for (i, n) in g.nodes.iter().enumerate() {
         if n.op != Op::Shape(ShapeOp::Slice) || !matches!(lowered.get(i), Some(Lowered::Kernel(_)))
         {
@@ -170,10 +178,10 @@ pub(super) fn padded_outputs(
         let Ok((dt, shape)) = concrete(g, *src) else {
             continue;
         };
-        // Aligned widths fold into the GEMM instead (fold_slices): compact rows.
+        // Aligned widths fold into the GEMM instead (Fold::IntoGemm): compact rows.
         if let (1, Some(cols), Some(&pitch)) = (readers, leading_columns(g, n), shape.last()) {
             if (cols * dt.size()) % 16 != 0 {
-                out.insert(i, pitch);
+                out.push((i, pitch));
             }
         }
     }

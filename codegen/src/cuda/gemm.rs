@@ -134,6 +134,15 @@ pub fn lower(g: &Graph, node: &Node, name: &str, kernels: &mut Vec<Kernel>) -> R
     Ok(gm)
 }
 
+/// The GEMM step of `node` when cuBLASLt does its whole epilogue (no post kernel), for
+/// decisions made before the plan writes kernels (folding, [`super::fold`]); `None` when
+/// part of it is left to a post kernel.
+pub(crate) fn library_only(g: &Graph, node: &Node) -> Result<Option<Gemm>> {
+    let mut post = Vec::new();
+    let gm = lower(g, node, "", &mut post)?;
+    Ok((gm.post.is_none() && post.is_empty()).then_some(gm))
+}
+
 /// A GEMM's operands and sizes, before its epilogue is split between cuBLASLt and a
 /// post kernel.
 pub(crate) struct Problem {

@@ -170,6 +170,7 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
             Lowered::View
             | Lowered::Window(_)
             | Lowered::Absorbed
+            | Lowered::Folded(_)
             | Lowered::Gemm(_)
             | Lowered::ConvGemm
             | Lowered::PackedGemm => {}

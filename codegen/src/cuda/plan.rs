@@ -6,10 +6,10 @@
 //! [`crate::lower`]; the arena from [`crate::memory::arena`].
 
 use super::conv_gemm;
-use super::fold::{fold_slices, padded_outputs, slice_candidates};
+use super::fold;
 use super::gemm::{self, Gemm};
 use super::{kernel, kernel_name, Kernel, BACKEND, VIEWS};
-use crate::lower::{absorb, counted, lower, Lowered};
+use crate::lower::{absorb, counted, lower, Fold, Lowered};
 use crate::memory::{self, ALIGN};
 use crate::plan::{
     concrete, count_kinds, kernel_kind, largest_value, refuse, Frame, WeightStore, GEMM_KIND,
@@ -86,21 +86,31 @@ pub fn build_with_options(
 ) -> Result<CudaPlan> {
     let (g, counts) = counted::bound(g)?;
     let g = &*g;
-    let lowered: Vec<Lowered> = g
+    let mut lowered: Vec<Lowered> = g
         .nodes
         .iter()
         .map(|n| lower(g, n, VIEWS))
         .collect::<Result<_>>()?;
-    let mut early = slice_candidates(g, &lowered);
+    fold::decide(g, &mut lowered, opts);
+    let mut early = fold::slice_candidates(g, &lowered);
     early.extend(absorb::early_writes(g, VIEWS));
-    let mut views = memory::aliasing(g, &lowered, VIEWS);
-    let padded = padded_outputs(g, &lowered);
-    for &i in padded.keys() {
-        views[i] = true;
-        for o in &g.nodes[i].outputs {
-            early.remove(o);
+    for (n, low) in g.nodes.iter().zip(&lowered) {
+        if let Lowered::Folded(Fold::PaddedRows { .. }) = low {
+            for o in &n.outputs {
+                early.remove(o);
+            }
         }
     }
+    // What folds into a GEMM: the GEMM's node → the Slice's output and the columns kept.
+    let mut folded_into = std::collections::HashMap::new();
+    for (n, low) in g.nodes.iter().zip(&lowered) {
+        if let (Lowered::Folded(Fold::IntoGemm { into, columns }), Some(out)) =
+            (low, n.outputs.first())
+        {
+            folded_into.insert(*into, (*out, *columns));
+        }
+    }
+    let views = memory::aliasing(g, &lowered, VIEWS);
     let layout = memory::arena(g, &views, &early)?;
     let mut kernels: Vec<Kernel> = Vec::new();
     let mut steps = Vec::new();
@@ -111,11 +121,8 @@ pub fn build_with_options(
     let mut synth_weights: Vec<(u32, Tensor)> = Vec::new();
     let mut scratch: Vec<(u32, usize)> = Vec::new();
     for (i, (n, low)) in g.nodes.iter().zip(&lowered).enumerate() {
-        if padded.contains_key(&i) {
-            continue;
-        }
         let done: Result<()> = match low {
-            Lowered::View | Lowered::Window(_) | Lowered::Absorbed => Ok(()),
+            Lowered::View | Lowered::Window(_) | Lowered::Absorbed | Lowered::Folded(_) => Ok(()),
             Lowered::ConvGemm => {
                 let (wid, sid) = (next, next + 1);
                 next += 2;
@@ -151,8 +158,14 @@ pub fn build_with_options(
                     steps.push(Step::Kernel(kernels.len() - 1));
                 })
             }
-            Lowered::Gemm(_) => gemm::lower(g, n, &format!("k{i}_epilogue"), &mut kernels)
-                .map(|gm| steps.push(Step::Gemm(gm))),
+            Lowered::Gemm(_) => {
+                gemm::lower(g, n, &format!("k{i}_epilogue"), &mut kernels).map(|mut gm| {
+                    if let Some(&(out, columns)) = folded_into.get(&i) {
+                        fold::into_gemm(&mut gm, out, columns);
+                    }
+                    steps.push(Step::Gemm(gm))
+                })
+            }
             Lowered::Kernel(spec) => kernel(g, n, spec, &kernel_name(i, n)).map(|k| {
                 kernels.push(k);
                 steps.push(Step::Kernel(kernels.len() - 1));
@@ -168,7 +181,6 @@ pub fn build_with_options(
     if let Some(e) = refuse(BACKEND, missing) {
         return Err(e);
     }
-    fold_slices(g, &mut steps, &kernels, &early);
     // Places: arena slots for activations (a window starts inside its source's
     // bytes), the weights blob for constants.
     let within = window_offsets(g, &lowered);
@@ -257,10 +269,12 @@ pub fn build_with_options(
         }
     }
     let mut frame = Frame::of(g, value_bytes, layout.total_bytes, &counts)?;
-    for (&i, &pitch) in &padded {
-        for io in &mut frame.outputs {
-            if g.nodes[i].outputs.iter().any(|o| o.0 == io.value) {
-                io.row_pitch = Some(pitch);
+    for (n, low) in g.nodes.iter().zip(&lowered) {
+        if let Lowered::Folded(Fold::PaddedRows { pitch }) = low {
+            for io in &mut frame.outputs {
+                if n.outputs.iter().any(|o| o.0 == io.value) {
+                    io.row_pitch = Some(*pitch);
+                }
             }
         }
     }
@@ -290,7 +304,13 @@ fn window_offsets(g: &Graph, lowered: &[Lowered]) -> std::collections::HashMap<V
         let add = match low {
             Lowered::Window(off) => *off,
             Lowered::View => 0,
-            _ => continue,
+            Lowered::Gemm(_)
+            | Lowered::ConvGemm
+            | Lowered::PackedGemm
+            | Lowered::Kernel(_)
+            | Lowered::Absorbed
+            | Lowered::Folded(_)
+            | Lowered::Unsupported(_) => continue,
         };
         if let (Some(Some(src)), Some(out)) = (n.inputs.first(), n.outputs.first()) {
             let base = within.get(src).copied().unwrap_or(0);

@@ -74,41 +74,40 @@ fn columns_of(g: &Graph, v: ValueId) -> Option<(ValueId, usize)> {
         return None;
     }
     let on_last = |a: i64| a == -1 || a == last as i64;
-    match n.op {
-        Op::Shape(ShapeOp::Split) => {
-            let axis = match n.attrs.0.get("axis") {
-                Some(Attr::Int(a)) => *a,
-                None => 0,
-                Some(_) => return None,
-            };
-            if !on_last(axis) {
-                return None;
-            }
-            let before: Option<usize> = n.outputs[..k]
-                .iter()
-                .map(|o| shape(g, *o).and_then(|s| s.last().copied()))
-                .sum();
-            Some((src, before?))
+    // A Split along the last axis, or a unit-step Slice of the last axis only.
+    if n.op == Op::Shape(ShapeOp::Split) {
+        let axis = match n.attrs.0.get("axis") {
+            Some(Attr::Int(a)) => *a,
+            None => 0,
+            Some(_) => return None,
+        };
+        if !on_last(axis) {
+            return None;
         }
-        Op::Shape(ShapeOp::Slice) => {
-            let (starts, ends) = (ints(g, n, 1)?, ints(g, n, 2)?);
-            let axes = match n.inputs.get(3).copied().flatten() {
-                Some(_) => ints(g, n, 3)?,
-                None => vec![0],
-            };
-            let unit = match n.inputs.get(4).copied().flatten() {
-                Some(_) => ints(g, n, 4)? == [1],
-                None => true,
-            };
-            let ([s], [_], [a]) = (starts.as_slice(), ends.as_slice(), axes.as_slice()) else {
-                return None;
-            };
-            let w = *ss.last()? as i64;
-            let s = if *s < 0 { s + w } else { *s };
-            (unit && on_last(*a) && (0..w).contains(&s)).then_some((src, s as usize))
-        }
-        _ => None,
+        let before: Option<usize> = n.outputs[..k]
+            .iter()
+            .map(|o| shape(g, *o).and_then(|s| s.last().copied()))
+            .sum();
+        return Some((src, before?));
     }
+    if n.op != Op::Shape(ShapeOp::Slice) {
+        return None;
+    }
+    let (starts, ends) = (ints(g, n, 1)?, ints(g, n, 2)?);
+    let axes = match n.inputs.get(3).copied().flatten() {
+        Some(_) => ints(g, n, 3)?,
+        None => vec![0],
+    };
+    let unit = match n.inputs.get(4).copied().flatten() {
+        Some(_) => ints(g, n, 4)? == [1],
+        None => true,
+    };
+    let ([s], [_], [a]) = (starts.as_slice(), ends.as_slice(), axes.as_slice()) else {
+        return None;
+    };
+    let w = *ss.last()? as i64;
+    let s = if *s < 0 { s + w } else { *s };
+    (unit && on_last(*a) && (0..w).contains(&s)).then_some((src, s as usize))
 }
 
 /// Where attention node `n` can read Q, K and V in place: each is columns of the same
@@ -220,16 +219,23 @@ fn read_as_columns(g: &Graph, v: ValueId, views: super::Views) -> bool {
             let Ok(low) = super::lower(g, r, views) else {
                 return false;
             };
-            let kind = match &low {
-                super::Lowered::Kernel(spec) => Some(spec.kind()),
-                _ => None,
-            };
-            match (r.outputs.as_slice(), low, kind) {
-                ([o], super::Lowered::View, _) if super::aliases(g, r, views) => todo.push(*o),
-                (_, _, Some(super::Kind::Elementwise | super::Kind::Glu)) => any = true,
-                (_, _, Some(super::Kind::Rotary)) if as_x => any = true,
-                _ => return false,
+            if let ([o], super::Lowered::View) = (r.outputs.as_slice(), &low) {
+                if super::aliases(g, r, views) {
+                    todo.push(*o);
+                    continue;
+                }
             }
+            let kind = if let super::Lowered::Kernel(spec) = &low {
+                Some(spec.kind())
+            } else {
+                None
+            };
+            let in_place = matches!(kind, Some(super::Kind::Elementwise | super::Kind::Glu))
+                || (kind == Some(super::Kind::Rotary) && as_x);
+            if !in_place {
+                return false;
+            }
+            any = true;
         }
     }
     any
@@ -308,7 +314,7 @@ pub fn stored_cast<'g>(g: &'g Graph, n: &Node) -> Option<(&'g Node, bool)> {
         for r in readers(g, v) {
             match r.outputs.as_slice() {
                 [o] if super::is_view(g, r) => todo.push(*o),
-                _ => rs.push(r),
+                [_] | [] | [_, _, ..] => rs.push(r),
             }
         }
     }

@@ -230,8 +230,32 @@ pub enum Lowered {
     /// No step of its own: its neighbours do its work ([`absorb`]): attention reads a
     /// Split's pieces in place, a row kernel stores a Cast's type.
     Absorbed,
+    /// No step of its own: a Slice whose work another step does ([`Fold`]), decided by
+    /// a backend's plan from the graph and the lowering before any kernel is written
+    /// (the CUDA plan's `cuda::fold`; other backends fold nothing).
+    Folded(Fold),
     /// No GPU kernel, and why (the op, or the mode of it).
     Unsupported(String),
+}
+
+/// How a folded Slice (the first columns of its input, `Y[.., :n]`) is done without a
+/// step of its own.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fold {
+    /// The GEMM of node `into` computes only the first `columns` columns, straight
+    /// into the Slice's output (the padded product is never written).
+    IntoGemm {
+        /// The node whose GEMM writes the Slice's output.
+        into: usize,
+        /// The columns kept.
+        columns: usize,
+    },
+    /// A graph output: it stays in its source's rows, `pitch` elements apart, and the
+    /// copy back keeps each row's first columns (`Io::row_pitch`).
+    PaddedRows {
+        /// The source's row length in elements.
+        pitch: usize,
+    },
 }
 
 /// The ONNX form of a matrix product (a library GEMM takes both; shaders differ).
@@ -513,12 +537,14 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
                 }
             }
             ShapeOp::Transpose if aliases(g, n, views) => Lowered::View,
-            ShapeOp::Slice if views.offset_views => match (window(g, n), n.inputs.first()) {
-                (Some(off), Some(Some(src))) if may_alias(g, *src, n.outputs[0], views) => {
-                    Lowered::Window(off)
+            ShapeOp::Slice if views.offset_views => {
+                let src = n.inputs.first().copied().flatten();
+                let aliased = src.is_some_and(|s| may_alias(g, s, n.outputs[0], views));
+                match window(g, n).filter(|_| aliased) {
+                    Some(off) => Lowered::Window(off),
+                    None => k(Movement),
                 }
-                _ => k(Movement),
-            },
+            }
             ShapeOp::Transpose
             | ShapeOp::Slice
             | ShapeOp::Gather
@@ -595,7 +621,9 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             ControlOp::If | ControlOp::Loop | ControlOp::Scan => {
                 match n.attrs.str(gopt_ir::unroll::LEFT_ATTR) {
                     Ok(Some(why)) => none(&format!("control flow kept as it is: {why}")),
-                    _ => none("control flow (GPU plans run it inlined or unrolled)"),
+                    Ok(None) | Err(_) => {
+                        none("control flow (GPU plans run it inlined or unrolled)")
+                    }
                 }
             }
         },

@@ -22,7 +22,17 @@ pub(crate) fn index_type(dt: DType) -> Option<&'static str> {
     match dt {
         DType::I64 => Some("vec2<u32>"),
         DType::I32 => Some("i32"),
-        _ => None,
+        DType::F32
+        | DType::F16
+        | DType::BF16
+        | DType::F64
+        | DType::I8
+        | DType::I16
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::U64
+        | DType::Bool => None,
     }
 }
 
@@ -35,7 +45,20 @@ pub(crate) fn read_index(dt: DType, elem: &str, len: usize, code: u32, k: &str) 
             "        let {k}w = {elem};\n        var {k}s: i32 = bitcast<i32>({k}w.x);\n        \
              if ({k}w.y != select(0u, 0xffffffffu, {k}s < 0i)) {{ {k}s = {len}i; }}\n"
         ),
-        _ => format!("        var {k}s: i32 = {elem};\n"),
+        DType::F32
+        | DType::F16
+        | DType::BF16
+        | DType::F64
+        | DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::U64
+        | DType::Bool => {
+            format!("        var {k}s: i32 = {elem};\n")
+        }
     };
     format!(
         "{load}        if ({k}s < 0i) {{ {k}s = {k}s + {len}i; }}\n        \

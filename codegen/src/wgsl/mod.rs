@@ -218,6 +218,11 @@ pub fn write(g: &Graph, i: usize, n: &Node, lowered: &Lowered) -> Result<Option<
         Lowered::PackedGemm => packed::emit(g, n, &name),
         Lowered::Kernel(spec) => kernel(g, n, spec, &name),
         Lowered::Unsupported(why) => Err(crate::lower::support::unsupported(n, why)),
+        // The WGSL plan folds nothing: its pool binds whole buffers.
+        Lowered::Folded(_) => Err(CodegenError::Plan(format!(
+            "node `{}`: a folded Slice has no WGSL form",
+            n.name
+        ))),
     };
     let mut k = k.map_err(|e| e.for_backend(BACKEND))?;
     // `k12_layernormalization`: reports group kernels by op.

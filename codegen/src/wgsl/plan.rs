@@ -165,7 +165,13 @@ pub fn storage_bytes(t: &Tensor) -> Vec<u8> {
                 (v as f32).to_le_bytes()
             })
             .collect(),
-        _ => raw,
+        DType::F32
+        | DType::F16
+        | DType::BF16
+        | DType::I32
+        | DType::I64
+        | DType::U32
+        | DType::U64 => raw,
     }
 }
 
@@ -230,7 +236,13 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<WgslPlan> {
                 DType::Bool | DType::U8 | DType::I8 | DType::U16 | DType::I16 | DType::F64 => {
                     Slot::Weight(store.add(&storage_bytes(&k.decoded())))
                 }
-                _ => Slot::Weight(store.add_const(k)),
+                DType::F32
+                | DType::F16
+                | DType::BF16
+                | DType::I32
+                | DType::I64
+                | DType::U32
+                | DType::U64 => Slot::Weight(store.add_const(k)),
             }
         } else {
             let b = pool.slots.get(&id).ok_or_else(|| {

@@ -41,7 +41,17 @@ pub fn load(dt: DType, e: &str) -> String {
     match dt {
         DType::F16 => format!("f32({e})"),
         DType::Bool => format!("({e} != 0u)"),
-        _ => e.to_string(),
+        DType::F32
+        | DType::BF16
+        | DType::F64
+        | DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::I64
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::U64 => e.to_string(),
     }
 }
 
@@ -50,7 +60,17 @@ pub fn store(dt: DType, v: &str) -> String {
     match dt {
         DType::F16 => format!("f16({v})"),
         DType::Bool => format!("select(0u, 1u, {v})"),
-        _ => v.to_string(),
+        DType::F32
+        | DType::BF16
+        | DType::F64
+        | DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::I64
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::U64 => v.to_string(),
     }
 }
 
@@ -61,7 +81,15 @@ pub fn wrap(dt: DType, v: &str) -> String {
         DType::I16 => format!("(({v} << 16u) >> 16u)"),
         DType::U8 => format!("({v} & 0xffu)"),
         DType::U16 => format!("({v} & 0xffffu)"),
-        _ => v.to_string(),
+        DType::F32
+        | DType::F16
+        | DType::BF16
+        | DType::F64
+        | DType::I32
+        | DType::I64
+        | DType::U32
+        | DType::U64
+        | DType::Bool => v.to_string(),
     }
 }
 
