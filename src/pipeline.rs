@@ -55,7 +55,7 @@ pub fn optimize_prepared(
             control_flow,
         });
     }
-    let o = gopt_passes::optimize(g, &opts.get_config())?;
+    let o = gopt_passes::optimize(g, opts.get_config())?;
     Ok(Variant {
         bucket: bucket.clone(),
         graph: for_backend(o.graph, opts)?,

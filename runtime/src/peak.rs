@@ -263,12 +263,15 @@ pub fn cuda(plan: &CudaPlan, weights_bytes: usize) -> PeakMemory {
 /// makes them). wgpu hides the driver's rounding, so nothing is rounded.
 pub fn wgpu(plan: &WgslPlan) -> PeakMemory {
     let words = |n: usize| (n.max(4).div_ceil(4) * 4) as u64;
-    let status = plan
+    let checks = plan
         .kernels
         .iter()
-        .any(|k| takes_status(k.index_check.is_some(), &k.outputs, &plan.frame))
-        .then(|| 2 * words(4 * status_words(&plan.frame.outputs)))
-        .unwrap_or(0);
+        .any(|k| takes_status(k.index_check.is_some(), &k.outputs, &plan.frame));
+    let status = if checks {
+        2 * words(4 * status_words(&plan.frame.outputs))
+    } else {
+        0
+    };
     let staging: u64 = plan
         .frame
         .outputs

@@ -125,7 +125,7 @@ pub fn backend_cannot(e: &gopt::GoptError) -> bool {
 /// The adapter a wgpu run used, for reports.
 pub fn adapter_name(opts: &gopt::pipeline::Options) -> Option<String> {
     (opts.get_backend() == gopt::Backend::Wgpu)
-        .then(|| gopt::wgpu::device(opts.get_adapter().as_deref()).ok())
+        .then(|| gopt::wgpu::device(opts.get_adapter()).ok())
         .flatten()
         .map(|d| {
             format!(

@@ -149,7 +149,7 @@ impl Compiled {
                     ));
                 };
                 let plan = plan.clone();
-                let dev = crate::wgpu::device(self.opts.get_adapter().as_deref())?;
+                let dev = crate::wgpu::device(self.opts.get_adapter())?;
                 gopt_runtime::wgpu::check_memory(
                     &dev,
                     &format!("bucket {}", bucket_name(&self.buckets[i].sizes)),

@@ -104,7 +104,7 @@ impl Loaded {
                     return Err(GoptError::Usage("wgpu executors missing".into()));
                 };
                 if let std::collections::btree_map::Entry::Vacant(e) = exes.entry(step.step) {
-                    let dev = crate::wgpu::device(opts.get_adapter().as_deref())?;
+                    let dev = crate::wgpu::device(opts.get_adapter())?;
                     e.insert(WgpuExecutable::new(
                         dev,
                         plan.clone(),
