@@ -106,13 +106,14 @@ pub struct Kernel {
 pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
     match spec {
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
+        Spec::Elementwise(s) => elementwise::emit(s, name),
     }
 }
 
 /// The kernel of a family whose writer still reads the node.
 fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
     match kind {
-        Kind::Elementwise => elementwise::emit(g, n, name),
+        Kind::Elementwise => Err(crate::lower::typed_elsewhere(kind)),
         Kind::Rows => rows::emit(g, n, name),
         Kind::Reduce => reduce::emit(g, n, name),
         Kind::Arg => arg::emit(g, n, name),

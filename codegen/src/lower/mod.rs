@@ -176,6 +176,8 @@ impl Kind {
 pub enum Spec {
     /// A family whose writers still read the graph and the node themselves.
     Untyped(Kind),
+    /// An element-wise op or body ([`elementwise`]).
+    Elementwise(Box<elementwise::Spec>),
 }
 
 impl Spec {
@@ -183,6 +185,7 @@ impl Spec {
     pub fn kind(&self) -> Kind {
         match self {
             Spec::Untyped(k) => *k,
+            Spec::Elementwise(_) => Kind::Elementwise,
         }
     }
 }
@@ -386,6 +389,11 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
     use Kind::*;
     let k = |kind| Lowered::Kernel(Spec::Untyped(kind));
     let none = |why: &str| Lowered::Unsupported(why.to_string());
+    let elementwise = || {
+        typed(elementwise::spec(g, n, views), |s| {
+            Spec::Elementwise(Box::new(s))
+        })
+    };
     // A family with a typed spec returns `typed(family::spec(g, n), Spec::Family)`.
     Ok(match n.op {
         Op::Elementwise(e) => match e {
@@ -465,10 +473,10 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             | ElementwiseOp::Cast
             | ElementwiseOp::CastLike
             | ElementwiseOp::BitCast
-            | ElementwiseOp::Dropout => k(Elementwise),
+            | ElementwiseOp::Dropout => elementwise()?,
         },
         Op::Fused(f) => match f {
-            FusedOp::FusedElementwise => k(Elementwise),
+            FusedOp::FusedElementwise => elementwise()?,
             FusedOp::FusedMatMul => Lowered::Gemm(GemmForm::MatMul),
             FusedOp::FusedConv if conv_nd::applies(g, n) => k(ConvNd),
             FusedOp::FusedConv if conv::as_gemm(g, n) => Lowered::ConvGemm,

@@ -4,9 +4,9 @@
 //! `Err` naming it.
 
 use super::types::{self, kind, Kind};
-use crate::lower::elementwise::{check, params};
+use crate::lower::body::Params;
 use gopt_ir::ops::ElementwiseOp as E;
-use gopt_ir::{Attrs, DType};
+use gopt_ir::DType;
 
 type R = std::result::Result<String, String>;
 
@@ -119,7 +119,7 @@ fn bitcast(from: DType, to: DType, v: &str) -> R {
 
 /// The op over typed arguments (`None`: an absent optional input), giving a value of
 /// `out`'s kind (not yet wrapped to an 8/16-bit width).
-pub fn expr(op: E, a: &Attrs, args: &[Option<(String, DType)>], out: DType) -> R {
+pub fn expr(op: E, p: &Params, args: &[Option<(String, DType)>], out: DType) -> R {
     let arg = |i: usize| -> std::result::Result<(&str, DType), String> {
         args.get(i)
             .and_then(|a| a.as_ref())
@@ -128,8 +128,6 @@ pub fn expr(op: E, a: &Attrs, args: &[Option<(String, DType)>], out: DType) -> R
     };
     let x = |i: usize| arg(i).map(|a| a.0);
     let (_, dt0) = arg(0).or_else(|_| arg(1))?;
-    check(op, dt0)?;
-    let p = params(op, a)?;
     let k0 = kind(dt0).ok_or_else(|| format!("{dt0} inputs"))?;
     kind(out).ok_or_else(|| format!("{out} outputs"))?;
     let name = op.name();

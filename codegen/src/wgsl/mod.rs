@@ -159,6 +159,7 @@ pub const VIEWS: Views = Views {
 pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel> {
     match spec {
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
+        Spec::Elementwise(s) => elementwise::emit(s, name),
     }
 }
 
@@ -166,7 +167,7 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel
 fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
     type Emit = fn(&Graph, &Node, &str) -> Result<WgslKernel>;
     let emit: Emit = match kind {
-        Kind::Elementwise => elementwise::emit,
+        Kind::Elementwise => return Err(crate::lower::typed_elsewhere(kind)),
         Kind::Rows => rows::emit,
         Kind::Reduce => reduce::emit,
         Kind::Arg => arg::emit,

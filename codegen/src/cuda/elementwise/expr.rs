@@ -2,13 +2,13 @@
 //! (`double` for f64), bool, integers in `long long` (`unsigned long long` for u64;
 //! narrower results wrapped to their width by the caller). One exhaustive match over
 //! the ops: an op without a kernel says so. Attributes and the types each op takes
-//! come from [`crate::lower::elementwise`].
+//! come from [`crate::lower::body`].
 
 use super::{compute, storage};
 use crate::cuda::support::flit;
-use crate::lower::elementwise::{check, params};
+use crate::lower::body::Params;
 use gopt_ir::ops::ElementwiseOp as E;
-use gopt_ir::{Attrs, DType};
+use gopt_ir::DType;
 
 type R = std::result::Result<String, String>;
 
@@ -45,7 +45,7 @@ fn bitcast(from: DType, to: DType, v: &str) -> String {
 
 /// `op` over `args` (name and type; an absent optional input has an empty name),
 /// giving a value of `out`'s compute type.
-pub fn expr(op: E, a: &Attrs, args: &[(String, DType)], out: DType) -> R {
+pub fn expr(op: E, p: &Params, args: &[(String, DType)], out: DType) -> R {
     let x = |i: usize| -> std::result::Result<&str, String> {
         args.get(i)
             .map(|a| a.0.as_str())
@@ -53,8 +53,6 @@ pub fn expr(op: E, a: &Attrs, args: &[(String, DType)], out: DType) -> R {
             .ok_or_else(|| format!("input {i}"))
     };
     let dt0 = args.iter().find(|a| !a.0.is_empty()).map_or(out, |a| a.1);
-    check(op, dt0)?;
-    let p = params(op, a)?;
     // Math functions take an `f` suffix in float (`expf`); f64 computes in double.
     let float = matches!(compute(out), "float");
     let sfx = if matches!(compute(dt0), "float") {
