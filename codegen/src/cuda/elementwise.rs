@@ -7,8 +7,8 @@
 //! long` for u64); 8/16/32-bit integer results are wrapped to their width after each op,
 //! so a body sees the values the interpreter has. An input that is columns of a wider
 //! tensor (a merged GEMM's piece, [`crate::lower::absorb::column_reads`]) is read there, through the
-//! source's row pitch (16 bytes at a time where its columns allow). Each op's
-//! expression is in [`expr`];
+//! source's row pitch (16 bytes at a time where its columns allow). Each step's
+//! description is printed by [`expr`];
 //! a single Dropout also writes its all-true mask, and a Dropout whose training mode or
 //! ratio is known only at run time fails the run where it would train.
 
@@ -231,8 +231,8 @@ pub fn emit(spec: &Spec, name: &str) -> Result<Kernel> {
             })
             .collect::<Result<_>>()?;
         let odt = step.dtype;
-        let e = expr::expr(step.op, &step.params, &args, odt)
-            .map_err(|what| unsupported(spec, step.op, what))?;
+        let e =
+            expr::expr(&step.expr, &args, odt).map_err(|what| unsupported(spec, step.op, what))?;
         code += &format!("{indent}const {} t{i} = {};\n", compute(odt), wrap(odt, &e));
     }
     if spec.mask.is_some() {

@@ -1,70 +1,15 @@
-//! What an element-wise node computes, the same for every backend: its body as a small
-//! graph ([`of`]: a `FusedElementwise` node's body, or a single element-wise op wrapped
-//! as a one-node body; single-element constants move into the body and become
-//! literals, the other inputs are the kernel's parameters), and each op's facts, one
-//! exhaustive match per fact: its attributes with ONNX's defaults ([`params`]) and the
-//! element types the GPU kernels take for its main input ([`takes`], [`check`]).
+//! What each element-wise op computes, the same for every backend, one exhaustive match
+//! per fact: its attributes with ONNX's defaults ([`params`]), the element types the
+//! GPU kernels take for its main input ([`takes`], [`check`]), and its computation in
+//! the small expression language both writers print ([`describe`], over [`Expr`]).
+//! Adding an element-wise op that is a composition of [`Expr`]'s parts touches this
+//! file and no writer.
 
-use crate::{CodegenError, Result};
+pub mod expr;
+
+pub use expr::{Bin, Cmp, Expr, Not, Prim};
 use gopt_ir::ops::ElementwiseOp as E;
-use gopt_ir::ops::FusedOp;
-use gopt_ir::{Attrs, DType, Graph, Node, Op, ValueId};
-
-fn plan_err(node: &Node, what: &str) -> CodegenError {
-    CodegenError::Plan(format!("node `{}` ({}): {what}", node.name, node.op))
-}
-
-/// The body of element-wise node `node` of `g`, and the graph values its inputs come
-/// from (the kernel's parameters, in order).
-pub fn of(g: &Graph, node: &Node) -> Result<(Graph, Vec<ValueId>)> {
-    if node.op == Op::Fused(FusedOp::FusedElementwise) {
-        let b = node
-            .attrs
-            .graph("body")
-            .map_err(|e| plan_err(node, &e.to_string()))?
-            .clone();
-        let params = node
-            .inputs
-            .iter()
-            .map(|i| i.ok_or_else(|| plan_err(node, "absent input")))
-            .collect::<Result<_>>()?;
-        return Ok((b, params));
-    }
-    if !matches!(node.op, Op::Elementwise(_)) {
-        return Err(plan_err(node, "not an element-wise node"));
-    }
-    single(g, node)
-}
-
-/// A single element-wise node as a one-op body over its own inputs.
-fn single(g: &Graph, node: &Node) -> Result<(Graph, Vec<ValueId>)> {
-    let mut body = Graph::new(&node.name);
-    let mut ins = Vec::new();
-    let mut params = Vec::new();
-    for (k, i) in node.inputs.iter().enumerate() {
-        match i {
-            None => ins.push(None),
-            Some(v) => {
-                let ty = g
-                    .ty(*v)
-                    .map_err(|e| plan_err(node, &e.to_string()))?
-                    .clone();
-                match g.constant(*v).filter(|t| t.len() == 1) {
-                    Some(t) => ins.push(Some(body.add_const(&format!("c{k}"), t.clone()))),
-                    None => {
-                        ins.push(Some(body.add_input(&format!("x{k}"), ty)));
-                        params.push(*v);
-                    }
-                }
-            }
-        }
-    }
-    let id = body.add_node(&node.name, node.op, node.attrs.clone(), ins, &["y"]);
-    let o = body.nodes[id.index()].outputs[0];
-    body.values[o.index()].ty = g.value(node.outputs[0]).ty.clone();
-    body.outputs = vec![o];
-    Ok((body, params))
-}
+use gopt_ir::{Attrs, DType};
 
 type R<T> = std::result::Result<T, String>;
 
@@ -267,6 +212,198 @@ pub fn check(op: E, dt: DType) -> R<()> {
     } else {
         Err(format!("{} on {dt} (takes {})", op.name(), t.describe()))
     }
+}
+
+fn arg(k: usize) -> Expr {
+    Expr::Arg(k)
+}
+
+fn num(s: &str) -> Expr {
+    Expr::Num(s.to_string())
+}
+
+fn prim(p: Prim, args: Vec<Expr>) -> Expr {
+    Expr::Prim(p, args)
+}
+
+fn paren(o: Bin, a: Expr, b: Expr) -> Expr {
+    Expr::Paren(o, Box::new(a), Box::new(b))
+}
+
+fn flat(o: Bin, a: Expr, b: Expr) -> Expr {
+    Expr::Flat(o, Box::new(a), Box::new(b))
+}
+
+fn select(c: Expr, a: Expr, b: Expr) -> Expr {
+    Expr::Select(Box::new(c), Box::new(a), Box::new(b))
+}
+
+/// What `op` computes over its arguments (`args[k]`: argument `k`'s type, `None` where
+/// an optional one is absent), its attributes `p` resolved; [`check`] has accepted its
+/// types.
+pub fn describe(op: E, p: &Params, args: &[Option<DType>]) -> R<Expr> {
+    let present: Vec<bool> = args.iter().map(Option::is_some).collect();
+    let x = arg(0);
+    let unary = |q: Prim| prim(q, vec![arg(0)]);
+    let binary = |q: Prim| prim(q, vec![arg(0), arg(1)]);
+    let given: Vec<usize> = (0..present.len()).filter(|&k| present[k]).collect();
+    // Max, Min, Sum: `f` folded over the given arguments, left to right.
+    let fold = |f: &dyn Fn(Expr, Expr) -> Expr| -> R<Expr> {
+        let (first, rest) = given.split_first().ok_or("no inputs")?;
+        Ok(rest.iter().fold(arg(*first), |acc, &k| f(acc, arg(k))))
+    };
+    let alpha = || Expr::Attr(p.alpha, "alpha");
+    Ok(match op {
+        E::Add => paren(Bin::Add, x, arg(1)),
+        E::Sub => paren(Bin::Sub, x, arg(1)),
+        E::Mul => paren(Bin::Mul, x, arg(1)),
+        E::Div => binary(Prim::Div),
+        E::Pow => binary(Prim::Pow),
+        E::Mod => binary(Prim::Mod(p.fmod)),
+        E::Neg => unary(Prim::Neg),
+        E::Abs => unary(Prim::Abs),
+        E::Reciprocal => paren(Bin::Div, num("1.0"), x),
+        E::Sqrt => unary(Prim::Sqrt),
+        E::Exp => unary(Prim::Exp),
+        E::Log => unary(Prim::Log),
+        E::Ceil => unary(Prim::Ceil),
+        E::Floor => unary(Prim::Floor),
+        E::Round => unary(Prim::Round),
+        E::Sign => unary(Prim::Sign),
+        E::Sin => unary(Prim::Sin),
+        E::Cos => unary(Prim::Cos),
+        E::Tan => unary(Prim::Tan),
+        E::Asin => unary(Prim::Asin),
+        E::Acos => unary(Prim::Acos),
+        E::Atan => unary(Prim::Atan),
+        E::Sinh => unary(Prim::Sinh),
+        E::Cosh => unary(Prim::Cosh),
+        E::Asinh => unary(Prim::Asinh),
+        E::Acosh => unary(Prim::Acosh),
+        E::Atanh => unary(Prim::Atanh),
+        E::Tanh => unary(Prim::Tanh),
+        E::Erf => unary(Prim::Erf),
+        E::Sigmoid => Expr::Helper("gopt_sigmoid", vec![x]),
+        E::Softplus => Expr::Helper("gopt_softplus", vec![x]),
+        E::Mish => Expr::Helper("gopt_mish", vec![x]),
+        E::Gelu => unary(Prim::Gelu(p.gelu_tanh)),
+        E::Relu => unary(Prim::Relu),
+        E::PRelu => binary(Prim::PRelu),
+        E::LeakyRelu => prim(Prim::LeakyRelu, vec![x, alpha()]),
+        E::Elu => prim(Prim::Elu, vec![x, alpha()]),
+        E::Selu => prim(Prim::Selu, vec![x, alpha(), Expr::Attr(p.gamma, "gamma")]),
+        // max(x, 0) + min(0, alpha * (exp(x / alpha) - 1))
+        E::Celu => paren(
+            Bin::Add,
+            prim(Prim::FMax, vec![arg(0), num("0.0")]),
+            prim(
+                Prim::FMin,
+                vec![
+                    num("0.0"),
+                    flat(
+                        Bin::Mul,
+                        alpha(),
+                        prim(Prim::Expm1, vec![flat(Bin::Div, arg(0), alpha())]),
+                    ),
+                ],
+            ),
+        ),
+        E::ThresholdedRelu => select(flat(Bin::Gt, arg(0), alpha()), x, num("0.0")),
+        E::Shrink => {
+            let bias = || Expr::Attr(p.bias, "bias");
+            select(
+                flat(Bin::Lt, arg(0), Expr::Attr(-p.lambd, "lambd")),
+                flat(Bin::Add, arg(0), bias()),
+                select(
+                    flat(Bin::Gt, arg(0), Expr::Attr(p.lambd, "lambd")),
+                    flat(Bin::Sub, arg(0), bias()),
+                    num("0.0"),
+                ),
+            )
+        }
+        E::HardSigmoid => prim(
+            Prim::Clamp,
+            vec![
+                flat(
+                    Bin::Add,
+                    flat(Bin::Mul, alpha(), x),
+                    Expr::Attr(p.beta, "beta"),
+                ),
+                num("0.0"),
+                num("1.0"),
+            ],
+        ),
+        E::HardSwish => paren(
+            Bin::Mul,
+            arg(0),
+            prim(
+                Prim::Clamp,
+                vec![
+                    flat(Bin::Add, flat(Bin::Div, arg(0), num("6.0")), num("0.5")),
+                    num("0.0"),
+                    num("1.0"),
+                ],
+            ),
+        ),
+        E::Softsign => paren(
+            Bin::Div,
+            arg(0),
+            paren(Bin::Add, num("1.0"), prim(Prim::FAbs, vec![x])),
+        ),
+        E::Swish => paren(
+            Bin::Mul,
+            arg(0),
+            Expr::Helper("gopt_sigmoid", vec![flat(Bin::Mul, alpha(), x)]),
+        ),
+        E::Not => Expr::Not(Not::Logical, Box::new(x)),
+        E::And => paren(Bin::And, x, arg(1)),
+        E::Or => paren(Bin::Or, x, arg(1)),
+        E::Xor => paren(Bin::Ne, x, arg(1)),
+        E::BitwiseNot => Expr::Not(Not::Bitwise, Box::new(x)),
+        E::BitwiseAnd => paren(Bin::BitAnd, x, arg(1)),
+        E::BitwiseOr => paren(Bin::BitOr, x, arg(1)),
+        E::BitwiseXor => paren(Bin::BitXor, x, arg(1)),
+        E::BitShift => binary(Prim::BitShift(p.shift_left)),
+        E::IsNaN => unary(Prim::IsNaN),
+        E::IsInf => unary(Prim::IsInf(p.detect_positive, p.detect_negative)),
+        E::Equal => binary(Prim::Compare(Cmp::Eq)),
+        E::Less => binary(Prim::Compare(Cmp::Lt)),
+        E::LessOrEqual => binary(Prim::Compare(Cmp::Le)),
+        E::Greater => binary(Prim::Compare(Cmp::Gt)),
+        E::GreaterOrEqual => binary(Prim::Compare(Cmp::Ge)),
+        E::Max => fold(&|a, b| prim(Prim::Max, vec![a, b]))?,
+        E::Min => fold(&|a, b| prim(Prim::Min, vec![a, b]))?,
+        E::Sum => fold(&|a, b| paren(Bin::Add, a, b))?,
+        E::Mean => paren(
+            Bin::Div,
+            fold(&|a, b| paren(Bin::Add, a, b))?,
+            Expr::Num(format!("{}.0", given.len())),
+        ),
+        E::Where => match args.first() {
+            Some(Some(DType::Bool)) => select(x, arg(1), arg(2)),
+            Some(Some(cdt)) => return Err(format!("Where condition of type {cdt}")),
+            Some(None) | None => return Err("input 0".into()),
+        },
+        E::Clip => {
+            let mut e = x;
+            if present.get(1) == Some(&true) {
+                e = prim(Prim::AtLeast, vec![e, arg(1)]);
+            }
+            if present.get(2) == Some(&true) {
+                e = prim(Prim::AtMost, vec![e, arg(2)]);
+            }
+            e
+        }
+        E::Cast | E::CastLike => unary(Prim::Cast),
+        E::BitCast => unary(Prim::BitCast),
+        E::Dropout => x,
+        E::Bernoulli
+        | E::RandomUniform
+        | E::RandomNormal
+        | E::RandomUniformLike
+        | E::RandomNormalLike
+        | E::Multinomial => return Err(format!("{} (random ops run on the CPU only)", op.name())),
+    })
 }
 
 #[cfg(test)]

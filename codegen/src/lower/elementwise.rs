@@ -1,18 +1,20 @@
 //! The element-wise family's spec ([`Spec`], parsed once by [`spec`]): the kernel's
 //! parameters with their types and shapes (and, where the backend reads inputs in
 //! place, the wider tensor an input's columns are cut from), the body as steps in
-//! order, each with its op's attributes ([`body::params`]) and the types it takes
-//! checked ([`body::check`]), a single Dropout's mask, and whether a Dropout checks its
-//! training mode on the device ([`dropout`]). The writers spell each step in their own
-//! language; this module decides what that spelling has to compute.
+//! order (a `FusedElementwise` node's body, or a single op as a one-step body;
+//! single-element constants move into the body as literals), each step's computation
+//! described once ([`body::describe`]) after the types it takes are checked
+//! ([`body::check`]), a single Dropout's mask, and whether a Dropout checks its
+//! training mode on the device ([`dropout`]). The writers print each step's
+//! description in their own language.
 
 use super::absorb::{self, Columns};
-use super::body::{self, Params};
+use super::body::{self, Expr};
 use super::support::{self, Site};
 use super::Views;
 use crate::plan::{index_code, IndexCheck};
-use crate::Result;
-use gopt_ir::ops::ElementwiseOp as E;
+use crate::{CodegenError, Result};
+use gopt_ir::ops::{ElementwiseOp as E, FusedOp};
 use gopt_ir::{DType, Graph, Node, Op, Tensor, ValueId};
 use std::collections::HashMap;
 
@@ -80,8 +82,8 @@ pub struct Arg {
 pub struct Step {
     /// The op.
     pub op: E,
-    /// Its attributes, ONNX's defaults filled in.
-    pub params: Params,
+    /// What it computes over `args` ([`body::describe`]).
+    pub expr: Expr,
     /// Its inputs (`None`: an absent optional input).
     pub args: Vec<Option<Arg>>,
     /// Its result's element type.
@@ -107,7 +109,7 @@ impl Spec {
 pub fn spec(g: &Graph, n: &Node, views: Views) -> Result<Spec> {
     let out = support::output(n, 0)?;
     let (dtype, shape) = support::typed(g, n, out)?;
-    let (body, params) = body::of(g, n)?;
+    let (body, params) = body_of(g, n)?;
     let inputs = params
         .iter()
         .map(|&v| {
@@ -164,10 +166,12 @@ pub fn spec(g: &Graph, n: &Node, views: Views) -> Result<Spec> {
         let dt0 = args.iter().flatten().next().map_or(dt, |a| a.dtype);
         body::check(op, dt0).map_err(|w| support::unsupported(n, &w))?;
         let params = body::params(op, &bn.attrs).map_err(|w| support::unsupported(n, &w))?;
+        let types: Vec<Option<DType>> = args.iter().map(|a| a.as_ref().map(|a| a.dtype)).collect();
+        let expr = body::describe(op, &params, &types).map_err(|w| support::unsupported(n, &w))?;
         names.insert(bn.outputs[0], Operand::Step(steps.len()));
         steps.push(Step {
             op,
-            params,
+            expr,
             args,
             dtype: dt,
             trains_if,
@@ -199,6 +203,62 @@ pub fn spec(g: &Graph, n: &Node, views: Views) -> Result<Spec> {
         mask: mask.map(|m| m.0),
         check,
     })
+}
+
+fn plan_err(node: &Node, what: &str) -> CodegenError {
+    CodegenError::Plan(format!("node `{}` ({}): {what}", node.name, node.op))
+}
+
+/// The body of element-wise node `node` of `g`, and the graph values its inputs come
+/// from (the kernel's parameters, in order).
+fn body_of(g: &Graph, node: &Node) -> Result<(Graph, Vec<ValueId>)> {
+    if node.op == Op::Fused(FusedOp::FusedElementwise) {
+        let b = node
+            .attrs
+            .graph("body")
+            .map_err(|e| plan_err(node, &e.to_string()))?
+            .clone();
+        let params = node
+            .inputs
+            .iter()
+            .map(|i| i.ok_or_else(|| plan_err(node, "absent input")))
+            .collect::<Result<_>>()?;
+        return Ok((b, params));
+    }
+    if !matches!(node.op, Op::Elementwise(_)) {
+        return Err(plan_err(node, "not an element-wise node"));
+    }
+    single(g, node)
+}
+
+/// A single element-wise node as a one-op body over its own inputs.
+fn single(g: &Graph, node: &Node) -> Result<(Graph, Vec<ValueId>)> {
+    let mut body = Graph::new(&node.name);
+    let mut ins = Vec::new();
+    let mut params = Vec::new();
+    for (k, i) in node.inputs.iter().enumerate() {
+        match i {
+            None => ins.push(None),
+            Some(v) => {
+                let ty = g
+                    .ty(*v)
+                    .map_err(|e| plan_err(node, &e.to_string()))?
+                    .clone();
+                match g.constant(*v).filter(|t| t.len() == 1) {
+                    Some(t) => ins.push(Some(body.add_const(&format!("c{k}"), t.clone()))),
+                    None => {
+                        ins.push(Some(body.add_input(&format!("x{k}"), ty)));
+                        params.push(*v);
+                    }
+                }
+            }
+        }
+    }
+    let id = body.add_node(&node.name, node.op, node.attrs.clone(), ins, &["y"]);
+    let o = body.nodes[id.index()].outputs[0];
+    body.values[o.index()].ty = g.value(node.outputs[0]).ty.clone();
+    body.outputs = vec![o];
+    Ok((body, params))
 }
 
 /// How a Dropout body node runs: always as the identity (the interpreter refuses

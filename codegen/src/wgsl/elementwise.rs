@@ -99,7 +99,7 @@ pub fn emit(spec: &Spec, name: &str) -> Result<WgslKernel> {
                 &format!("{} producing {odt_b}", step.op.name()),
             ));
         }
-        let e = expr(step.op, &step.params, &args, odt_b).map_err(|what| refuse(site, &what))?;
+        let e = expr(step.op, &step.expr, &args, odt_b).map_err(|what| refuse(site, &what))?;
         code += &format!("        let t{i} = {};\n", types::wrap(odt_b, &e));
     }
     let result = name_of(&spec.result)?;
