@@ -178,6 +178,16 @@ pub enum Spec {
     Untyped(Kind),
     /// An element-wise op or body ([`elementwise`]).
     Elementwise(Box<elementwise::Spec>),
+    /// Trilu ([`trilu`]).
+    Trilu(Box<trilu::Spec>),
+    /// GatherElements ([`gather_elements`]).
+    GatherElements(Box<gather_elements::Spec>),
+    /// ArgMax, ArgMin, Hardmax ([`arg`]).
+    Arg(Box<arg::Spec>),
+    /// CumSum, CumProd ([`cumulative`]).
+    Cumulative(Box<cumulative::Spec>),
+    /// NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss ([`loss`]).
+    Loss(Box<loss::Spec>),
 }
 
 impl Spec {
@@ -186,6 +196,11 @@ impl Spec {
         match self {
             Spec::Untyped(k) => *k,
             Spec::Elementwise(_) => Kind::Elementwise,
+            Spec::Trilu(_) => Kind::Trilu,
+            Spec::GatherElements(_) => Kind::GatherElements,
+            Spec::Arg(_) => Kind::Arg,
+            Spec::Cumulative(_) => Kind::Cumulative,
+            Spec::Loss(_) => Kind::Loss,
         }
     }
 }
@@ -389,6 +404,7 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
     use Kind::*;
     let k = |kind| Lowered::Kernel(Spec::Untyped(kind));
     let none = |why: &str| Lowered::Unsupported(why.to_string());
+    let arg = |kind| typed(arg::spec(g, n, kind), |s| Spec::Arg(Box::new(s)));
     let elementwise = || {
         typed(elementwise::spec(g, n, views), |s| {
             Spec::Elementwise(Box::new(s))
@@ -493,14 +509,20 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             | ReduceOp::ReduceLogSum
             | ReduceOp::ReduceLogSumExp
             | ReduceOp::ReduceSumSquare => k(Reduce),
-            ReduceOp::ArgMax | ReduceOp::ArgMin | ReduceOp::Hardmax => k(Arg),
+            ReduceOp::ArgMax => arg(arg::ArgKind::Max)?,
+            ReduceOp::ArgMin => arg(arg::ArgKind::Min)?,
+            ReduceOp::Hardmax => arg(arg::ArgKind::Hardmax)?,
             ReduceOp::Softmax
             | ReduceOp::LogSoftmax
             | ReduceOp::LayerNormalization
             | ReduceOp::RMSNormalization
             | ReduceOp::LpNormalization => k(Rows),
-            ReduceOp::CumSum | ReduceOp::CumProd => k(Cumulative),
-            ReduceOp::NegativeLogLikelihoodLoss | ReduceOp::SoftmaxCrossEntropyLoss => k(Loss),
+            ReduceOp::CumSum | ReduceOp::CumProd => {
+                typed(cumulative::spec(g, n), |s| Spec::Cumulative(Box::new(s)))?
+            }
+            ReduceOp::NegativeLogLikelihoodLoss | ReduceOp::SoftmaxCrossEntropyLoss => {
+                typed(loss::spec(g, n), |s| Spec::Loss(Box::new(s)))?
+            }
             ReduceOp::TopK => k(TopK),
             ReduceOp::GroupNormalization
             | ReduceOp::InstanceNormalization
@@ -533,8 +555,10 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             | ShapeOp::Expand
             | ShapeOp::Concat => k(Movement),
             ShapeOp::Split | ShapeOp::Pad => k(SplitPad),
-            ShapeOp::GatherElements => k(GatherElements),
-            ShapeOp::Trilu => k(Trilu),
+            ShapeOp::GatherElements => typed(gather_elements::spec(g, n), |s| {
+                Spec::GatherElements(Box::new(s))
+            })?,
+            ShapeOp::Trilu => typed(trilu::spec(g, n), |s| Spec::Trilu(Box::new(s)))?,
             ShapeOp::Tile
             | ShapeOp::DepthToSpace
             | ShapeOp::SpaceToDepth

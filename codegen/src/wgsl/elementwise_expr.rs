@@ -33,11 +33,11 @@ fn zero(k: Kind) -> &'static str {
 
 /// `a < b` for values of `dt`.
 fn less(dt: DType, a: &str, b: &str) -> String {
-    match (kind(dt), dt) {
-        (Some(Kind::Wide), DType::I64) => format!("gopt_lt_i64({a}, {b})"),
-        (Some(Kind::Wide), _) => format!("gopt_lt_u64({a}, {b})"),
-        (Some(Kind::Bool), _) => format!("(select(0u, 1u, {a}) < select(0u, 1u, {b}))"),
-        _ => format!("({a} < {b})"),
+    match kind(dt) {
+        Some(Kind::Wide) if dt == DType::I64 => format!("gopt_lt_i64({a}, {b})"),
+        Some(Kind::Wide) => format!("gopt_lt_u64({a}, {b})"),
+        Some(Kind::Bool) => format!("(select(0u, 1u, {a}) < select(0u, 1u, {b}))"),
+        Some(Kind::Float | Kind::Int | Kind::Uint) | None => format!("({a} < {b})"),
     }
 }
 
@@ -55,7 +55,9 @@ fn compare(op: Cmp, dt: DType, a: &str, b: &str) -> String {
         Some(Kind::Bool) if op != Cmp::Eq => {
             format!("(select(0u, 1u, {a}) {o} select(0u, 1u, {b}))")
         }
-        _ => format!("({a} {o} {b})"),
+        Some(Kind::Bool | Kind::Float | Kind::Int | Kind::Uint) | None => {
+            format!("({a} {o} {b})")
+        }
     }
 }
 
@@ -72,7 +74,9 @@ fn extreme(dt: DType, max: bool, a: &str, b: &str) -> String {
         }
         // NaN propagates, as in numpy's maximum/minimum and the interpreter.
         Some(Kind::Float) => format!("{}({a}, {b})", if max { "gopt_fmax" } else { "gopt_fmin" }),
-        _ => format!("{}({a}, {b})", if max { "max" } else { "min" }),
+        Some(Kind::Int | Kind::Uint | Kind::Bool) | None => {
+            format!("{}({a}, {b})", if max { "max" } else { "min" })
+        }
     }
 }
 

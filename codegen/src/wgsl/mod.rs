@@ -160,6 +160,11 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel
     match spec {
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
         Spec::Elementwise(s) => elementwise::emit(s, name),
+        Spec::Trilu(s) => trilu::emit(s, name),
+        Spec::GatherElements(s) => gather_elements::emit(s, name),
+        Spec::Arg(s) => arg::emit(s, name),
+        Spec::Cumulative(s) => cumulative::emit(s, name),
+        Spec::Loss(s) => loss::emit(s, name),
     }
 }
 
@@ -167,14 +172,14 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel
 fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
     type Emit = fn(&Graph, &Node, &str) -> Result<WgslKernel>;
     let emit: Emit = match kind {
-        Kind::Elementwise => return Err(crate::lower::typed_elsewhere(kind)),
+        Kind::Elementwise
+        | Kind::Arg
+        | Kind::Cumulative
+        | Kind::Loss
+        | Kind::Trilu
+        | Kind::GatherElements => return Err(crate::lower::typed_elsewhere(kind)),
         Kind::Rows => rows::emit,
         Kind::Reduce => reduce::emit,
-        Kind::Arg => arg::emit,
-        Kind::Cumulative => cumulative::emit,
-        Kind::Loss => loss::emit,
-        Kind::Trilu => trilu::emit,
-        Kind::GatherElements => gather_elements::emit,
         Kind::Movement => movement::emit,
         Kind::SplitPad => split_pad::emit,
         Kind::Conv => conv::emit,
