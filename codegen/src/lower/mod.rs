@@ -396,6 +396,19 @@ fn counted_kernel(g: &Graph, n: &Node) -> Lowered {
 /// missing kernel (a size known only at run time, a graph the planner cannot lay out);
 /// a form of an op no kernel covers is [`Lowered::Unsupported`].
 pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
+    lower_as(g, n, views, true)
+}
+
+/// What node `n` of `g` becomes, with the element-wise, row, reduction, arg, scan,
+/// loss, Trilu and GatherElements families' specs left unparsed
+/// ([`Spec::Untyped`]): what [`absorb`] asks of a value's readers, while those
+/// readers' specs ask [`absorb`] which of their inputs are read in place (parsing
+/// here would go round that circle forever).
+pub fn shallow(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
+    lower_as(g, n, views, false)
+}
+
+fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Lowered> {
     if (views.stores_casts && absorb::cast_stored_by_producer(g, n))
         || (views.strided_reads && absorb::cut_read_in_place(g, n, views))
     {
@@ -404,10 +417,24 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
     use Kind::*;
     let k = |kind| Lowered::Kernel(Spec::Untyped(kind));
     let none = |why: &str| Lowered::Unsupported(why.to_string());
-    let arg = |kind| typed(arg::spec(g, n, kind), |s| Spec::Arg(Box::new(s)));
+    // A typed family's spec, or (shallow) its kind alone.
+    let parsed = |kind: Kind, spec: &dyn Fn() -> crate::Result<Lowered>| {
+        if parse {
+            spec()
+        } else {
+            Ok(k(kind))
+        }
+    };
+    let arg = |a| {
+        parsed(Arg, &|| {
+            typed(arg::spec(g, n, a), |s| Spec::Arg(Box::new(s)))
+        })
+    };
     let elementwise = || {
-        typed(elementwise::spec(g, n, views), |s| {
-            Spec::Elementwise(Box::new(s))
+        parsed(Elementwise, &|| {
+            typed(elementwise::spec(g, n, views), |s| {
+                Spec::Elementwise(Box::new(s))
+            })
         })
     };
     // A family with a typed spec returns `typed(family::spec(g, n), Spec::Family)`.
@@ -517,11 +544,13 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             | ReduceOp::LayerNormalization
             | ReduceOp::RMSNormalization
             | ReduceOp::LpNormalization => k(Rows),
-            ReduceOp::CumSum | ReduceOp::CumProd => {
-                typed(cumulative::spec(g, n), |s| Spec::Cumulative(Box::new(s)))?
-            }
+            ReduceOp::CumSum | ReduceOp::CumProd => parsed(Cumulative, &|| {
+                typed(cumulative::spec(g, n), |s| Spec::Cumulative(Box::new(s)))
+            })?,
             ReduceOp::NegativeLogLikelihoodLoss | ReduceOp::SoftmaxCrossEntropyLoss => {
-                typed(loss::spec(g, n), |s| Spec::Loss(Box::new(s)))?
+                parsed(Loss, &|| {
+                    typed(loss::spec(g, n), |s| Spec::Loss(Box::new(s)))
+                })?
             }
             ReduceOp::TopK => k(TopK),
             ReduceOp::GroupNormalization
@@ -555,10 +584,14 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             | ShapeOp::Expand
             | ShapeOp::Concat => k(Movement),
             ShapeOp::Split | ShapeOp::Pad => k(SplitPad),
-            ShapeOp::GatherElements => typed(gather_elements::spec(g, n), |s| {
-                Spec::GatherElements(Box::new(s))
+            ShapeOp::GatherElements => parsed(GatherElements, &|| {
+                typed(gather_elements::spec(g, n), |s| {
+                    Spec::GatherElements(Box::new(s))
+                })
             })?,
-            ShapeOp::Trilu => typed(trilu::spec(g, n), |s| Spec::Trilu(Box::new(s)))?,
+            ShapeOp::Trilu => parsed(Trilu, &|| {
+                typed(trilu::spec(g, n), |s| Spec::Trilu(Box::new(s)))
+            })?,
             ShapeOp::Tile
             | ShapeOp::DepthToSpace
             | ShapeOp::SpaceToDepth
