@@ -112,6 +112,7 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
         Spec::Arg(s) => arg::emit(s, name),
         Spec::Cumulative(s) => cumulative::emit(s, name),
         Spec::Loss(s) => loss::emit(s, name),
+        Spec::Rows(s) => rows::emit(s, name),
     }
 }
 
@@ -119,12 +120,12 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
 fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
     match kind {
         Kind::Elementwise
+        | Kind::Rows
         | Kind::Arg
         | Kind::Cumulative
         | Kind::Loss
         | Kind::Trilu
         | Kind::GatherElements => Err(crate::lower::typed_elsewhere(kind)),
-        Kind::Rows => rows::emit(g, n, name),
         Kind::Reduce => reduce::emit(g, n, name),
         Kind::Movement => movement::emit(g, n, name),
         Kind::SplitPad => split_pad::emit(g, n, name),

@@ -188,6 +188,9 @@ pub enum Spec {
     Cumulative(Box<cumulative::Spec>),
     /// NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss ([`loss`]).
     Loss(Box<loss::Spec>),
+    /// LayerNormalization, RMSNormalization, Softmax, LogSoftmax, LpNormalization
+    /// ([`rows`]).
+    Rows(Box<rows::Spec>),
 }
 
 impl Spec {
@@ -201,6 +204,7 @@ impl Spec {
             Spec::Arg(_) => Kind::Arg,
             Spec::Cumulative(_) => Kind::Cumulative,
             Spec::Loss(_) => Kind::Loss,
+            Spec::Rows(_) => Kind::Rows,
         }
     }
 }
@@ -430,6 +434,12 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
             typed(arg::spec(g, n, a), |s| Spec::Arg(Box::new(s)))
         })
     };
+    let row = |op: &dyn Fn() -> crate::Result<rows::RowOp>| {
+        parsed(Rows, &|| {
+            let spec = op().and_then(|op| rows::spec(g, n, op, views.stores_casts));
+            typed(spec, |s| Spec::Rows(Box::new(s)))
+        })
+    };
     let elementwise = || {
         parsed(Elementwise, &|| {
             typed(elementwise::spec(g, n, views), |s| {
@@ -539,11 +549,11 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
             ReduceOp::ArgMax => arg(arg::ArgKind::Max)?,
             ReduceOp::ArgMin => arg(arg::ArgKind::Min)?,
             ReduceOp::Hardmax => arg(arg::ArgKind::Hardmax)?,
-            ReduceOp::Softmax
-            | ReduceOp::LogSoftmax
-            | ReduceOp::LayerNormalization
-            | ReduceOp::RMSNormalization
-            | ReduceOp::LpNormalization => k(Rows),
+            ReduceOp::Softmax => row(&|| Ok(rows::RowOp::Softmax))?,
+            ReduceOp::LogSoftmax => row(&|| Ok(rows::RowOp::LogSoftmax))?,
+            ReduceOp::LayerNormalization => row(&|| Ok(rows::RowOp::LayerNorm))?,
+            ReduceOp::RMSNormalization => row(&|| Ok(rows::RowOp::RmsNorm))?,
+            ReduceOp::LpNormalization => row(&|| rows::lp_norm(n))?,
             ReduceOp::CumSum | ReduceOp::CumProd => parsed(Cumulative, &|| {
                 typed(cumulative::spec(g, n), |s| Spec::Cumulative(Box::new(s)))
             })?,

@@ -165,6 +165,7 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel
         Spec::Arg(s) => arg::emit(s, name),
         Spec::Cumulative(s) => cumulative::emit(s, name),
         Spec::Loss(s) => loss::emit(s, name),
+        Spec::Rows(s) => rows::emit(s, name),
     }
 }
 
@@ -173,12 +174,12 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
     type Emit = fn(&Graph, &Node, &str) -> Result<WgslKernel>;
     let emit: Emit = match kind {
         Kind::Elementwise
+        | Kind::Rows
         | Kind::Arg
         | Kind::Cumulative
         | Kind::Loss
         | Kind::Trilu
         | Kind::GatherElements => return Err(crate::lower::typed_elsewhere(kind)),
-        Kind::Rows => rows::emit,
         Kind::Reduce => reduce::emit,
         Kind::Movement => movement::emit,
         Kind::SplitPad => split_pad::emit,
