@@ -113,6 +113,7 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
         Spec::Cumulative(s) => cumulative::emit(s, name),
         Spec::Loss(s) => loss::emit(s, name),
         Spec::Rows(s) => rows::emit(s, name),
+        Spec::Reduce(s) => reduce::emit(s, name),
     }
 }
 
@@ -121,12 +122,12 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
     match kind {
         Kind::Elementwise
         | Kind::Rows
+        | Kind::Reduce
         | Kind::Arg
         | Kind::Cumulative
         | Kind::Loss
         | Kind::Trilu
         | Kind::GatherElements => Err(crate::lower::typed_elsewhere(kind)),
-        Kind::Reduce => reduce::emit(g, n, name),
         Kind::Movement => movement::emit(g, n, name),
         Kind::SplitPad => split_pad::emit(g, n, name),
         Kind::Conv => conv::emit(g, n, name),

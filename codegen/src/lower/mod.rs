@@ -191,6 +191,8 @@ pub enum Spec {
     /// LayerNormalization, RMSNormalization, Softmax, LogSoftmax, LpNormalization
     /// ([`rows`]).
     Rows(Box<rows::Spec>),
+    /// The `Reduce*` ops and the global pools ([`reduce`]).
+    Reduce(Box<reduce::Spec>),
 }
 
 impl Spec {
@@ -205,6 +207,7 @@ impl Spec {
             Spec::Cumulative(_) => Kind::Cumulative,
             Spec::Loss(_) => Kind::Loss,
             Spec::Rows(_) => Kind::Rows,
+            Spec::Reduce(_) => Kind::Reduce,
         }
     }
 }
@@ -418,6 +421,7 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
     {
         return Ok(Lowered::Absorbed);
     }
+    use reduce::ReduceKind;
     use Kind::*;
     let k = |kind| Lowered::Kernel(Spec::Untyped(kind));
     let none = |why: &str| Lowered::Unsupported(why.to_string());
@@ -432,6 +436,11 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
     let arg = |a| {
         parsed(Arg, &|| {
             typed(arg::spec(g, n, a), |s| Spec::Arg(Box::new(s)))
+        })
+    };
+    let reduction = |kind| {
+        parsed(Reduce, &|| {
+            typed(reduce::spec(g, n, kind), |s| Spec::Reduce(Box::new(s)))
         })
     };
     let row = |op: &dyn Fn() -> crate::Result<rows::RowOp>| {
@@ -536,16 +545,16 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
             FusedOp::FusedConv => k(Conv),
         },
         Op::Reduce(r) => match r {
-            ReduceOp::ReduceSum
-            | ReduceOp::ReduceMean
-            | ReduceOp::ReduceMax
-            | ReduceOp::ReduceMin
-            | ReduceOp::ReduceProd
-            | ReduceOp::ReduceL1
-            | ReduceOp::ReduceL2
-            | ReduceOp::ReduceLogSum
-            | ReduceOp::ReduceLogSumExp
-            | ReduceOp::ReduceSumSquare => k(Reduce),
+            ReduceOp::ReduceSum => reduction(ReduceKind::Sum)?,
+            ReduceOp::ReduceMean => reduction(ReduceKind::Mean)?,
+            ReduceOp::ReduceMax => reduction(ReduceKind::Max)?,
+            ReduceOp::ReduceMin => reduction(ReduceKind::Min)?,
+            ReduceOp::ReduceProd => reduction(ReduceKind::Prod)?,
+            ReduceOp::ReduceL1 => reduction(ReduceKind::L1)?,
+            ReduceOp::ReduceL2 => reduction(ReduceKind::L2)?,
+            ReduceOp::ReduceLogSum => reduction(ReduceKind::LogSum)?,
+            ReduceOp::ReduceLogSumExp => reduction(ReduceKind::LogSumExp)?,
+            ReduceOp::ReduceSumSquare => reduction(ReduceKind::SumSquare)?,
             ReduceOp::ArgMax => arg(arg::ArgKind::Max)?,
             ReduceOp::ArgMin => arg(arg::ArgKind::Min)?,
             ReduceOp::Hardmax => arg(arg::ArgKind::Hardmax)?,
@@ -625,7 +634,8 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
             NnOp::Conv if conv_nd::applies(g, n) => k(ConvNd),
             NnOp::Conv => k(Conv),
             NnOp::MaxPool | NnOp::AveragePool => k(Pool),
-            NnOp::GlobalAveragePool | NnOp::GlobalMaxPool => k(Reduce),
+            NnOp::GlobalAveragePool => reduction(ReduceKind::GlobalAverage)?,
+            NnOp::GlobalMaxPool => reduction(ReduceKind::GlobalMax)?,
             NnOp::MatMulInteger
             | NnOp::QLinearMatMul
             | NnOp::ConvInteger

@@ -166,6 +166,7 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel
         Spec::Cumulative(s) => cumulative::emit(s, name),
         Spec::Loss(s) => loss::emit(s, name),
         Spec::Rows(s) => rows::emit(s, name),
+        Spec::Reduce(s) => reduce::emit(s, name),
     }
 }
 
@@ -175,12 +176,12 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
     let emit: Emit = match kind {
         Kind::Elementwise
         | Kind::Rows
+        | Kind::Reduce
         | Kind::Arg
         | Kind::Cumulative
         | Kind::Loss
         | Kind::Trilu
         | Kind::GatherElements => return Err(crate::lower::typed_elsewhere(kind)),
-        Kind::Reduce => reduce::emit,
         Kind::Movement => movement::emit,
         Kind::SplitPad => split_pad::emit,
         Kind::Conv => conv::emit,
