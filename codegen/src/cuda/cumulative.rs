@@ -20,18 +20,12 @@ const TEMPLATE: &str = include_str!("cumulative.cu");
 pub fn emit(sp: &Spec, name: &str) -> Result<Kernel> {
     let dt = sp.dtype;
     let t = storage(dt);
-    let (ct, load) = match dt {
-        DType::F32 | DType::F16 | DType::BF16 => ("float", "gopt_ld(x[at])"),
-        DType::F64 => ("double", "x[at]"),
-        DType::I8
-        | DType::I16
-        | DType::I32
-        | DType::I64
-        | DType::U8
-        | DType::U16
-        | DType::U32
-        | DType::U64
-        | DType::Bool => ("unsigned long long", "(unsigned long long)x[at]"),
+    let (ct, load) = if dt == DType::F64 {
+        ("double", "x[at]")
+    } else if dt.is_float() {
+        ("float", "gopt_ld(x[at])")
+    } else {
+        ("unsigned long long", "(unsigned long long)x[at]")
     };
     let (init, op) = if sp.prod { ("1", "*") } else { ("0", "+") };
     let mut params = vec![format!("const {t}* __restrict__ x")];

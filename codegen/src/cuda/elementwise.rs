@@ -69,17 +69,9 @@ fn store(dt: DType, v: &str) -> String {
 fn load(dt: DType, v: &str) -> String {
     match dt {
         DType::Bool | DType::U8 => format!("(({}){v})", compute(dt)),
-        DType::F32
-        | DType::F64
-        | DType::F16
-        | DType::BF16
-        | DType::I8
-        | DType::I16
-        | DType::I32
-        | DType::I64
-        | DType::U16
-        | DType::U32
-        | DType::U64 => format!("gopt_ld({v})"),
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16 => format!("gopt_ld({v})"),
+        DType::I8 | DType::I16 | DType::I32 | DType::I64 => format!("gopt_ld({v})"),
+        DType::U16 | DType::U32 | DType::U64 => format!("gopt_ld({v})"),
     }
 }
 

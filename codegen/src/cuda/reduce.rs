@@ -59,17 +59,12 @@ pub fn emit(geo: &Spec, name: &str) -> Result<Kernel> {
     let dt = geo.dtype;
     // Floats accumulate in f32, f64 in double; bool (max: any, min: all) as 0/1 in
     // f32, stored back as 0/1.
-    let acc = match dt {
-        DType::F64 => "double",
-        DType::Bool | DType::F32 | DType::F16 | DType::BF16 => "float",
-        DType::I8
-        | DType::I16
-        | DType::I32
-        | DType::I64
-        | DType::U8
-        | DType::U16
-        | DType::U32
-        | DType::U64 => return Err(geo.site.unsupported(&format!("{dt} reductions"))),
+    let acc = if dt == DType::F64 {
+        "double"
+    } else if dt.is_float() || dt == DType::Bool {
+        "float"
+    } else {
+        return Err(geo.site.unsupported(&format!("{dt} reductions")));
     };
     let Spec {
         runs, inner, outer, ..

@@ -8,15 +8,14 @@ use super::types::{self, kind, Kind};
 use super::WgslKernel;
 use crate::lower::arg::{ArgKind, Spec};
 use crate::template::fill;
-use crate::{CodegenError, Result};
+use crate::Result;
 use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("arg.wgsl");
 
 /// Emits the shader of spec `sp`.
 pub fn emit(sp: &Spec, name: &str) -> Result<WgslKernel> {
-    let unsupported =
-        |what: &str| -> CodegenError { sp.site.unsupported(what).for_backend(super::BACKEND) };
+    let unsupported = |what: &str| super::refuse(&sp.site, what);
     let (dt, d, inner) = (sp.dtype, sp.d, sp.inner);
     let (t, _) = super::storage_type(dt).ok_or_else(|| unsupported(&format!("{dt} data")))?;
     let (hard, last) = (sp.kind == ArgKind::Hardmax, sp.last);

@@ -10,9 +10,8 @@
 
 use super::elementwise_expr::expr;
 use super::types::{self, kind};
-use super::{WgslKernel, WORKGROUP};
+use super::{refuse, WgslKernel, WORKGROUP};
 use crate::lower::elementwise::{Operand, Spec, Test};
-use crate::lower::support::Site;
 use crate::template::fill;
 use crate::{CodegenError, Result};
 use gopt_ir::DType;
@@ -156,11 +155,6 @@ pub fn emit(spec: &Spec, name: &str) -> Result<WgslKernel> {
         index_check: spec.check.clone(),
         loop_iterations: None,
     })
-}
-
-/// The error for a mode or operand of `site` no WGSL kernel implements.
-fn refuse(site: &Site, what: &str) -> CodegenError {
-    site.unsupported(what).for_backend(super::BACKEND)
 }
 
 /// `o{k}`: the element of broadcast input `k` (shape `s`) for output index `i`.

@@ -7,15 +7,14 @@ use super::WgslKernel;
 use crate::lower::gather_elements::Spec;
 use crate::plan::IndexCheck;
 use crate::template::fill;
-use crate::{CodegenError, Result};
+use crate::Result;
 use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("gather_elements.wgsl");
 
 /// Emits the shader for GatherElements node `node` of `g`.
 pub fn emit(sp: &Spec, name: &str) -> Result<WgslKernel> {
-    let unsupported =
-        |what: &str| -> CodegenError { sp.site.unsupported(what).for_backend(super::BACKEND) };
+    let unsupported = |what: &str| super::refuse(&sp.site, what);
     let dt = sp.dtype;
     let (t, _) = super::storage_type(dt).ok_or_else(|| unsupported(&format!("{dt} data")))?;
     let it = super::bounds::index_type(sp.index_dtype)

@@ -13,7 +13,7 @@ use crate::lower::loss::{Reduction, Spec};
 use crate::lower::support::Site;
 use crate::plan::IndexCheck;
 use crate::template::fill;
-use crate::{CodegenError, Result};
+use crate::Result;
 use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("loss.wgsl");
@@ -22,16 +22,13 @@ fn float(site: &Site, dt: DType) -> Result<&'static str> {
     match dt {
         DType::F32 => Ok("f32"),
         DType::F16 => Ok("f16"),
-        other => Err(site
-            .unsupported(&format!("{other} data"))
-            .for_backend(super::BACKEND)),
+        other => Err(super::refuse(site, &format!("{other} data"))),
     }
 }
 
 /// Emits the shader of spec `sp`.
 pub fn emit(sp: &Spec, name: &str) -> Result<WgslKernel> {
-    let unsupported =
-        |what: &str| -> CodegenError { sp.site.unsupported(what).for_backend(super::BACKEND) };
+    let unsupported = |what: &str| super::refuse(&sp.site, what);
     let (c, d, m) = (sp.c, sp.d, sp.m);
     let (x, dt) = sp.scores;
     let (tv, tdt) = sp.targets;

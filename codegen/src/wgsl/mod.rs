@@ -92,6 +92,11 @@ pub(crate) fn unsupported(node: &gopt_ir::Node, what: impl Into<String>) -> Code
     }
 }
 
+/// The error for a mode or operand of a spec's node (`site`) no WGSL kernel implements.
+pub(crate) fn refuse(site: &crate::lower::support::Site, what: &str) -> CodegenError {
+    site.unsupported(what).for_backend(BACKEND)
+}
+
 /// The dtype and static shape of `v`, an input or output of `node`.
 pub(crate) fn typed(
     g: &Graph,

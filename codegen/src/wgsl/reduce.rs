@@ -15,7 +15,7 @@
 use super::WgslKernel;
 use crate::lower::reduce::{Combine, Finish, Fold, Identity, Map, Spec};
 use crate::template::fill;
-use crate::{CodegenError, Result};
+use crate::Result;
 use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("reduce.wgsl");
@@ -59,8 +59,7 @@ fn parts(f: Fold, n: usize) -> (&'static str, &'static str, &'static str, String
 
 /// Emits the shader of reduction spec `geo`.
 pub fn emit(geo: &Spec, name: &str) -> Result<WgslKernel> {
-    let unsupported =
-        |what: &str| -> CodegenError { geo.site.unsupported(what).for_backend(super::BACKEND) };
+    let unsupported = |what: &str| super::refuse(&geo.site, what);
     // Bool (ReduceMax: any, ReduceMin: all) folds its 0/1 words as f32 and stores 0/1.
     let t = match geo.dtype {
         // f64 is stored as f32 (`super::storage_type`).

@@ -10,7 +10,7 @@ use super::WgslKernel;
 use crate::lower::rows::{column_index, Lp, Param, RowOp, Spec};
 use crate::lower::support::Site;
 use crate::template::fill;
-use crate::{CodegenError, Result};
+use crate::Result;
 use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("rows.wgsl");
@@ -19,13 +19,8 @@ fn storage(site: &Site, dt: DType) -> Result<&'static str> {
     match dt {
         DType::F32 => Ok("f32"),
         DType::F16 => Ok("f16"),
-        other => Err(unsupported(site, &format!("{other} data"))),
+        other => Err(super::refuse(site, &format!("{other} data"))),
     }
-}
-
-/// The error for a mode or operand of `site` no WGSL kernel implements.
-fn unsupported(site: &Site, what: &str) -> CodegenError {
-    site.unsupported(what).for_backend(super::BACKEND)
 }
 
 /// Emits the row kernel of spec `r`.
@@ -34,7 +29,7 @@ pub fn emit(r: &Spec, name: &str) -> Result<WgslKernel> {
     let (dt, odt) = (r.dtype, r.y.dtype);
     let (xs, os) = (storage(&r.site, dt)?, storage(&r.site, odt)?);
     let rows32 =
-        u32::try_from(r.rows()).map_err(|_| unsupported(&r.site, "more than 2^32 rows"))?;
+        u32::try_from(r.rows()).map_err(|_| super::refuse(&r.site, "more than 2^32 rows"))?;
     let mut f16 = dt == DType::F16 || odt == DType::F16;
     let mut bindings = format!("@group(0) @binding(0) var<storage, read> x: array<{xs}>;\n");
     let mut inputs = vec![r.x.0];

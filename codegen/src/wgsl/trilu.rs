@@ -7,14 +7,13 @@
 use super::WgslKernel;
 use crate::lower::trilu::{Diagonal, Spec};
 use crate::template::fill;
-use crate::{CodegenError, Result};
+use crate::Result;
 
 const TEMPLATE: &str = include_str!("trilu.wgsl");
 
 /// Emits the shader of Trilu spec `sp`.
 pub fn emit(sp: &Spec, name: &str) -> Result<WgslKernel> {
-    let unsupported =
-        |what: &str| -> CodegenError { sp.site.unsupported(what).for_backend(super::BACKEND) };
+    let unsupported = |what: &str| super::refuse(&sp.site, what);
     let (h, w, upper) = (sp.h, sp.w, sp.upper);
     let (t, _) =
         super::storage_type(sp.dtype).ok_or_else(|| unsupported(&format!("{} data", sp.dtype)))?;
