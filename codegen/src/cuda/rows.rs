@@ -76,7 +76,7 @@ pub fn emit(r: &Rows, name: &str) -> Result<Kernel> {
             lead: Some("threadIdx.x == 0"),
         }
     };
-    let body = body(&r, &pass, &at)?;
+    let body = body(r, &pass, &at)?;
     let t = storage(r.dtype);
     let ot = storage(r.y.dtype);
     let rows = r.rows();
