@@ -4,25 +4,26 @@
 //! i64; Hardmax writes its lane, 1 at the index and 0 elsewhere, in the data's dtype.
 
 use super::elementwise::storage;
-use super::support::{output, store, typed, unsupported};
+use super::support::store;
 use super::Kernel;
-use crate::lower::arg::{spec, ArgKind};
+use crate::lower::arg::{ArgKind, Spec};
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("arg.cu");
 
-/// Emits the kernel for ArgMax/ArgMin/Hardmax node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let sp = spec(g, node)?;
+/// Emits the kernel of spec `sp`.
+pub fn emit(sp: &Spec, name: &str) -> Result<Kernel> {
     let dt = sp.dtype;
     let t = storage(dt);
     // The type elements are compared in, how one is read, and whether it is NaN.
-    let (ct, float) = match dt {
-        DType::F32 | DType::F16 | DType::BF16 => ("float", true),
-        DType::F64 => ("double", true),
-        _ => (t, false),
+    let (ct, float) = if dt == DType::F64 {
+        ("double", true)
+    } else if dt.is_float() {
+        ("float", true)
+    } else {
+        (t, false)
     };
     let read = |at: &str| {
         if float {
@@ -39,11 +40,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         }
     };
     let inner = sp.inner.max(1);
-    let (out_dt, _) = typed(g, node, output(node, 0)?)?;
     let (ot, write) = if sp.kind == ArgKind::Hardmax {
-        if out_dt != dt {
-            return Err(unsupported(node, &format!("a {out_dt} output")));
-        }
         let one = store(dt, "(j == bi ? 1.0f : 0.0f)");
         (
             t,
@@ -53,9 +50,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
             ),
         )
     } else {
-        if out_dt != DType::I64 {
-            return Err(unsupported(node, &format!("a {out_dt} output")));
-        }
         ("long long", "        out[o] = bi;\n".to_string())
     };
     let better = if sp.max() { "v > best" } else { "v < best" };
@@ -63,7 +57,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     let source = fill(
         TEMPLATE,
         &[
-            ("what", node.op.name()),
+            ("what", sp.site.op),
             ("name", name),
             ("t", t),
             ("ot", ot),
@@ -84,7 +78,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        &node.name,
+        &sp.site.node,
         source,
         sp.lanes,
         vec![sp.x.0],

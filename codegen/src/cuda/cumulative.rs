@@ -8,23 +8,24 @@
 use super::elementwise::storage;
 use super::support::store;
 use super::Kernel;
-use crate::lower::cumulative::{spec, ScanAxis};
-use crate::plan::{index_code, IndexCheck};
+use crate::lower::cumulative::{ScanAxis, Spec};
+use crate::plan::IndexCheck;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("cumulative.cu");
 
-/// Emits the kernel for CumSum/CumProd node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let sp = spec(g, node)?;
+/// Emits the kernel of spec `sp`.
+pub fn emit(sp: &Spec, name: &str) -> Result<Kernel> {
     let dt = sp.dtype;
     let t = storage(dt);
-    let (ct, load) = match dt {
-        DType::F32 | DType::F16 | DType::BF16 => ("float", "gopt_ld(x[at])"),
-        DType::F64 => ("double", "x[at]"),
-        _ => ("unsigned long long", "(unsigned long long)x[at]"),
+    let (ct, load) = if dt == DType::F64 {
+        ("double", "x[at]")
+    } else if dt.is_float() {
+        ("float", "gopt_ld(x[at])")
+    } else {
+        ("unsigned long long", "(unsigned long long)x[at]")
     };
     let (init, op) = if sp.prod { ("1", "*") } else { ("0", "+") };
     let mut params = vec![format!("const {t}* __restrict__ x")];
@@ -39,8 +40,8 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
             inputs.push(value.0);
             let rank = sp.shape.len();
             let c = IndexCheck {
-                code: index_code(g, node)?,
-                op: node.op.name().into(),
+                code: sp.code,
+                op: sp.site.op.into(),
                 what: format!("an axis out of range for rank {rank}"),
             };
             let dims: Vec<String> = sp.shape.iter().map(|d| format!("{d}LL")).collect();
@@ -62,7 +63,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     let source = fill(
         TEMPLATE,
         &[
-            ("what", node.op.name()),
+            ("what", sp.site.op),
             ("mode", sp.mode()),
             (
                 "how",
@@ -86,6 +87,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     )?;
     Ok(Kernel {
         index_check: check,
-        ..Kernel::flat(name, &node.name, source, sp.n, inputs, vec![sp.out.0])
+        ..Kernel::flat(name, &sp.site.node, source, sp.n, inputs, vec![sp.out.0])
     })
 }

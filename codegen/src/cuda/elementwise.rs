@@ -6,23 +6,20 @@
 //! Values compute in `float` (`double` for f64), `bool`, `long long` (`unsigned long
 //! long` for u64); 8/16/32-bit integer results are wrapped to their width after each op,
 //! so a body sees the values the interpreter has. An input that is columns of a wider
-//! tensor (a merged GEMM's piece, [`absorb::column_reads`]) is read there, through the
-//! source's row pitch (16 bytes at a time where its columns allow). Each op's
-//! expression is in [`expr`];
+//! tensor (a merged GEMM's piece, [`crate::lower::absorb::column_reads`]) is read there, through the
+//! source's row pitch (16 bytes at a time where its columns allow). Each step's
+//! description is printed by [`expr`];
 //! a single Dropout also writes its all-true mask, and a Dropout whose training mode or
 //! ratio is known only at run time fails the run where it would train.
 
 use super::Kernel;
-use crate::lower::absorb::{self, Columns};
-use crate::lower::elementwise::{dropout, dropout_mask, Dropout, Test, DROPOUT_TRAINING};
-use crate::plan::{index_code, IndexCheck};
+use crate::lower::elementwise::{Operand, Spec, Test};
 use crate::template::fill;
 use crate::{CodegenError, Result};
 pub mod expr;
 
 use gopt_ir::ops::ElementwiseOp as E;
-use gopt_ir::{DType, Graph, Node, Op, Tensor, ValueId};
-use std::collections::HashMap;
+use gopt_ir::{DType, Tensor};
 
 const SCALAR: &str = include_str!("elementwise.cu");
 const VECTOR: &str = include_str!("elementwise_vec.cu");
@@ -72,7 +69,9 @@ fn store(dt: DType, v: &str) -> String {
 fn load(dt: DType, v: &str) -> String {
     match dt {
         DType::Bool | DType::U8 => format!("(({}){v})", compute(dt)),
-        _ => format!("gopt_ld({v})"),
+        DType::F32 | DType::F64 | DType::F16 | DType::BF16 => format!("gopt_ld({v})"),
+        DType::I8 | DType::I16 | DType::I32 | DType::I64 => format!("gopt_ld({v})"),
+        DType::U16 | DType::U32 | DType::U64 => format!("gopt_ld({v})"),
     }
 }
 
@@ -110,80 +109,42 @@ fn literal(t: &Tensor) -> Option<String> {
     }
 }
 
-/// Emits the kernel for node `node` of `g` (an element-wise op or `FusedElementwise`).
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let out = *node
-        .outputs
-        .first()
-        .ok_or_else(|| plan_err(node, "no output"))?;
-    let out_ty = g.ty(out).map_err(|e| plan_err(node, &e.to_string()))?;
-    let shape = gopt_ir::dim::concrete(&out_ty.shape)
-        .ok_or_else(|| plan_err(node, "symbolic output shape"))?;
+/// Emits the kernel of element-wise spec `spec`.
+pub fn emit(spec: &Spec, name: &str) -> Result<Kernel> {
+    let shape = &spec.shape;
     let n: usize = shape.iter().product();
-    // The body: (graph, its inputs in kernel-parameter order, its output value).
-    let (body, params): (Graph, Vec<ValueId>) = crate::lower::body::of(g, node)?;
-    let ptys: Vec<(DType, Vec<usize>)> = params
-        .iter()
-        .map(|&v| {
-            let t = g.ty(v).map_err(|e| plan_err(node, &e.to_string()))?;
-            let s = gopt_ir::dim::concrete(&t.shape)
-                .ok_or_else(|| plan_err(node, "symbolic input shape"))?;
-            Ok((t.dtype, s))
-        })
-        .collect::<Result<_>>()?;
-    // A single Dropout's mask (inference mode, checked below): all true, written by
-    // the scalar kernel.
-    let mask = dropout_mask(node);
-    // A Dropout whose training mode or ratio is known only at run time checks them on
-    // the device (thread 0 of the scalar kernel raises the node's error code).
-    let mut check = None;
-    for bn in &body.nodes {
-        if bn.op == Op::Elementwise(E::Dropout) {
-            let mode = dropout(g, &body, &params, bn).map_err(|w| unsupported(node, bn, w))?;
-            if let Dropout::Checked { .. } = mode {
-                check = Some(IndexCheck {
-                    code: index_code(g, node)?,
-                    op: bn.op.name().into(),
-                    what: DROPOUT_TRAINING.into(),
-                });
-            }
-        }
-    }
-    // Inputs cut from a wider tensor's columns are read there, in place.
-    let cols: Vec<Option<Columns>> = params
-        .iter()
-        .map(|&v| absorb::column_reads(g, v, super::VIEWS))
-        .collect();
-    let vec_elems = 16 / storage_size(out_ty.dtype);
-    let vectorized = mask.is_none()
+    let out_dt = spec.dtype;
+    let check = &spec.check;
+    let vec_elems = 16 / storage_size(out_dt);
+    let vectorized = spec.mask.is_none()
         && check.is_none()
         && n.is_multiple_of(vec_elems)
         && n >= vec_elems
-        && ptys.iter().zip(&cols).all(|((dt, s), c)| {
-            let whole = *s == shape && *dt == out_ty.dtype;
-            match c {
+        && spec.inputs.iter().all(|i| {
+            let whole = i.shape == *shape && i.dtype == out_dt;
+            match &i.columns {
                 Some(c) => whole && c.vectors(vec_elems),
-                None => (s.iter().product::<usize>() == 1) || whole,
+                None => (i.shape.iter().product::<usize>() == 1) || whole,
             }
         });
-    let mut names: HashMap<ValueId, String> = HashMap::new();
     let mut index = String::new();
     let mut loads = String::new();
     let mut vec_loads = String::new();
     let mut sig = Vec::new();
-    for (k, (&bv, (dt, s))) in body.inputs.iter().zip(&ptys).enumerate() {
+    for (k, input) in spec.inputs.iter().enumerate() {
+        let (dt, s) = (&input.dtype, &input.shape);
         sig.push(format!("const {}* __restrict__ in{k}", storage(*dt)));
         let var = format!("a{k}");
         let numel: usize = s.iter().product();
         let elem = if numel == 1 {
             "0".to_string()
-        } else if *s == shape {
+        } else if s == shape {
             "i".to_string()
         } else {
-            index += &offset_code(k, s, &shape);
+            index += &offset_code(k, s, shape);
             format!("o{k}")
         };
-        let elem = match &cols[k] {
+        let elem = match &input.columns {
             Some(c) => c.index(&elem),
             None => elem,
         };
@@ -195,7 +156,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
                     load(*dt, &format!("in{k}[{elem}]"))
                 );
             } else {
-                let at = match &cols[k] {
+                let at = match &input.columns {
                     Some(c) => {
                         format!("({}) / {vec_elems}", c.index(&format!("j * {vec_elems}LL")))
                     }
@@ -218,116 +179,71 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
                 load(*dt, &format!("in{k}[{elem}]"))
             );
         }
-        names.insert(bv, var);
     }
-    sig.push(format!("{}* __restrict__ out", storage(out_ty.dtype)));
-    let mut outputs = vec![out.0];
-    if let Some(m) = mask {
-        let t = g.ty(m).map_err(|e| plan_err(node, &e.to_string()))?;
-        if t.dtype != DType::Bool || gopt_ir::dim::concrete(&t.shape).as_deref() != Some(&shape) {
-            return Err(unsupported(node, node, format!("a {} mask", t.dtype)));
-        }
+    sig.push(format!("{}* __restrict__ out", storage(out_dt)));
+    let mut outputs = vec![spec.site.output(0)?];
+    if let Some(m) = spec.mask {
         sig.push("unsigned char* __restrict__ out1".into());
-        outputs.push(m.0);
-    }
-    if node.outputs.len() > outputs.len() {
-        return Err(unsupported(node, node, "more than one output".into()));
+        outputs.push(m);
     }
     if check.is_some() {
         sig.push("unsigned int* __restrict__ gopt_err".into());
     }
-    for (&v, t) in &body.constants {
-        let lit = literal(t.tensor())
-            .filter(|_| t.len() == 1)
-            .ok_or_else(|| plan_err(node, "a non-scalar constant inside the body"))?;
-        names.insert(v, lit);
-    }
+    let name_of = |o: &Operand| -> Result<String> {
+        Ok(match o {
+            Operand::Input(k) => format!("a{k}"),
+            Operand::Step(i) => format!("t{i}"),
+            Operand::Const(t) => literal(t)
+                .filter(|_| t.len() == 1)
+                .ok_or_else(|| plan_err(spec, "a non-scalar constant inside the body"))?,
+        })
+    };
     let indent = if vectorized {
         "            "
     } else {
         "        "
     };
     let mut code = loads;
-    for (i, bn) in body.nodes.iter().enumerate() {
-        let Op::Elementwise(op) = bn.op else {
-            return Err(plan_err(
-                node,
-                &format!("{} inside a fused element-wise body", bn.op),
-            ));
-        };
-        if let (E::Dropout, Some(c)) = (op, &check) {
-            let mode = dropout(g, &body, &params, bn).map_err(|w| unsupported(node, bn, w))?;
-            if mode != Dropout::Inference {
-                let cond = mode
-                    .conditions()
-                    .into_iter()
-                    .map(|(v, test)| {
-                        let n = names
-                            .get(&v)
-                            .ok_or_else(|| plan_err(node, "unbound body value"))?;
-                        Ok(match test {
-                            Test::True => n.clone(),
-                            Test::NonZero => format!("{n} != 0"),
-                        })
+    for (i, step) in spec.steps.iter().enumerate() {
+        if let (false, Some(c)) = (step.trains_if.is_empty(), check) {
+            let cond = step
+                .trains_if
+                .iter()
+                .map(|(v, test)| {
+                    let n = name_of(v)?;
+                    Ok(match test {
+                        Test::True => n,
+                        Test::NonZero => format!("{n} != 0"),
                     })
-                    .collect::<Result<Vec<String>>>()?;
-                code += &format!(
-                    "{indent}if (i == 0 && {}) atomicMax(gopt_err, {}u);\n",
-                    cond.join(" && "),
-                    c.code
-                );
-            }
+                })
+                .collect::<Result<Vec<String>>>()?;
+            code += &format!(
+                "{indent}if (i == 0 && {}) atomicMax(gopt_err, {}u);\n",
+                cond.join(" && "),
+                c.code
+            );
         }
-        let args: Vec<(String, DType)> = bn
-            .inputs
+        // An absent optional input (Clip's min or max) is an empty name.
+        let args: Vec<(String, DType)> = step
+            .args
             .iter()
-            .map(|i| {
-                // An absent optional input (Clip's min or max) is an empty name.
-                let Some(v) = *i else {
-                    return Ok((String::new(), DType::F32));
-                };
-                let dt = body
-                    .ty(v)
-                    .map_err(|e| plan_err(node, &e.to_string()))?
-                    .dtype;
-                Ok((
-                    names
-                        .get(&v)
-                        .cloned()
-                        .ok_or_else(|| plan_err(node, "unbound body value"))?,
-                    dt,
-                ))
+            .map(|a| match a {
+                None => Ok((String::new(), DType::F32)),
+                Some(a) => Ok((name_of(&a.at)?, a.dtype)),
             })
             .collect::<Result<_>>()?;
-        let o = bn.outputs[0];
-        let odt = body
-            .ty(o)
-            .map_err(|e| plan_err(node, &e.to_string()))?
-            .dtype;
+        let odt = step.dtype;
         let e =
-            expr::expr(op, &bn.attrs, &args, odt).map_err(|what| unsupported(node, bn, what))?;
-        let var = format!("t{i}");
-        code += &format!(
-            "{indent}const {} {var} = {};\n",
-            compute(odt),
-            wrap(odt, &e)
-        );
-        names.insert(o, var);
+            expr::expr(&step.expr, &args, odt).map_err(|what| unsupported(spec, step.op, what))?;
+        code += &format!("{indent}const {} t{i} = {};\n", compute(odt), wrap(odt, &e));
     }
-    if mask.is_some() {
+    if spec.mask.is_some() {
         code += &format!("{indent}out1[i] = 1;\n");
     }
-    let result = names
-        .get(
-            body.outputs
-                .first()
-                .ok_or_else(|| plan_err(node, "body without output"))?,
-        )
-        .cloned()
-        .ok_or_else(|| plan_err(node, "body output unbound"))?;
+    let result = name_of(&spec.result)?;
     let n_s = n.to_string();
     let params_s = sig.join(", ");
-    let store_s = store(out_ty.dtype, &result);
+    let store_s = store(out_dt, &result);
     let source = if vectorized {
         let v = vec_elems.to_string();
         fill(
@@ -338,7 +254,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
                 ("n", &n_s),
                 ("vec", &v),
                 ("vec_loads", &vec_loads),
-                ("out_t", storage(out_ty.dtype)),
+                ("out_t", storage(out_dt)),
                 ("body", &code),
                 ("store", &store_s),
             ],
@@ -359,20 +275,20 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     let threads = if vectorized { n / vec_elems } else { n };
     Ok(Kernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: spec.site.node.clone(),
         source,
         threads,
         vectorized,
-        inputs: params
+        inputs: spec
+            .inputs
             .iter()
-            .zip(&cols)
-            .map(|(v, c)| c.map_or(v.0, |c| c.source.0))
+            .map(|i| i.columns.map_or(i.value, |c| c.source.0))
             .collect(),
         grid: u32::try_from(threads.div_ceil(256).clamp(1, 65_535 * 32)).unwrap_or(u32::MAX),
         block: 256,
         outputs,
         shared_mem: 0,
-        index_check: check,
+        index_check: check.clone(),
     })
 }
 
@@ -407,18 +323,21 @@ fn offset_code(k: usize, s: &[usize], out: &[usize]) -> String {
     code
 }
 
-/// The error for body node `bn` of `node`, an op or mode no CUDA kernel computes.
-fn unsupported(node: &Node, bn: &Node, what: String) -> CodegenError {
+/// The error for body op `op` of `spec`'s node, an op or mode no CUDA kernel computes.
+fn unsupported(spec: &Spec, op: E, what: String) -> CodegenError {
     CodegenError::Unsupported {
-        node: node.name.clone(),
-        op: bn.op.name().into(),
+        node: spec.site.node.clone(),
+        op: op.name().into(),
         backend: super::BACKEND,
         what,
     }
 }
 
-fn plan_err(node: &Node, what: &str) -> CodegenError {
-    CodegenError::Plan(format!("node `{}` ({}): {what}", node.name, node.op))
+fn plan_err(spec: &Spec, what: &str) -> CodegenError {
+    CodegenError::Plan(format!(
+        "node `{}` ({}): {what}",
+        spec.site.node, spec.site.op
+    ))
 }
 
 /// `e`, a computed value of `dt`, wrapped to `dt`'s width when that is narrower than

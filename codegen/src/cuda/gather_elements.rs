@@ -5,18 +5,16 @@
 
 use super::elementwise::storage;
 use super::Kernel;
-use crate::lower::gather_elements::spec;
-use crate::plan::{index_code, IndexCheck};
+use crate::lower::gather_elements::Spec;
+use crate::plan::IndexCheck;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{Graph, Node};
 
 const TEMPLATE: &str = include_str!("gather_elements.cu");
 
 /// Emits the kernel for GatherElements node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let sp = spec(g, node)?;
-    let code = index_code(g, node)?;
+pub fn emit(sp: &Spec, name: &str) -> Result<Kernel> {
+    let code = sp.code;
     let mut coords = String::new();
     for (d, stride) in sp.axes_rev() {
         let term = match stride {
@@ -42,12 +40,12 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     Ok(Kernel {
         index_check: Some(IndexCheck {
             code,
-            op: node.op.name().into(),
+            op: sp.site.op.into(),
             what: sp.out_of_range(),
         }),
         ..Kernel::flat(
             name,
-            &node.name,
+            &sp.site.node,
             source,
             sp.n,
             vec![sp.data.0, sp.indices.0],

@@ -8,13 +8,13 @@
 //! that sums the losses and the weights with warp shuffles, in a fixed order.
 
 use super::elementwise::storage;
-use super::support::{blocks, check_float, store, unsupported};
+use super::support::{blocks, store};
 use super::Kernel;
-use crate::lower::loss::{spec, Reduction};
-use crate::plan::{index_code, IndexCheck};
+use crate::lower::loss::{Reduction, Spec};
+use crate::plan::IndexCheck;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("loss.cu");
 
@@ -35,18 +35,18 @@ fn block_total(ydt: DType, result: &str, extra: &str) -> String {
     )
 }
 
-/// Emits the kernel for loss node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let sp = spec(g, node)?;
+/// Emits the kernel of spec `sp`.
+pub fn emit(sp: &Spec, name: &str) -> Result<Kernel> {
     let (c, d) = (sp.c, sp.d);
     let floats = [Some(sp.scores), sp.weight, Some(sp.loss), sp.log_prob];
-    for (_, dt) in floats.iter().flatten() {
-        if *dt == DType::F64 {
-            return Err(unsupported(node, "f64 scores, weights or losses"));
-        }
-        check_float(node, *dt, "scores, weights or losses")?;
+    // The parser took floats only; CUDA's loss kernels compute in float.
+    if floats.iter().flatten().any(|(_, dt)| *dt == DType::F64) {
+        return Err(sp
+            .site
+            .unsupported("f64 scores, weights or losses")
+            .for_backend(super::BACKEND));
     }
-    let code = index_code(g, node)?;
+    let code = sp.code;
     let param = |what: &str, (_, dt): (gopt_ir::ValueId, DType)| {
         format!("const {}* __restrict__ {what}", storage(dt))
     };
@@ -126,7 +126,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         &[
             ("name", name),
             ("params", &params.join(", ")),
-            ("what", node.op.name()),
+            ("what", sp.site.op),
             ("reduction", sp.reduction.name()),
             ("how", how),
             ("m", &sp.m.to_string()),
@@ -146,7 +146,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     )?;
     Ok(Kernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: sp.site.node.clone(),
         source,
         threads: grid as usize * 256,
         vectorized: false,
@@ -157,7 +157,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         block: 256,
         index_check: Some(IndexCheck {
             code,
-            op: node.op.name().into(),
+            op: sp.site.op.into(),
             what: sp.out_of_range(),
         }),
     })

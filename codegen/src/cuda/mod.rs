@@ -106,20 +106,28 @@ pub struct Kernel {
 pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
     match spec {
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
+        Spec::Elementwise(s) => elementwise::emit(s, name),
+        Spec::Trilu(s) => trilu::emit(s, name),
+        Spec::GatherElements(s) => gather_elements::emit(s, name),
+        Spec::Arg(s) => arg::emit(s, name),
+        Spec::Cumulative(s) => cumulative::emit(s, name),
+        Spec::Loss(s) => loss::emit(s, name),
+        Spec::Rows(s) => rows::emit(s, name),
+        Spec::Reduce(s) => reduce::emit(s, name),
     }
 }
 
 /// The kernel of a family whose writer still reads the node.
 fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
     match kind {
-        Kind::Elementwise => elementwise::emit(g, n, name),
-        Kind::Rows => rows::emit(g, n, name),
-        Kind::Reduce => reduce::emit(g, n, name),
-        Kind::Arg => arg::emit(g, n, name),
-        Kind::Cumulative => cumulative::emit(g, n, name),
-        Kind::Loss => loss::emit(g, n, name),
-        Kind::Trilu => trilu::emit(g, n, name),
-        Kind::GatherElements => gather_elements::emit(g, n, name),
+        Kind::Elementwise
+        | Kind::Rows
+        | Kind::Reduce
+        | Kind::Arg
+        | Kind::Cumulative
+        | Kind::Loss
+        | Kind::Trilu
+        | Kind::GatherElements => Err(crate::lower::typed_elsewhere(kind)),
         Kind::Movement => movement::emit(g, n, name),
         Kind::SplitPad => split_pad::emit(g, n, name),
         Kind::Conv => conv::emit(g, n, name),

@@ -2,7 +2,7 @@
 //! ReduceSumSquare, ReduceL1, ReduceL2, ReduceLogSum and ReduceLogSumExp over any set
 //! of constant axes (the `axes` input or the older attribute, `keepdims`,
 //! `noop_with_empty_axes`), and GlobalAveragePool / GlobalMaxPool (the same reductions
-//! over every spatial axis); each one's fold comes from [`crate::lower::reduce::fold`].
+//! over every spatial axis); each one's fold comes from [`crate::lower::reduce::ReduceKind::fold`].
 //! Accumulation is in f32 (f64 for f64 data) with one rounding at the store. Adjacent axes of the same
 //! kind are merged first; when the reduced elements of each output are one contiguous
 //! run (trailing axes, the CNN head's mean over H x W) a warp (short runs) or a block
@@ -11,12 +11,12 @@
 //! interpreter. Bool data takes ReduceMax (any) and ReduceMin (all), folded as 0/1.
 
 use super::elementwise::storage;
-use super::support::{blocks, check_float, input, output, store};
+use super::support::{blocks, store};
 use super::Kernel;
-use crate::lower::reduce::{geometry, typed_fold, Combine, Finish, Fold, Geometry, Identity, Map};
+use crate::lower::reduce::{Combine, Finish, Fold, Identity, Map, Spec};
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const ROWS: &str = include_str!("reduce_rows.cu");
 const LOOP: &str = include_str!("reduce_loop.cu");
@@ -54,25 +54,23 @@ fn parts(f: Fold, n: usize, acc: &str) -> (&'static str, &'static str, String, S
     (identity, combine, map, finish)
 }
 
-/// Emits the kernel for a reduction node.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let geo = geometry(g, node)?;
+/// Emits the kernel of reduction spec `geo`.
+pub fn emit(geo: &Spec, name: &str) -> Result<Kernel> {
     let dt = geo.dtype;
     // Floats accumulate in f32, f64 in double; bool (max: any, min: all) as 0/1 in
     // f32, stored back as 0/1.
-    let acc = match dt {
-        DType::F64 => "double",
-        DType::Bool => "float",
-        _ => {
-            check_float(node, dt, "reductions")?;
-            "float"
-        }
+    let acc = if dt == DType::F64 {
+        "double"
+    } else if dt.is_float() || dt == DType::Bool {
+        "float"
+    } else {
+        return Err(geo.site.unsupported(&format!("{dt} reductions")));
     };
-    let Geometry {
+    let Spec {
         runs, inner, outer, ..
-    } = &geo;
+    } = geo;
     let (inner, outer) = (*inner, *outer);
-    let (identity, combine, map, finish) = parts(typed_fold(node, dt)?, inner, acc);
+    let (identity, combine, map, finish) = parts(geo.fold, inner, acc);
     let t = storage(dt);
     let params = format!("const {t}* __restrict__ x, {t}* __restrict__ out");
     let contiguous = geo.contiguous();
@@ -94,7 +92,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     };
     let (source, grid, block) = if contiguous {
         let tpr = if inner >= 1024 { 256 } else { 32 };
-        let mut v = common(node.op.name());
+        let mut v = common(geo.site.op);
         v.extend([
             ("tpr", tpr.to_string()),
             ("rows", outer.to_string()),
@@ -120,7 +118,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
             }
             code
         };
-        let mut v = common(node.op.name());
+        let mut v = common(geo.site.op);
         v.extend([
             ("total", outer.to_string()),
             ("inner", inner.to_string()),
@@ -132,12 +130,12 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     };
     Ok(Kernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: geo.site.node.clone(),
         source,
         threads: grid as usize * block as usize,
         vectorized: false,
-        inputs: vec![input(node, 0)?.0],
-        outputs: vec![output(node, 0)?.0],
+        inputs: vec![geo.site.input(0)?],
+        outputs: vec![geo.site.output(0)?],
         shared_mem: 0,
         grid,
         block,

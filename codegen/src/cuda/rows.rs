@@ -15,11 +15,10 @@
 
 use super::elementwise::storage;
 use super::Kernel;
-use crate::lower::rows::{column_index, Column, Lp, Param, RowOp, Rows};
-use crate::lower::support::unsupported;
+use crate::lower::rows::{column_index, Column, Lp, Param, RowOp, Spec as Rows};
 use crate::template::fill;
 use crate::{CodegenError, Result};
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("rows.cu");
 const REGISTERS: &str = include_str!("rows_reg.cu");
@@ -44,17 +43,16 @@ fn st(dt: DType, v: &str) -> String {
     }
 }
 
-/// Emits the row kernel for `node`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let r = crate::lower::rows::rows(g, node, super::VIEWS.stores_casts)?;
+/// Emits the row kernel of spec `r`.
+pub fn emit(r: &Rows, name: &str) -> Result<Kernel> {
     if r.d == 0 || r.rows() == 0 {
-        return Err(unsupported(node, "empty rows"));
+        return Err(r.site.unsupported("empty rows"));
     }
-    if let Some(k) = emit_registers(node, name, &r)? {
+    if let Some(k) = emit_registers(name, r)? {
         return Ok(k);
     }
-    let (params, inputs, outputs) = signature(&r);
-    let what = node.op.name();
+    let (params, inputs, outputs) = signature(r);
+    let what = r.site.op;
     let at = |c: &str| {
         if r.inner == 1 {
             format!("xr[{c}]")
@@ -78,7 +76,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
             lead: Some("threadIdx.x == 0"),
         }
     };
-    let body = body(&r, &pass, &at)?;
+    let body = body(r, &pass, &at)?;
     let t = storage(r.dtype);
     let ot = storage(r.y.dtype);
     let rows = r.rows();
@@ -128,7 +126,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     };
     Ok(Kernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: r.site.node.clone(),
         source,
         threads: grid as usize * block as usize,
         vectorized: false,
@@ -292,19 +290,24 @@ fn body(r: &Rows, pass: &Pass, at: &dyn Fn(&str) -> String) -> Result<String> {
     })
 }
 
+/// The type one store of `bytes` bytes moves (16, 8 or 4).
+fn vector(bytes: usize) -> Option<&'static str> {
+    [(16, "uint4"), (8, "uint2"), (4, "unsigned int")]
+        .into_iter()
+        .find(|&(b, _)| b == bytes)
+        .map(|(_, t)| t)
+}
+
 /// The register-cached variant: contiguous rows whose length is a multiple of the
 /// 16-byte vector and fits `MAX_PER_THREAD` elements per thread, the output in a float
 /// type (the input's, or a Cast's the kernel stores for: as many elements per store).
-fn emit_registers(node: &Node, name: &str, r: &Rows) -> Result<Option<Kernel>> {
+fn emit_registers(name: &str, r: &Rows) -> Result<Option<Kernel>> {
     let (d, dt) = (r.d, r.dtype);
     let rows = r.rows();
     let vec = 16 / dt.size();
     let yt = r.y.dtype;
-    let ovec = match vec * yt.size() {
-        16 => "uint4",
-        8 => "uint2",
-        4 => "unsigned int",
-        _ => return Ok(None),
+    let Some(ovec) = vector(vec * yt.size()) else {
+        return Ok(None);
     };
     if !r.contiguous() || !matches!(yt, DType::F32 | DType::F16 | DType::BF16) {
         return Ok(None);
@@ -404,11 +407,8 @@ fn emit_registers(node: &Node, name: &str, r: &Rows) -> Result<Option<Kernel>> {
     // r.also: the same values stored again in the Cast's type.
     let store2 = match &r.also {
         Some(o) => {
-            let ov = match vec * o.dtype.size() {
-                16 => "uint4",
-                8 => "uint2",
-                4 => "unsigned int",
-                _ => return Ok(None),
+            let Some(ov) = vector(vec * o.dtype.size()) else {
+                return Ok(None);
             };
             format!(
                 "        {{\n            union {{ {ov} u; {ot} e[{vec}]; }} s2;\n#pragma unroll\n            for (int e = 0; e < {vec}; ++e) {{ const int c = c0 + e; s2.e[e] = {}; }}\n            reinterpret_cast<{ov}*>(out2 + row * {d}LL)[c0 / {vec}] = s2.u;\n        }}\n",
@@ -421,7 +421,7 @@ fn emit_registers(node: &Node, name: &str, r: &Rows) -> Result<Option<Kernel>> {
     let source = fill(
         REGISTERS,
         &[
-            ("what", node.op.name()),
+            ("what", r.site.op),
             ("block", &block.to_string()),
             ("d", &d.to_string()),
             ("per", &per.to_string()),
@@ -439,7 +439,7 @@ fn emit_registers(node: &Node, name: &str, r: &Rows) -> Result<Option<Kernel>> {
     )?;
     Ok(Some(Kernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: r.site.node.clone(),
         source,
         threads: rows * block,
         vectorized: true,

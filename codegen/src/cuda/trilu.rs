@@ -5,10 +5,9 @@
 use super::elementwise::storage;
 use super::support::store;
 use super::Kernel;
-use crate::lower::trilu::{spec, Diagonal};
+use crate::lower::trilu::{Diagonal, Spec};
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{Graph, Node};
 
 const TEMPLATE: &str = include_str!("trilu.cu");
 
@@ -16,9 +15,8 @@ const TEMPLATE: &str = include_str!("trilu.cu");
 /// literal, unlike `i64::MIN`'s, is valid C).
 const FAR: i64 = 1 << 62;
 
-/// Emits the kernel for Trilu node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let sp = spec(g, node)?;
+/// Emits the kernel of Trilu spec `sp`.
+pub fn emit(sp: &Spec, name: &str) -> Result<Kernel> {
     let t = storage(sp.dtype);
     let mut params = vec![format!("const {t}* __restrict__ x")];
     let mut inputs = vec![sp.x.0];
@@ -47,7 +45,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        &node.name,
+        &sp.site.node,
         source,
         sp.n,
         inputs,

@@ -216,7 +216,7 @@ fn read_as_columns(g: &Graph, v: ValueId, views: super::Views) -> bool {
         for r in readers(g, x) {
             // RotaryEmbedding reads its X (input 0) in place; its tables are buffers.
             let as_x = r.inputs.iter().skip(1).all(|i| *i != Some(x));
-            let Ok(low) = super::lower(g, r, views) else {
+            let Ok(low) = super::shallow(g, r, views) else {
                 return false;
             };
             if let ([o], super::Lowered::View) = (r.outputs.as_slice(), &low) {

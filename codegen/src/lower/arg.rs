@@ -4,10 +4,9 @@
 //! order: NaN above every number and the first one wins, ties to the lower index unless
 //! the last is selected.
 
-use super::support::{input, output, plan, typed, unsupported};
+use super::support::{input, output, plan, typed, unsupported, Site};
 use crate::Result;
-use gopt_ir::ops::ReduceOp;
-use gopt_ir::{DType, Graph, Node, Op, ValueId};
+use gopt_ir::{DType, Graph, Node, ValueId};
 
 /// Which index-selecting op a node is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -21,8 +20,10 @@ pub enum ArgKind {
 }
 
 /// An ArgMax, ArgMin or Hardmax node, resolved.
-#[derive(Clone, Debug)]
-pub struct ArgSpec {
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spec {
+    /// The node.
+    pub site: Site,
     /// Which op.
     pub kind: ArgKind,
     /// The data.
@@ -41,7 +42,7 @@ pub struct ArgSpec {
     pub last: bool,
 }
 
-impl ArgSpec {
+impl Spec {
     /// Whether the op looks for the largest element (ArgMax, Hardmax).
     pub fn max(&self) -> bool {
         self.kind != ArgKind::Min
@@ -54,18 +55,7 @@ impl ArgSpec {
 }
 
 /// Reads ArgMax/ArgMin/Hardmax node `node` of `g`.
-pub fn spec(g: &Graph, node: &Node) -> Result<ArgSpec> {
-    let kind = match node.op {
-        Op::Reduce(ReduceOp::ArgMax) => ArgKind::Max,
-        Op::Reduce(ReduceOp::ArgMin) => ArgKind::Min,
-        Op::Reduce(ReduceOp::Hardmax) => ArgKind::Hardmax,
-        _ => {
-            return Err(unsupported(
-                node,
-                "an op other than ArgMax, ArgMin, Hardmax",
-            ))
-        }
-    };
+pub fn spec(g: &Graph, node: &Node, kind: ArgKind) -> Result<Spec> {
     let x = input(node, 0)?;
     let out = output(node, 0)?;
     let (dtype, shape) = typed(g, node, x)?;
@@ -79,11 +69,17 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ArgSpec> {
         .map_err(plan)?;
     let axis = gopt_ir::ops::util::norm_axis(axis, shape.len()).map_err(plan)?;
     let last = !hard && node.attrs.int_or("select_last_index", 0).map_err(plan)? != 0;
+    // Hardmax writes the data's type; ArgMax and ArgMin write i64 indices.
+    let (out_dt, _) = typed(g, node, out)?;
+    if out_dt != if hard { dtype } else { DType::I64 } {
+        return Err(unsupported(node, &format!("a {out_dt} output")));
+    }
     let d = shape[axis];
     if d == 0 {
         return Err(unsupported(node, "an empty axis"));
     }
-    Ok(ArgSpec {
+    Ok(Spec {
+        site: Site::of(node),
         kind,
         x,
         out,

@@ -6,7 +6,7 @@
 //! scanned in the reference's order: from its first element, or from its last when
 //! reversed, an exclusive scan writing the running value before each element.
 
-use super::support::{input, output, plan, typed, unsupported};
+use super::support::{input, output, plan, typed, unsupported, Site};
 use crate::Result;
 use gopt_ir::ops::ReduceOp;
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
@@ -31,8 +31,12 @@ pub enum ScanAxis {
 }
 
 /// A CumSum or CumProd node, resolved.
-#[derive(Clone, Debug)]
-pub struct CumulativeSpec {
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spec {
+    /// The node.
+    pub site: Site,
+    /// The code the kernel raises for an index out of range (`plan::index_code`).
+    pub code: u32,
     /// The data.
     pub x: ValueId,
     /// The output (the data's dtype and shape).
@@ -53,7 +57,7 @@ pub struct CumulativeSpec {
     pub axis: ScanAxis,
 }
 
-impl CumulativeSpec {
+impl Spec {
     /// The scan's mode in words, for the kernels' comments.
     pub fn mode(&self) -> &'static str {
         match (self.exclusive, self.reverse) {
@@ -66,7 +70,7 @@ impl CumulativeSpec {
 }
 
 /// Reads CumSum/CumProd node `node` of `g`.
-pub fn spec(g: &Graph, node: &Node) -> Result<CumulativeSpec> {
+pub fn spec(g: &Graph, node: &Node) -> Result<Spec> {
     let (x, av) = (input(node, 0)?, input(node, 1)?);
     let out = output(node, 0)?;
     let (dtype, shape) = typed(g, node, x)?;
@@ -104,7 +108,9 @@ pub fn spec(g: &Graph, node: &Node) -> Result<CumulativeSpec> {
         }
     };
     let attr = |name: &str| -> Result<bool> { Ok(node.attrs.int_or(name, 0).map_err(plan)? != 0) };
-    Ok(CumulativeSpec {
+    Ok(Spec {
+        site: Site::of(node),
+        code: crate::plan::index_code(g, node)?,
         x,
         out,
         dtype,

@@ -3,16 +3,21 @@
 //! stride on each, so a writer turns output element `i` into a data offset without the
 //! gathered axis and adds the checked index times that axis' stride. The indices may be
 //! computed on the device: a negative one counts from the end of the axis, and one out
-//! of range is an error the kernel raises ([`GatherElementsSpec::out_of_range`]).
+//! of range is an error the kernel raises ([`Spec::out_of_range`]).
 
 use super::index::strides;
-use super::support::{input, output, plan, typed, unsupported};
+use super::support::{input, output, plan, typed, unsupported, Site};
+use crate::plan::index_code;
 use crate::Result;
 use gopt_ir::{DType, Graph, Node, ValueId};
 
 /// A GatherElements node, resolved.
-#[derive(Clone, Debug)]
-pub struct GatherElementsSpec {
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spec {
+    /// The node.
+    pub site: Site,
+    /// The code the kernel raises for an index out of range (`plan::index_code`).
+    pub code: u32,
     /// The data.
     pub data: ValueId,
     /// The indices (the output's shape).
@@ -38,7 +43,7 @@ pub struct GatherElementsSpec {
     pub dims: Vec<(usize, usize)>,
 }
 
-impl GatherElementsSpec {
+impl Spec {
     /// What an index out of range is, for the run's error message.
     pub fn out_of_range(&self) -> String {
         format!(
@@ -55,7 +60,7 @@ impl GatherElementsSpec {
 }
 
 /// Reads GatherElements node `node` of `g`.
-pub fn spec(g: &Graph, node: &Node) -> Result<GatherElementsSpec> {
+pub fn spec(g: &Graph, node: &Node) -> Result<Spec> {
     let (data, indices) = (input(node, 0)?, input(node, 1)?);
     let out = output(node, 0)?;
     let (dtype, ds) = typed(g, node, data)?;
@@ -82,7 +87,9 @@ pub fn spec(g: &Graph, node: &Node) -> Result<GatherElementsSpec> {
     let dims = (0..is.len())
         .map(|a| (is[a], if a == axis { 0 } else { st[a] }))
         .collect();
-    Ok(GatherElementsSpec {
+    Ok(Spec {
+        site: Site::of(node),
+        code: index_code(g, node)?,
         data,
         indices,
         out,

@@ -5,10 +5,10 @@
 //! the optional per-class weights and SoftmaxCrossEntropyLoss's optional log-probability
 //! output. A target is the log-probability of its class times minus its weight; one
 //! equal to `ignore_index` weighs 0, and one that is neither that nor a class is an
-//! error the kernel raises ([`LossSpec::out_of_range`]), as on the CPU. `mean` divides
+//! error the kernel raises ([`Spec::out_of_range`]), as on the CPU. `mean` divides
 //! the sum by the total weight of the targets not ignored.
 
-use super::support::{input, opt_input, output, plan, typed, unsupported};
+use super::support::{input, opt_input, output, plan, typed, unsupported, Site};
 use crate::Result;
 use gopt_ir::ops::ReduceOp;
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
@@ -36,8 +36,12 @@ impl Reduction {
 }
 
 /// A loss node, resolved.
-#[derive(Clone, Debug)]
-pub struct LossSpec {
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spec {
+    /// The node.
+    pub site: Site,
+    /// The code the kernel raises for an index out of range (`plan::index_code`).
+    pub code: u32,
     /// SoftmaxCrossEntropyLoss: the scores go through a log-softmax over the classes
     /// first (else they are log-probabilities already).
     pub softmax: bool,
@@ -66,7 +70,7 @@ pub struct LossSpec {
     pub ignore_index: Option<i64>,
 }
 
-impl LossSpec {
+impl Spec {
     /// What a target out of range is, for the run's error message.
     pub fn out_of_range(&self) -> String {
         format!("a target outside the {} classes", self.c)
@@ -74,7 +78,7 @@ impl LossSpec {
 }
 
 /// Reads loss node `node` of `g`.
-pub fn spec(g: &Graph, node: &Node) -> Result<LossSpec> {
+pub fn spec(g: &Graph, node: &Node) -> Result<Spec> {
     let softmax = node.op == Op::Reduce(ReduceOp::SoftmaxCrossEntropyLoss);
     let (x, tv) = (input(node, 0)?, input(node, 1)?);
     let (dt, xs) = typed(g, node, x)?;
@@ -121,12 +125,17 @@ pub fn spec(g: &Graph, node: &Node) -> Result<LossSpec> {
         let v = output(node, k)?;
         Ok((v, float(typed(g, node, v)?.0)?))
     };
-    let log_prob = match node.outputs.len() {
-        1 => None,
-        2 if softmax => Some(out(1)?),
-        _ => return Err(unsupported(node, "more outputs than the op has")),
+    let outputs = node.outputs.len();
+    let log_prob = if outputs == 2 && softmax {
+        Some(out(1)?)
+    } else if outputs == 1 {
+        None
+    } else {
+        return Err(unsupported(node, "more outputs than the op has"));
     };
-    Ok(LossSpec {
+    Ok(Spec {
+        site: Site::of(node),
+        code: crate::plan::index_code(g, node)?,
         softmax,
         scores: (x, dt),
         targets: (tv, tdt),

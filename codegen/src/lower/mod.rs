@@ -176,6 +176,23 @@ impl Kind {
 pub enum Spec {
     /// A family whose writers still read the graph and the node themselves.
     Untyped(Kind),
+    /// An element-wise op or body ([`elementwise`]).
+    Elementwise(Box<elementwise::Spec>),
+    /// Trilu ([`trilu`]).
+    Trilu(Box<trilu::Spec>),
+    /// GatherElements ([`gather_elements`]).
+    GatherElements(Box<gather_elements::Spec>),
+    /// ArgMax, ArgMin, Hardmax ([`arg`]).
+    Arg(Box<arg::Spec>),
+    /// CumSum, CumProd ([`cumulative`]).
+    Cumulative(Box<cumulative::Spec>),
+    /// NegativeLogLikelihoodLoss, SoftmaxCrossEntropyLoss ([`loss`]).
+    Loss(Box<loss::Spec>),
+    /// LayerNormalization, RMSNormalization, Softmax, LogSoftmax, LpNormalization
+    /// ([`rows`]).
+    Rows(Box<rows::Spec>),
+    /// The `Reduce*` ops and the global pools ([`reduce`]).
+    Reduce(Box<reduce::Spec>),
 }
 
 impl Spec {
@@ -183,6 +200,14 @@ impl Spec {
     pub fn kind(&self) -> Kind {
         match self {
             Spec::Untyped(k) => *k,
+            Spec::Elementwise(_) => Kind::Elementwise,
+            Spec::Trilu(_) => Kind::Trilu,
+            Spec::GatherElements(_) => Kind::GatherElements,
+            Spec::Arg(_) => Kind::Arg,
+            Spec::Cumulative(_) => Kind::Cumulative,
+            Spec::Loss(_) => Kind::Loss,
+            Spec::Rows(_) => Kind::Rows,
+            Spec::Reduce(_) => Kind::Reduce,
         }
     }
 }
@@ -402,14 +427,59 @@ fn counted_kernel(g: &Graph, n: &Node) -> Lowered {
 /// missing kernel (a size known only at run time, a graph the planner cannot lay out);
 /// a form of an op no kernel covers is [`Lowered::Unsupported`].
 pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
+    lower_as(g, n, views, true)
+}
+
+/// What node `n` of `g` becomes, with the element-wise, row, reduction, arg, scan,
+/// loss, Trilu and GatherElements families' specs left unparsed
+/// ([`Spec::Untyped`]): what [`absorb`] asks of a value's readers, while those
+/// readers' specs ask [`absorb`] which of their inputs are read in place (parsing
+/// here would go round that circle forever).
+pub fn shallow(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
+    lower_as(g, n, views, false)
+}
+
+fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Lowered> {
     if (views.stores_casts && absorb::cast_stored_by_producer(g, n))
         || (views.strided_reads && absorb::cut_read_in_place(g, n, views))
     {
         return Ok(Lowered::Absorbed);
     }
+    use reduce::ReduceKind;
     use Kind::*;
     let k = |kind| Lowered::Kernel(Spec::Untyped(kind));
     let none = |why: &str| Lowered::Unsupported(why.to_string());
+    // A typed family's spec, or (shallow) its kind alone.
+    let parsed = |kind: Kind, spec: &dyn Fn() -> crate::Result<Lowered>| {
+        if parse {
+            spec()
+        } else {
+            Ok(k(kind))
+        }
+    };
+    let arg = |a| {
+        parsed(Arg, &|| {
+            typed(arg::spec(g, n, a), |s| Spec::Arg(Box::new(s)))
+        })
+    };
+    let reduction = |kind| {
+        parsed(Reduce, &|| {
+            typed(reduce::spec(g, n, kind), |s| Spec::Reduce(Box::new(s)))
+        })
+    };
+    let row = |op: &dyn Fn() -> crate::Result<rows::RowOp>| {
+        parsed(Rows, &|| {
+            let spec = op().and_then(|op| rows::spec(g, n, op, views.stores_casts));
+            typed(spec, |s| Spec::Rows(Box::new(s)))
+        })
+    };
+    let elementwise = || {
+        parsed(Elementwise, &|| {
+            typed(elementwise::spec(g, n, views), |s| {
+                Spec::Elementwise(Box::new(s))
+            })
+        })
+    };
     // A family with a typed spec returns `typed(family::spec(g, n), Spec::Family)`.
     Ok(match n.op {
         Op::Elementwise(e) => match e {
@@ -489,34 +559,42 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             | ElementwiseOp::Cast
             | ElementwiseOp::CastLike
             | ElementwiseOp::BitCast
-            | ElementwiseOp::Dropout => k(Elementwise),
+            | ElementwiseOp::Dropout => elementwise()?,
         },
         Op::Fused(f) => match f {
-            FusedOp::FusedElementwise => k(Elementwise),
+            FusedOp::FusedElementwise => elementwise()?,
             FusedOp::FusedMatMul => Lowered::Gemm(GemmForm::MatMul),
             FusedOp::FusedConv if conv_nd::applies(g, n) => k(ConvNd),
             FusedOp::FusedConv if conv::as_gemm(g, n) => Lowered::ConvGemm,
             FusedOp::FusedConv => k(Conv),
         },
         Op::Reduce(r) => match r {
-            ReduceOp::ReduceSum
-            | ReduceOp::ReduceMean
-            | ReduceOp::ReduceMax
-            | ReduceOp::ReduceMin
-            | ReduceOp::ReduceProd
-            | ReduceOp::ReduceL1
-            | ReduceOp::ReduceL2
-            | ReduceOp::ReduceLogSum
-            | ReduceOp::ReduceLogSumExp
-            | ReduceOp::ReduceSumSquare => k(Reduce),
-            ReduceOp::ArgMax | ReduceOp::ArgMin | ReduceOp::Hardmax => k(Arg),
-            ReduceOp::Softmax
-            | ReduceOp::LogSoftmax
-            | ReduceOp::LayerNormalization
-            | ReduceOp::RMSNormalization
-            | ReduceOp::LpNormalization => k(Rows),
-            ReduceOp::CumSum | ReduceOp::CumProd => k(Cumulative),
-            ReduceOp::NegativeLogLikelihoodLoss | ReduceOp::SoftmaxCrossEntropyLoss => k(Loss),
+            ReduceOp::ReduceSum => reduction(ReduceKind::Sum)?,
+            ReduceOp::ReduceMean => reduction(ReduceKind::Mean)?,
+            ReduceOp::ReduceMax => reduction(ReduceKind::Max)?,
+            ReduceOp::ReduceMin => reduction(ReduceKind::Min)?,
+            ReduceOp::ReduceProd => reduction(ReduceKind::Prod)?,
+            ReduceOp::ReduceL1 => reduction(ReduceKind::L1)?,
+            ReduceOp::ReduceL2 => reduction(ReduceKind::L2)?,
+            ReduceOp::ReduceLogSum => reduction(ReduceKind::LogSum)?,
+            ReduceOp::ReduceLogSumExp => reduction(ReduceKind::LogSumExp)?,
+            ReduceOp::ReduceSumSquare => reduction(ReduceKind::SumSquare)?,
+            ReduceOp::ArgMax => arg(arg::ArgKind::Max)?,
+            ReduceOp::ArgMin => arg(arg::ArgKind::Min)?,
+            ReduceOp::Hardmax => arg(arg::ArgKind::Hardmax)?,
+            ReduceOp::Softmax => row(&|| Ok(rows::RowOp::Softmax))?,
+            ReduceOp::LogSoftmax => row(&|| Ok(rows::RowOp::LogSoftmax))?,
+            ReduceOp::LayerNormalization => row(&|| Ok(rows::RowOp::LayerNorm))?,
+            ReduceOp::RMSNormalization => row(&|| Ok(rows::RowOp::RmsNorm))?,
+            ReduceOp::LpNormalization => row(&|| rows::lp_norm(n))?,
+            ReduceOp::CumSum | ReduceOp::CumProd => parsed(Cumulative, &|| {
+                typed(cumulative::spec(g, n), |s| Spec::Cumulative(Box::new(s)))
+            })?,
+            ReduceOp::NegativeLogLikelihoodLoss | ReduceOp::SoftmaxCrossEntropyLoss => {
+                parsed(Loss, &|| {
+                    typed(loss::spec(g, n), |s| Spec::Loss(Box::new(s)))
+                })?
+            }
             ReduceOp::TopK => k(TopK),
             ReduceOp::GroupNormalization
             | ReduceOp::InstanceNormalization
@@ -551,8 +629,14 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             | ShapeOp::Expand
             | ShapeOp::Concat => k(Movement),
             ShapeOp::Split | ShapeOp::Pad => k(SplitPad),
-            ShapeOp::GatherElements => k(GatherElements),
-            ShapeOp::Trilu => k(Trilu),
+            ShapeOp::GatherElements => parsed(GatherElements, &|| {
+                typed(gather_elements::spec(g, n), |s| {
+                    Spec::GatherElements(Box::new(s))
+                })
+            })?,
+            ShapeOp::Trilu => parsed(Trilu, &|| {
+                typed(trilu::spec(g, n), |s| Spec::Trilu(Box::new(s)))
+            })?,
             ShapeOp::Tile
             | ShapeOp::DepthToSpace
             | ShapeOp::SpaceToDepth
@@ -576,7 +660,8 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             NnOp::Conv if conv_nd::applies(g, n) => k(ConvNd),
             NnOp::Conv => k(Conv),
             NnOp::MaxPool | NnOp::AveragePool => k(Pool),
-            NnOp::GlobalAveragePool | NnOp::GlobalMaxPool => k(Reduce),
+            NnOp::GlobalAveragePool => reduction(ReduceKind::GlobalAverage)?,
+            NnOp::GlobalMaxPool => reduction(ReduceKind::GlobalMax)?,
             NnOp::MatMulInteger
             | NnOp::QLinearMatMul
             | NnOp::ConvInteger

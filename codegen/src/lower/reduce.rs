@@ -1,16 +1,16 @@
 //! A reduction, read once for every backend: which axes it reduces (`axes` as an
 //! attribute or a constant input, `noop_with_empty_axes`, the global pools' spatial
 //! axes), the input's dims merged into runs of kept and reduced dims, and how it folds
-//! its elements ([`fold`]: identity, combine, map, finish, which each writer spells).
+//! its elements ([`ReduceKind::fold`]: identity, combine, map, finish, which each
+//! writer spells).
 
-use super::support::{const_input, input, output, plan, typed, unsupported};
+use super::support::{const_input, input, output, plan, typed, unsupported, Site};
 use crate::Result;
-use gopt_ir::ops::{NnOp, ReduceOp};
-use gopt_ir::{DType, Graph, Node, Op};
+use gopt_ir::{DType, Graph, Node};
 
 /// The reduced axes (sorted, unique) of `node` for an input of rank `rank`.
-pub fn axes(g: &Graph, node: &Node, rank: usize) -> Result<Vec<usize>> {
-    if matches!(node.op, Op::Nn(_)) {
+pub fn axes(g: &Graph, node: &Node, kind: ReduceKind, rank: usize) -> Result<Vec<usize>> {
+    if kind.global() {
         if rank < 2 {
             return Err(unsupported(node, "inputs of rank below 2"));
         }
@@ -56,10 +56,12 @@ pub fn runs(xs: &[usize], axes: &[usize]) -> Vec<(usize, bool)> {
     let mut runs: Vec<(usize, bool)> = Vec::new();
     for (a, &d) in xs.iter().enumerate() {
         let red = axes.contains(&a);
+        if d == 1 {
+            continue;
+        }
         match runs.last_mut() {
-            _ if d == 1 => {}
             Some((s, r)) if *r == red => *s *= d,
-            _ => runs.push((d, red)),
+            Some(_) | None => runs.push((d, red)),
         }
     }
     runs
@@ -143,83 +145,70 @@ impl Fold {
     }
 }
 
-/// The fold of reduction node `node` (the `Reduce*` ops and the global pools).
-pub fn fold(node: &Node) -> Result<Fold> {
-    use Combine as C;
-    use Finish as F;
-    use Identity as I;
-    let sum = |map: Map, finish: Finish| Ok(Fold::new(I::Zero, C::Add, map, finish));
-    let other = || Err(unsupported(node, "this op (not a reduction)"));
-    match node.op {
-        Op::Reduce(r) => match r {
-            ReduceOp::ReduceSum => sum(Map::Id, F::Id),
-            ReduceOp::ReduceMean => sum(Map::Id, F::Mean),
-            ReduceOp::ReduceSumSquare => sum(Map::Square, F::Id),
-            ReduceOp::ReduceL1 => sum(Map::Abs, F::Id),
-            ReduceOp::ReduceL2 => sum(Map::Square, F::Sqrt),
-            ReduceOp::ReduceLogSum => sum(Map::Id, F::Log),
-            ReduceOp::ReduceMax => Ok(Fold::new(I::NegInf, C::Max, Map::Id, F::Id)),
-            ReduceOp::ReduceMin => Ok(Fold::new(I::PosInf, C::Min, Map::Id, F::Id)),
-            ReduceOp::ReduceProd => Ok(Fold::new(I::One, C::Mul, Map::Id, F::Id)),
-            ReduceOp::ReduceLogSumExp => Ok(Fold::new(I::NegInf, C::LogAddExp, Map::Id, F::Id)),
-            ReduceOp::ArgMax
-            | ReduceOp::ArgMin
-            | ReduceOp::TopK
-            | ReduceOp::Hardmax
-            | ReduceOp::Softmax
-            | ReduceOp::LogSoftmax
-            | ReduceOp::CumSum
-            | ReduceOp::CumProd
-            | ReduceOp::LayerNormalization
-            | ReduceOp::RMSNormalization
-            | ReduceOp::GroupNormalization
-            | ReduceOp::InstanceNormalization
-            | ReduceOp::BatchNormalization
-            | ReduceOp::LpNormalization
-            | ReduceOp::MeanVarianceNormalization
-            | ReduceOp::LRN
-            | ReduceOp::NegativeLogLikelihoodLoss
-            | ReduceOp::SoftmaxCrossEntropyLoss => other(),
-        },
-        Op::Nn(n) => match n {
-            NnOp::GlobalAveragePool => sum(Map::Id, F::Mean),
-            NnOp::GlobalMaxPool => Ok(Fold::new(I::NegInf, C::Max, Map::Id, F::Id)),
-            NnOp::MatMul
-            | NnOp::Gemm
-            | NnOp::Conv
-            | NnOp::MaxPool
-            | NnOp::AveragePool
-            | NnOp::MatMulInteger
-            | NnOp::QLinearMatMul
-            | NnOp::MatMulNBits
-            | NnOp::ConvTranspose
-            | NnOp::ConvInteger
-            | NnOp::QLinearConv
-            | NnOp::DeformConv
-            | NnOp::QuantizeLinear
-            | NnOp::DequantizeLinear
-            | NnOp::DynamicQuantizeLinear
-            | NnOp::LpPool
-            | NnOp::GlobalLpPool
-            | NnOp::MaxUnpool
-            | NnOp::Einsum
-            | NnOp::Det => other(),
-        },
-        Op::Elementwise(_)
-        | Op::Fused(_)
-        | Op::Shape(_)
-        | Op::Attention(_)
-        | Op::Image(_)
-        | Op::Control(_) => other(),
+/// A reduction: the `Reduce*` ops and the global pools, mapped from the IR's ops once
+/// by [`super::lower`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ReduceKind {
+    /// ReduceSum.
+    Sum,
+    /// ReduceMean.
+    Mean,
+    /// ReduceSumSquare.
+    SumSquare,
+    /// ReduceL1.
+    L1,
+    /// ReduceL2.
+    L2,
+    /// ReduceLogSum.
+    LogSum,
+    /// ReduceMax.
+    Max,
+    /// ReduceMin.
+    Min,
+    /// ReduceProd.
+    Prod,
+    /// ReduceLogSumExp.
+    LogSumExp,
+    /// GlobalAveragePool: the mean over every spatial axis.
+    GlobalAverage,
+    /// GlobalMaxPool: the maximum over every spatial axis.
+    GlobalMax,
+}
+
+impl ReduceKind {
+    /// Whether it is a global pool (its axes are the spatial ones, from 2 on).
+    pub fn global(self) -> bool {
+        matches!(self, ReduceKind::GlobalAverage | ReduceKind::GlobalMax)
+    }
+
+    /// Its fold.
+    pub fn fold(self) -> Fold {
+        use Combine as C;
+        use Finish as F;
+        use Identity as I;
+        use ReduceKind as K;
+        let sum = |map: Map, finish: Finish| Fold::new(I::Zero, C::Add, map, finish);
+        match self {
+            K::Sum => sum(Map::Id, F::Id),
+            K::Mean | K::GlobalAverage => sum(Map::Id, F::Mean),
+            K::SumSquare => sum(Map::Square, F::Id),
+            K::L1 => sum(Map::Abs, F::Id),
+            K::L2 => sum(Map::Square, F::Sqrt),
+            K::LogSum => sum(Map::Id, F::Log),
+            K::Max | K::GlobalMax => Fold::new(I::NegInf, C::Max, Map::Id, F::Id),
+            K::Min => Fold::new(I::PosInf, C::Min, Map::Id, F::Id),
+            K::Prod => Fold::new(I::One, C::Mul, Map::Id, F::Id),
+            K::LogSumExp => Fold::new(I::NegInf, C::LogAddExp, Map::Id, F::Id),
+        }
     }
 }
 
-/// The fold of reduction `node` over data of `dt`: [`fold`], except over bool data,
+/// The fold of reduction `node` over data of `dt`: [`ReduceKind::fold`], except over bool data,
 /// where ReduceMax is "any" and ReduceMin "all" (the fold of 0/1 values starting from
 /// false or true, the interpreter's identities, not from -inf or +inf); the other
 /// reductions take no bool data (nor does the interpreter).
-pub fn typed_fold(node: &Node, dt: DType) -> Result<Fold> {
-    let f = fold(node)?;
+pub fn typed_fold(node: &Node, kind: ReduceKind, dt: DType) -> Result<Fold> {
+    let f = kind.fold();
     if dt != DType::Bool {
         return Ok(f);
     }
@@ -233,11 +222,15 @@ pub fn typed_fold(node: &Node, dt: DType) -> Result<Fold> {
     Ok(Fold { identity, ..f })
 }
 
-/// A reduction node's geometry, read once for every backend: its dtype, the input's
-/// shape, the reduced axes, the dims merged into runs (size, reduced), and how many
-/// elements each output reduces (`inner`) over how many outputs (`outer`).
-#[derive(Clone, Debug)]
-pub struct Geometry {
+/// A reduction node, read once for every backend: its dtype, the input's shape, the
+/// reduced axes, the dims merged into runs (size, reduced), how many elements each
+/// output reduces (`inner`) over how many outputs (`outer`), and its fold.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spec {
+    /// The node.
+    pub site: Site,
+    /// Its fold over its dtype ([`typed_fold`]).
+    pub fold: Fold,
     /// X's (and Y's) dtype.
     pub dtype: DType,
     /// X's shape.
@@ -252,7 +245,7 @@ pub struct Geometry {
     pub outer: usize,
 }
 
-impl Geometry {
+impl Spec {
     /// Whether the reduced elements of each output are contiguous (one reduced run,
     /// innermost).
     pub fn contiguous(&self) -> bool {
@@ -260,14 +253,14 @@ impl Geometry {
     }
 }
 
-/// The geometry of reduction `node` of `g` (one output of X's dtype).
-pub fn geometry(g: &Graph, node: &Node) -> Result<Geometry> {
+/// Reduction `node` of `g` (one output of X's dtype), a reduction of `kind`.
+pub fn spec(g: &Graph, node: &Node, kind: ReduceKind) -> Result<Spec> {
     let (dtype, xs) = typed(g, node, input(node, 0)?)?;
     let (out_dt, ys) = typed(g, node, output(node, 0)?)?;
     if out_dt != dtype || node.outputs.len() != 1 {
         return Err(unsupported(node, "an output of another dtype"));
     }
-    let axes = axes(g, node, xs.len())?;
+    let axes = axes(g, node, kind, xs.len())?;
     let runs = runs(&xs, &axes);
     let inner: usize = runs.iter().filter(|r| r.1).map(|r| r.0).product();
     let outer: usize = runs.iter().filter(|r| !r.1).map(|r| r.0).product();
@@ -277,7 +270,9 @@ pub fn geometry(g: &Graph, node: &Node) -> Result<Geometry> {
             node.name
         )));
     }
-    Ok(Geometry {
+    Ok(Spec {
+        site: Site::of(node),
+        fold: typed_fold(node, kind, dtype)?,
         dtype,
         xs,
         axes,

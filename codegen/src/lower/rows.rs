@@ -4,10 +4,9 @@
 //! axes, are contiguous), its epsilon, where each column finds its scale and bias
 //! ([`Column`]), and its outputs (LayerNorm's optional Mean and InvStdDev included).
 
-use super::support::{check_float, input, plan, typed, unsupported};
+use super::support::{check_float, input, plan, typed, unsupported, Site};
 use crate::Result;
-use gopt_ir::ops::ReduceOp;
-use gopt_ir::{DType, Graph, Node, Op, ValueId};
+use gopt_ir::{DType, Graph, Node, ValueId};
 
 /// What a row kernel computes along each row.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,7 +77,9 @@ pub struct Output {
 
 /// A row node, resolved.
 #[derive(Clone, Debug, PartialEq)]
-pub struct Rows {
+pub struct Spec {
+    /// The node.
+    pub site: Site,
     /// What each row computes.
     pub op: RowOp,
     /// The input.
@@ -113,7 +114,7 @@ pub struct Rows {
     pub inv_std_dev: Option<Output>,
 }
 
-impl Rows {
+impl Spec {
     /// The number of rows.
     pub fn rows(&self) -> usize {
         self.outer * self.inner
@@ -125,52 +126,18 @@ impl Rows {
     }
 }
 
-/// The row op of `node`, when it is one.
-fn row_op(node: &Node) -> Result<RowOp> {
-    let not_rows = || Err(unsupported(node, "this op (not a row kernel)"));
-    let Op::Reduce(r) = node.op else {
-        return not_rows();
-    };
-    Ok(match r {
-        ReduceOp::LayerNormalization => RowOp::LayerNorm,
-        ReduceOp::RMSNormalization => RowOp::RmsNorm,
-        ReduceOp::Softmax => RowOp::Softmax,
-        ReduceOp::LogSoftmax => RowOp::LogSoftmax,
-        ReduceOp::LpNormalization => match node.attrs.int_or("p", 2).map_err(plan)? {
-            1 => RowOp::LpNorm(Lp::L1),
-            2 => RowOp::LpNorm(Lp::L2),
-            p => return Err(unsupported(node, &format!("p = {p}"))),
-        },
-        ReduceOp::ReduceSum
-        | ReduceOp::ReduceMean
-        | ReduceOp::ReduceMax
-        | ReduceOp::ReduceMin
-        | ReduceOp::ReduceProd
-        | ReduceOp::ReduceL1
-        | ReduceOp::ReduceL2
-        | ReduceOp::ReduceLogSum
-        | ReduceOp::ReduceLogSumExp
-        | ReduceOp::ReduceSumSquare
-        | ReduceOp::ArgMax
-        | ReduceOp::ArgMin
-        | ReduceOp::TopK
-        | ReduceOp::Hardmax
-        | ReduceOp::CumSum
-        | ReduceOp::CumProd
-        | ReduceOp::GroupNormalization
-        | ReduceOp::InstanceNormalization
-        | ReduceOp::BatchNormalization
-        | ReduceOp::MeanVarianceNormalization
-        | ReduceOp::LRN
-        | ReduceOp::NegativeLogLikelihoodLoss
-        | ReduceOp::SoftmaxCrossEntropyLoss => return not_rows(),
-    })
+/// LpNormalization node `node`'s row op: its norm (`p`, 1 or 2).
+pub fn lp_norm(node: &Node) -> Result<RowOp> {
+    match node.attrs.int_or("p", 2).map_err(plan)? {
+        1 => Ok(RowOp::LpNorm(Lp::L1)),
+        2 => Ok(RowOp::LpNorm(Lp::L2)),
+        p => Err(unsupported(node, &format!("p = {p}"))),
+    }
 }
 
 /// Row node `node` of `g`, resolved; an `Err` is what no row kernel computes
 /// (symbolic shapes, non-float data, a scale that varies across rows).
-pub fn rows(g: &Graph, node: &Node, stores_casts: bool) -> Result<Rows> {
-    let op = row_op(node)?;
+pub fn spec(g: &Graph, node: &Node, op: RowOp, stores_casts: bool) -> Result<Spec> {
     let x = input(node, 0)?;
     let (dtype, shape) = typed(g, node, x)?;
     check_float(node, dtype, "data")?;
@@ -234,7 +201,8 @@ pub fn rows(g: &Graph, node: &Node, stores_casts: bool) -> Result<Rows> {
         RowOp::RmsNorm => (param(1)?, None),
         RowOp::Softmax | RowOp::LogSoftmax | RowOp::LpNorm(_) => (None, None),
     };
-    Ok(Rows {
+    Ok(Spec {
+        site: Site::of(node),
         op,
         x,
         dtype,

@@ -3,7 +3,7 @@
 //! device. The element at row `r`, column `c` of each matrix is kept when `c - r >= k`
 //! (upper) or `c - r <= k` (lower), and is zero otherwise.
 
-use super::support::{input, opt_input, output, plan, typed, unsupported};
+use super::support::{input, opt_input, output, plan, typed, unsupported, Site};
 use crate::Result;
 use gopt_ir::{DType, Graph, Node, ValueId};
 
@@ -17,8 +17,10 @@ pub enum Diagonal {
 }
 
 /// A Trilu node, resolved.
-#[derive(Clone, Debug)]
-pub struct TriluSpec {
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spec {
+    /// The node.
+    pub site: Site,
     /// The data.
     pub x: ValueId,
     /// The output (the data's dtype and shape).
@@ -38,7 +40,7 @@ pub struct TriluSpec {
 }
 
 /// Reads Trilu node `node` of `g`.
-pub fn spec(g: &Graph, node: &Node) -> Result<TriluSpec> {
+pub fn spec(g: &Graph, node: &Node) -> Result<Spec> {
     let x = input(node, 0)?;
     let out = output(node, 0)?;
     let (dtype, shape) = typed(g, node, x)?;
@@ -66,7 +68,8 @@ pub fn spec(g: &Graph, node: &Node) -> Result<TriluSpec> {
             }
         }
     };
-    Ok(TriluSpec {
+    Ok(Spec {
+        site: Site::of(node),
         x,
         out,
         dtype,

@@ -5,36 +5,35 @@
 //! The node is read once, for both backends, by [`crate::lower::arg`].
 
 use super::types::{self, kind, Kind};
-use super::unsupported;
 use super::WgslKernel;
-use crate::lower::arg::{spec, ArgKind};
+use crate::lower::arg::{ArgKind, Spec};
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("arg.wgsl");
 
-/// Emits the shader for ArgMax/ArgMin/Hardmax node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let sp = spec(g, node)?;
+/// Emits the shader of spec `sp`.
+pub fn emit(sp: &Spec, name: &str) -> Result<WgslKernel> {
+    let unsupported = |what: &str| super::refuse(&sp.site, what);
     let (dt, d, inner) = (sp.dtype, sp.d, sp.inner);
-    let (t, _) = super::storage_type(dt).ok_or_else(|| unsupported(node, format!("{dt} data")))?;
+    let (t, _) = super::storage_type(dt).ok_or_else(|| unsupported(&format!("{dt} data")))?;
     let (hard, last) = (sp.kind == ArgKind::Hardmax, sp.last);
-    let n = u32::try_from(sp.lanes).map_err(|_| unsupported(node, "more than 2^32 elements"))?;
+    let n = u32::try_from(sp.lanes).map_err(|_| unsupported("more than 2^32 elements"))?;
     if n == 0 {
         // Its i64 output buffer would be one word, short of one `vec2<u32>`.
-        return Err(unsupported(node, "an empty output"));
+        return Err(unsupported("an empty output"));
     }
     let load = |at: &str| types::load(dt, &format!("x[{at}]"));
     let isnan = |v: &str| match kind(dt) {
         Some(Kind::Float) => format!("((bitcast<u32>({v}) & 0x7fffffffu) > 0x7f800000u)"),
-        _ => "false".into(),
+        Some(Kind::Int | Kind::Uint | Kind::Wide | Kind::Bool) | None => "false".into(),
     };
     let (less, equal) = match kind(dt) {
         Some(Kind::Float | Kind::Int | Kind::Uint) => ("({a} < {b})", "(v == best)"),
         Some(Kind::Wide) if dt == DType::I64 => ("gopt_lt_i64({a}, {b})", "all(v == best)"),
         Some(Kind::Wide) => ("gopt_lt_u64({a}, {b})", "all(v == best)"),
-        _ => return Err(unsupported(node, format!("{dt} data"))),
+        Some(Kind::Bool) | None => return Err(unsupported(&format!("{dt} data"))),
     };
     let (a, b) = if sp.max() {
         ("best", "v")
@@ -62,7 +61,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         TEMPLATE,
         &[
             ("enable", super::enable_f16(dt == DType::F16)),
-            ("what", node.op.name()),
+            ("what", sp.site.op),
             ("d", &d.to_string()),
             ("inner", &inner.max(1).to_string()),
             ("span", &sp.span().to_string()),
@@ -83,7 +82,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: sp.site.node.clone(),
         source,
         workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs: vec![sp.x.0],

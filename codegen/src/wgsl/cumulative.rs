@@ -6,22 +6,21 @@
 //! The node is read once, for both backends, by [`crate::lower::cumulative`].
 
 use super::types::{self, kind, Kind};
-use super::unsupported;
 use super::WgslKernel;
-use crate::lower::cumulative::{spec, ScanAxis};
+use crate::lower::cumulative::{ScanAxis, Spec};
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("cumulative.wgsl");
 
-/// Emits the shader for CumSum/CumProd node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let sp = spec(g, node)?;
+/// Emits the shader of spec `sp`.
+pub fn emit(sp: &Spec, name: &str) -> Result<WgslKernel> {
+    let unsupported = |what: &str| super::refuse(&sp.site, what);
     let (dt, shape, prod) = (sp.dtype, &sp.shape, sp.prod);
     let (exclusive, reverse) = (sp.exclusive, sp.reverse);
-    let (st, _) = super::storage_type(dt).ok_or_else(|| unsupported(node, format!("{dt} data")))?;
-    let n = u32::try_from(sp.n).map_err(|_| unsupported(node, "more than 2^32 elements"))?;
+    let (st, _) = super::storage_type(dt).ok_or_else(|| unsupported(&format!("{dt} data")))?;
+    let n = u32::try_from(sp.n).map_err(|_| unsupported("more than 2^32 elements"))?;
     let (init, combine) = match (kind(dt), prod) {
         (Some(Kind::Float), false) => ("0.0", "acc + v"),
         (Some(Kind::Float), true) => ("1.0", "acc * v"),
@@ -31,7 +30,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         (Some(Kind::Uint), true) => ("1u", "acc * v"),
         (Some(Kind::Wide), false) => ("vec2<u32>(0u, 0u)", "gopt_add64(acc, v)"),
         (Some(Kind::Wide), true) => ("vec2<u32>(1u, 0u)", "gopt_mul64(acc, v)"),
-        _ => return Err(unsupported(node, format!("{dt} data"))),
+        (Some(Kind::Bool) | None, _) => return Err(unsupported(&format!("{dt} data"))),
     };
     let rank = shape.len();
     let mut bindings = vec![format!("var<storage, read> x: array<{st}>;")];
@@ -72,7 +71,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         TEMPLATE,
         &[
             ("enable", super::enable_f16(dt == DType::F16)),
-            ("what", node.op.name()),
+            ("what", sp.site.op),
             ("mode", sp.mode()),
             ("bindings", &bindings.join("\n")),
             ("helpers", &helpers),
@@ -89,7 +88,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: sp.site.node.clone(),
         source,
         workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs,

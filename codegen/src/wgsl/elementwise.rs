@@ -10,43 +10,29 @@
 
 use super::elementwise_expr::expr;
 use super::types::{self, kind};
-use super::unsupported;
-use super::{WgslKernel, WORKGROUP};
-use crate::lower::elementwise::{dropout, dropout_mask, Dropout, Test, DROPOUT_TRAINING};
-use crate::plan::{index_code, IndexCheck};
+use super::{refuse, WgslKernel, WORKGROUP};
+use crate::lower::elementwise::{Operand, Spec, Test};
 use crate::template::fill;
 use crate::{CodegenError, Result};
-use gopt_ir::{DType, Graph, Node, Op, ValueId};
-use std::collections::HashMap;
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("elementwise.wgsl");
 
-fn static_shape(g: &Graph, node: &Node, v: ValueId) -> Result<(DType, Vec<usize>)> {
-    let t = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;
-    let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
-    Ok((t.dtype, s))
-}
-
-/// Emits the shader for element-wise node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let out = *node
-        .outputs
-        .first()
-        .ok_or_else(|| unsupported(node, "no output"))?;
-    let (odt, shape) = static_shape(g, node, out)?;
+/// Emits the shader of element-wise spec `spec`.
+pub fn emit(spec: &Spec, name: &str) -> Result<WgslKernel> {
+    let site = &spec.site;
+    let (odt, shape) = (spec.dtype, &spec.shape);
     let (ost, _) =
-        super::storage_type(odt).ok_or_else(|| unsupported(node, format!("{odt} outputs")))?;
+        super::storage_type(odt).ok_or_else(|| refuse(site, &format!("{odt} outputs")))?;
     let n: usize = shape.iter().product();
-    let n32 = u32::try_from(n).map_err(|_| unsupported(node, "more than 2^32 elements"))?;
-    let (body, params) = crate::lower::body::of(g, node)?;
-    let mut names: HashMap<ValueId, (String, DType)> = HashMap::new();
+    let n32 = u32::try_from(n).map_err(|_| refuse(site, "more than 2^32 elements"))?;
     let mut bindings = String::new();
     let mut index = String::new();
     let mut loads = String::new();
-    for (k, (&bv, &pv)) in body.inputs.iter().zip(&params).enumerate() {
-        let (dt, s) = static_shape(g, node, pv)?;
+    for (k, input) in spec.inputs.iter().enumerate() {
+        let (dt, s) = (input.dtype, &input.shape);
         let (st, _) =
-            super::storage_type(dt).ok_or_else(|| unsupported(node, format!("{dt} inputs")))?;
+            super::storage_type(dt).ok_or_else(|| refuse(site, &format!("{dt} inputs")))?;
         bindings += &format!("@group(0) @binding({k}) var<storage, read> in{k}: array<{st}>;\n");
         let numel: usize = s.iter().product();
         let at = if numel == 1 || n == 0 {
@@ -54,112 +40,89 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         } else if s == shape {
             "i".to_string()
         } else {
-            index += &offset_code(k, &s, &shape);
+            index += &offset_code(k, s, shape);
             format!("o{k}")
         };
         loads += &format!(
             "        let a{k} = {};\n",
             types::load(dt, &format!("in{k}[{at}]"))
         );
-        names.insert(bv, (format!("a{k}"), dt));
     }
     bindings += &format!(
         "@group(0) @binding({}) var<storage, read_write> out: array<{ost}>;\n",
-        params.len()
+        spec.inputs.len()
     );
-    for (&v, t) in &body.constants {
-        let lit = types::literal(t.tensor()).ok_or_else(|| {
-            unsupported(
-                node,
-                format!("a constant that is not one {} value", t.dtype()),
-            )
-        })?;
-        names.insert(v, (lit, t.dtype()));
-    }
+    let name_of = |o: &Operand| -> Result<String> {
+        Ok(match o {
+            Operand::Input(k) => format!("a{k}"),
+            Operand::Step(i) => format!("t{i}"),
+            Operand::Const(t) => types::literal(t).ok_or_else(|| {
+                refuse(
+                    site,
+                    &format!("a constant that is not one {} value", t.dtype()),
+                )
+            })?,
+        })
+    };
     let mut code = String::new();
-    let mut check = None;
-    for (i, bn) in body.nodes.iter().enumerate() {
-        let Op::Elementwise(op) = bn.op else {
-            return Err(unsupported(
-                node,
-                format!("{} in an element-wise body", bn.op),
-            ));
-        };
-        if op == gopt_ir::ops::ElementwiseOp::Dropout {
-            let mode = dropout(g, &body, &params, bn).map_err(|what| unsupported(node, what))?;
-            if mode != Dropout::Inference {
-                // Training mode or the ratio known only at run time: the first
-                // invocation raises the node's code where it would train.
-                let c = IndexCheck {
-                    code: index_code(g, node)?,
-                    op: bn.op.name().into(),
-                    what: DROPOUT_TRAINING.into(),
-                };
-                let mut cond = Vec::new();
-                for (v, test) in mode.conditions() {
-                    let Some((n, _)) = names.get(&v) else {
-                        return Err(unsupported(node, "an unbound body value"));
-                    };
-                    cond.push(match test {
-                        Test::True => n.clone(),
-                        Test::NonZero => format!("{n} != 0.0"),
-                    });
-                }
-                code += &format!(
-                    "        if (i == 0u && {}) {{ atomicMax(&gopt_err, {}u); }}\n",
-                    cond.join(" && "),
-                    c.code
-                );
-                check = Some(c);
+    for (i, step) in spec.steps.iter().enumerate() {
+        if let (false, Some(c)) = (step.trains_if.is_empty(), &spec.check) {
+            // Training mode or the ratio known only at run time: the first
+            // invocation raises the node's code where it would train.
+            let mut cond = Vec::new();
+            for (v, test) in &step.trains_if {
+                let n = name_of(v)?;
+                cond.push(match test {
+                    Test::True => n,
+                    Test::NonZero => format!("{n} != 0.0"),
+                });
             }
+            code += &format!(
+                "        if (i == 0u && {}) {{ atomicMax(&gopt_err, {}u); }}\n",
+                cond.join(" && "),
+                c.code
+            );
         }
-        let args: Vec<Option<(String, DType)>> = bn
-            .inputs
+        let args: Vec<Option<(String, DType)>> = step
+            .args
             .iter()
-            .map(|i| i.and_then(|v| names.get(&v).cloned()))
-            .collect();
-        let odt_b = body
-            .ty(bn.outputs[0])
-            .map_err(|e| CodegenError::Plan(e.to_string()))?
-            .dtype;
+            .map(|a| match a {
+                None => Ok(None),
+                Some(a) => Ok(Some((name_of(&a.at)?, a.dtype))),
+            })
+            .collect::<Result<_>>()?;
+        let odt_b = step.dtype;
         if kind(odt_b).is_none() {
-            return Err(unsupported(node, format!("{} producing {odt_b}", bn.op)));
+            return Err(refuse(
+                site,
+                &format!("{} producing {odt_b}", step.op.name()),
+            ));
         }
-        let e = expr(op, &bn.attrs, &args, odt_b).map_err(|what| unsupported(node, what))?;
+        let e = expr(step.op, &step.expr, &args, odt_b).map_err(|what| refuse(site, &what))?;
         code += &format!("        let t{i} = {};\n", types::wrap(odt_b, &e));
-        names.insert(bn.outputs[0], (format!("t{i}"), odt_b));
     }
-    let (result, rdt) = body
-        .outputs
-        .first()
-        .and_then(|o| names.get(o))
-        .cloned()
-        .ok_or_else(|| unsupported(node, "a body without output"))?;
+    let result = name_of(&spec.result)?;
+    let rdt = spec.dtype_of(&spec.result);
     if rdt != odt {
         return Err(CodegenError::Plan(format!(
             "node `{}`: body output is {rdt}, the node's {odt}",
-            node.name
+            site.node
         )));
     }
     // A single Dropout's mask: all true (the data passes unchanged).
-    let mut outputs = vec![out.0];
-    if let Some(mask) = dropout_mask(node) {
-        let (mdt, ms) = static_shape(g, node, mask)?;
-        let (mst, _) = super::storage_type(mdt)
-            .filter(|_| mdt == DType::Bool && ms == shape)
-            .ok_or_else(|| unsupported(node, format!("a {mdt} mask")))?;
+    let mut outputs = vec![site.output(0)?];
+    if let Some(mask) = spec.mask {
+        let (mst, _) =
+            super::storage_type(DType::Bool).ok_or_else(|| refuse(site, "a bool mask"))?;
         bindings += &format!(
             "@group(0) @binding({}) var<storage, read_write> out1: array<{mst}>;\n",
-            params.len() + 1
+            spec.inputs.len() + 1
         );
-        code += &format!("        out1[i] = {};\n", types::store(mdt, "true"));
-        outputs.push(mask.0);
+        code += &format!("        out1[i] = {};\n", types::store(DType::Bool, "true"));
+        outputs.push(mask);
     }
-    if node.outputs.len() > outputs.len() {
-        return Err(unsupported(node, "more than one output"));
-    }
-    if check.is_some() {
-        bindings += &super::bounds::error_binding(params.len() + outputs.len());
+    if spec.check.is_some() {
+        bindings += &super::bounds::error_binding(spec.inputs.len() + outputs.len());
         bindings.push('\n');
     }
     let store = types::store(odt, &result);
@@ -171,11 +134,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
             ("enable", super::enable_f16(text.contains("f16"))),
             (
                 "what",
-                &format!(
-                    "{} `{}`",
-                    node.op.name(),
-                    node.name.replace(['\n', '`'], " ")
-                ),
+                &format!("{} `{}`", site.op, site.node.replace(['\n', '`'], " ")),
             ),
             ("bindings", &bindings),
             ("helpers", &helpers),
@@ -188,12 +147,12 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: site.node.clone(),
         source,
         workgroups: [n32.div_ceil(WORKGROUP).clamp(1, 65535), 1, 1],
-        inputs: params.iter().map(|v| v.0).collect(),
+        inputs: spec.inputs.iter().map(|i| i.value).collect(),
         outputs,
-        index_check: check,
+        index_check: spec.check.clone(),
         loop_iterations: None,
     })
 }

@@ -1,12 +1,13 @@
-//! The WGSL expression of one element-wise op over typed values (see [`super::types`]):
-//! floats in f32, bool, i32/u32 (8/16-bit values wrapped by the caller), and i64/u64
-//! as `vec2<u32>` through the exact 64-bit helpers. What has no exact WGSL form is an
-//! `Err` naming it.
+//! The WGSL spelling of an element-wise step ([`crate::lower::body::Expr`], the op's
+//! computation described once for both writers) over typed values (see
+//! [`super::types`]): floats in f32, bool, i32/u32 (8/16-bit values wrapped by the
+//! caller), and i64/u64 as `vec2<u32>` through the exact 64-bit helpers. What has no
+//! exact WGSL form is an `Err` naming it.
 
 use super::types::{self, kind, Kind};
-use crate::lower::elementwise::{check, params};
+use crate::lower::body::{Bin, Cmp, Expr, Not, Prim};
 use gopt_ir::ops::ElementwiseOp as E;
-use gopt_ir::{Attrs, DType};
+use gopt_ir::DType;
 
 type R = std::result::Result<String, String>;
 
@@ -17,16 +18,6 @@ fn lit(v: f32, name: &str) -> R {
     } else {
         Err(format!("a non-finite {name}"))
     }
-}
-
-/// A comparison.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Cmp {
-    Eq,
-    Lt,
-    Le,
-    Gt,
-    Ge,
 }
 
 /// The zero of a kind.
@@ -42,23 +33,17 @@ fn zero(k: Kind) -> &'static str {
 
 /// `a < b` for values of `dt`.
 fn less(dt: DType, a: &str, b: &str) -> String {
-    match (kind(dt), dt) {
-        (Some(Kind::Wide), DType::I64) => format!("gopt_lt_i64({a}, {b})"),
-        (Some(Kind::Wide), _) => format!("gopt_lt_u64({a}, {b})"),
-        (Some(Kind::Bool), _) => format!("(select(0u, 1u, {a}) < select(0u, 1u, {b}))"),
-        _ => format!("({a} < {b})"),
+    match kind(dt) {
+        Some(Kind::Wide) if dt == DType::I64 => format!("gopt_lt_i64({a}, {b})"),
+        Some(Kind::Wide) => format!("gopt_lt_u64({a}, {b})"),
+        Some(Kind::Bool) => format!("(select(0u, 1u, {a}) < select(0u, 1u, {b}))"),
+        Some(Kind::Float | Kind::Int | Kind::Uint) | None => format!("({a} < {b})"),
     }
 }
 
 /// A comparison of two values of `dt` (IEEE for floats: NaN compares false).
 fn compare(op: Cmp, dt: DType, a: &str, b: &str) -> String {
-    let o = match op {
-        Cmp::Eq => "==",
-        Cmp::Lt => "<",
-        Cmp::Le => "<=",
-        Cmp::Gt => ">",
-        Cmp::Ge => ">=",
-    };
+    let o = op.text();
     match kind(dt) {
         Some(Kind::Wide) => match op {
             Cmp::Eq => format!("all({a} == {b})"),
@@ -70,7 +55,9 @@ fn compare(op: Cmp, dt: DType, a: &str, b: &str) -> String {
         Some(Kind::Bool) if op != Cmp::Eq => {
             format!("(select(0u, 1u, {a}) {o} select(0u, 1u, {b}))")
         }
-        _ => format!("({a} {o} {b})"),
+        Some(Kind::Bool | Kind::Float | Kind::Int | Kind::Uint) | None => {
+            format!("({a} {o} {b})")
+        }
     }
 }
 
@@ -87,7 +74,9 @@ fn extreme(dt: DType, max: bool, a: &str, b: &str) -> String {
         }
         // NaN propagates, as in numpy's maximum/minimum and the interpreter.
         Some(Kind::Float) => format!("{}({a}, {b})", if max { "gopt_fmax" } else { "gopt_fmin" }),
-        _ => format!("{}({a}, {b})", if max { "max" } else { "min" }),
+        Some(Kind::Int | Kind::Uint | Kind::Bool) | None => {
+            format!("{}({a}, {b})", if max { "max" } else { "min" })
+        }
     }
 }
 
@@ -117,367 +106,345 @@ fn bitcast(from: DType, to: DType, v: &str) -> R {
     })
 }
 
-/// The op over typed arguments (`None`: an absent optional input), giving a value of
-/// `out`'s kind (not yet wrapped to an 8/16-bit width).
-pub fn expr(op: E, a: &Attrs, args: &[Option<(String, DType)>], out: DType) -> R {
-    let arg = |i: usize| -> std::result::Result<(&str, DType), String> {
-        args.get(i)
-            .and_then(|a| a.as_ref())
-            .map(|(s, d)| (s.as_str(), *d))
-            .ok_or_else(|| format!("input {i}"))
-    };
-    let x = |i: usize| arg(i).map(|a| a.0);
-    let (_, dt0) = arg(0).or_else(|_| arg(1))?;
-    check(op, dt0)?;
-    let p = params(op, a)?;
+/// The exact 64-bit helper of `o`, where `o` has one.
+fn wide_helper(o: Bin) -> Option<&'static str> {
+    match o {
+        Bin::Add => Some("gopt_add64"),
+        Bin::Sub => Some("gopt_sub64"),
+        Bin::Mul => Some("gopt_mul64"),
+        Bin::Div
+        | Bin::Lt
+        | Bin::Gt
+        | Bin::And
+        | Bin::Or
+        | Bin::Ne
+        | Bin::BitAnd
+        | Bin::BitOr
+        | Bin::BitXor => None,
+    }
+}
+
+/// A step's arguments (`None`: an absent optional input), the first one's type and
+/// kind, its result's type, and its op's name (for refusals).
+struct Cx<'a> {
+    args: &'a [Option<(String, DType)>],
+    dt0: DType,
+    k0: Kind,
+    out: DType,
+    name: &'static str,
+}
+
+/// `e`, the computation of a step of op `op`, over typed arguments (`None`: an absent
+/// optional input), giving a value of `out`'s kind (not yet wrapped to an 8/16-bit
+/// width).
+pub fn expr(op: E, e: &Expr, args: &[Option<(String, DType)>], out: DType) -> R {
+    let typed = |i: usize| args.get(i).and_then(|a| a.as_ref()).map(|a| a.1);
+    let dt0 = typed(0)
+        .or_else(|| typed(1))
+        .ok_or_else(|| "input 1".to_string())?;
     let k0 = kind(dt0).ok_or_else(|| format!("{dt0} inputs"))?;
     kind(out).ok_or_else(|| format!("{out} outputs"))?;
-    let name = op.name();
-    let on = |what: &str| format!("{name} on {dt0} ({what})");
-    let wide_no = || {
-        Err(on(
-            "WGSL has no 64-bit integers and this op has no exact 64-bit form here",
-        ))
+    let cx = Cx {
+        args,
+        dt0,
+        k0,
+        out,
+        name: op.name(),
     };
-    // Ops that only take floats.
-    let float_only = |e: String| -> R {
-        if k0 == Kind::Float {
+    cx.print(e)
+}
+
+impl Cx<'_> {
+    fn on(&self, what: &str) -> String {
+        format!("{} on {} ({what})", self.name, self.dt0)
+    }
+
+    fn wide_no(&self) -> R {
+        Err(self.on("WGSL has no 64-bit integers and this op has no exact 64-bit form here"))
+    }
+
+    /// `e` where the op takes floats only.
+    fn float_only(&self, e: String) -> R {
+        if self.k0 == Kind::Float {
             Ok(e)
         } else {
-            Err(on("takes a float type"))
+            Err(self.on("takes a float type"))
         }
-    };
-    let present: Vec<(&str, DType)> = args
-        .iter()
-        .flatten()
-        .map(|(s, d)| (s.as_str(), *d))
-        .collect();
-    // Add, Sub, Mul: `wide` is the exact 64-bit helper.
-    let add_like = |wide: &str, o: &str| -> R {
-        let (v, q) = (x(0)?, x(1)?);
-        match k0 {
-            Kind::Bool => Err(on("takes a numeric type")),
-            Kind::Wide => Ok(format!("{wide}({v}, {q})")),
-            Kind::Float | Kind::Int | Kind::Uint => Ok(format!("({v} {o} {q})")),
+    }
+
+    /// The type of argument expression `e` (the first argument's for a computed one).
+    fn dtype_of(&self, e: &Expr) -> DType {
+        match e {
+            Expr::Arg(k) => self
+                .args
+                .get(*k)
+                .and_then(|a| a.as_ref())
+                .map_or(self.dt0, |a| a.1),
+            Expr::Num(_)
+            | Expr::Attr(..)
+            | Expr::Paren(..)
+            | Expr::Flat(..)
+            | Expr::Not(..)
+            | Expr::Select(..)
+            | Expr::Helper(..)
+            | Expr::Prim(..) => self.dt0,
         }
-    };
-    // Max, Min, Sum: `f` folded over the present inputs.
-    let fold = |f: &dyn Fn(&str, &str) -> String| -> R {
-        if k0 == Kind::Bool {
-            return Err(on("takes a numeric type"));
-        }
-        let (first, rest) = present.split_first().ok_or("no inputs")?;
-        Ok(rest
-            .iter()
-            .fold(first.0.to_string(), |acc, (v, _)| f(&acc, v)))
-    };
-    let logic = |o: &str| -> R {
-        if k0 != Kind::Bool {
-            return Err(on("takes bool"));
-        }
-        Ok(format!("({} {o} {})", x(0)?, x(1)?))
-    };
-    Ok(match op {
-        E::Add => add_like("gopt_add64", "+")?,
-        E::Sub => add_like("gopt_sub64", "-")?,
-        E::Mul => add_like("gopt_mul64", "*")?,
-        E::Div => match k0 {
-            Kind::Bool => return Err(on("takes a numeric type")),
-            Kind::Wide => return wide_no(),
-            // WGSL's `/` may be 2.5 ULP off (NVIDIA's Vulkan driver); ONNX Div is IEEE.
-            Kind::Float => format!("gopt_div({}, {})", x(0)?, x(1)?),
-            Kind::Int | Kind::Uint => format!("({} / {})", x(0)?, x(1)?),
-        },
-        E::Mod => {
-            let (v, q) = (x(0)?, x(1)?);
-            match (k0, p.fmod) {
-                (Kind::Float, true) => format!("gopt_fmod({v}, {q})"),
-                (Kind::Float, false) => format!("gopt_mod_floor({v}, {q})"),
-                (Kind::Int, false) => format!("gopt_imod_floor({v}, {q})"),
-                (Kind::Int | Kind::Uint, _) => format!("({v} % {q})"),
-                (Kind::Bool, _) => return Err(on("takes a numeric type")),
-                (Kind::Wide, _) => return wide_no(),
+    }
+
+    fn print(&self, e: &Expr) -> R {
+        Ok(match e {
+            Expr::Arg(k) => self
+                .args
+                .get(*k)
+                .and_then(|a| a.as_ref())
+                .map(|a| a.0.clone())
+                .ok_or_else(|| format!("input {k}"))?,
+            Expr::Num(s) => s.clone(),
+            Expr::Attr(v, name) => lit(*v, name)?,
+            Expr::Paren(o, a, b) => {
+                let (a, b) = (self.print(a)?, self.print(b)?);
+                // Add, Sub, Mul of 64-bit integers: the exact helpers.
+                match wide_helper(*o).filter(|_| self.k0 == Kind::Wide) {
+                    Some(h) => format!("{h}({a}, {b})"),
+                    None => format!("({a} {} {b})", o.text()),
+                }
             }
-        }
-        E::Pow => {
-            if k0 != Kind::Float {
-                return Err(on("integer powers have no WGSL form here"));
+            Expr::Flat(o, a, b) => format!("{} {} {}", self.print(a)?, o.text(), self.print(b)?),
+            Expr::Not(Not::Logical, a) => format!("(!{})", self.print(a)?),
+            Expr::Not(Not::Bitwise, a) => format!("(~{})", self.print(a)?),
+            Expr::Select(c, a, b) => {
+                let (c, a, b) = (self.print(c)?, self.print(a)?, self.print(b)?);
+                format!("select({b}, {a}, {c})")
             }
-            // numpy's power, edge cases included (`gopt_pow` in helpers.wgsl).
-            let b = x(0)?;
-            let (e, edt) = arg(1)?;
-            let e = if kind(edt) == Some(Kind::Float) {
-                e.to_string()
-            } else {
-                types::cast(edt, DType::F32, e).ok_or_else(|| format!("{edt} exponents"))?
-            };
-            format!("gopt_pow({b}, {e})")
-        }
-        E::Neg => match k0 {
-            Kind::Float | Kind::Int => format!("(-{})", x(0)?),
-            Kind::Wide if dt0 == DType::I64 => format!("gopt_neg64({})", x(0)?),
-            _ => return Err(on("takes a float or signed integer type")),
-        },
-        E::Abs => match k0 {
-            Kind::Float | Kind::Int => format!("abs({})", x(0)?),
-            Kind::Uint => x(0)?.to_string(),
-            Kind::Wide if dt0 == DType::U64 => x(0)?.to_string(),
-            Kind::Wide => {
+            Expr::Helper(name, xs) => {
+                let xs: Vec<String> = xs.iter().map(|x| self.print(x)).collect::<Result<_, _>>()?;
+                format!("{name}({})", xs.join(", "))
+            }
+            Expr::Prim(p, xs) => {
+                let printed: Vec<String> =
+                    xs.iter().map(|x| self.print(x)).collect::<Result<_, _>>()?;
+                self.prim(*p, xs, &printed)?
+            }
+        })
+    }
+
+    fn prim(&self, p: Prim, es: &[Expr], xs: &[String]) -> R {
+        let x = |i: usize| {
+            xs.get(i)
+                .map(String::as_str)
+                .ok_or_else(|| format!("input {i}"))
+        };
+        let (dt0, k0, out) = (self.dt0, self.k0, self.out);
+        let call = |f: &str| -> R { Ok(format!("{f}({})", x(0)?)) };
+        Ok(match p {
+            // Float math: `check` has refused other input types.
+            Prim::Sqrt => call("sqrt")?,
+            Prim::Exp => call("exp")?,
+            Prim::Log => call("gopt_log")?,
+            Prim::Ceil => call("ceil")?,
+            Prim::Floor => call("floor")?,
+            Prim::Round => call("round")?,
+            Prim::Sin => call("sin")?,
+            Prim::Cos => call("cos")?,
+            Prim::Tan => call("tan")?,
+            Prim::Asin => call("gopt_asin")?,
+            Prim::Acos => call("gopt_acos")?,
+            Prim::Atan => call("gopt_atan")?,
+            Prim::Sinh => call("sinh")?,
+            Prim::Cosh => call("cosh")?,
+            Prim::Asinh => {
+                // Odd by construction: no cancellation for negative arguments.
                 let v = x(0)?;
-                format!("select({v}, gopt_neg64({v}), bitcast<i32>({v}.y) < 0i)")
+                format!("(sign({v}) * gopt_log(abs({v}) + sqrt({v} * {v} + 1.0)))")
             }
-            Kind::Bool => return Err(on("takes a numeric type")),
-        },
-        E::Sign => {
-            let v = x(0)?;
-            match k0 {
-                Kind::Float => format!("sign({v})"),
-                Kind::Int => format!("(select(0i, 1i, {v} > 0i) - select(0i, 1i, {v} < 0i))"),
-                Kind::Uint => format!("select(0u, 1u, {v} > 0u)"),
-                Kind::Wide => {
-                    let z = zero(k0);
-                    let neg = less(dt0, v, z);
-                    format!(
-                        "select(select({z}, vec2<u32>(1u, 0u), any({v} != {z})), vec2<u32>(0xffffffffu, 0xffffffffu), {neg})"
-                    )
-                }
-                Kind::Bool => return Err(on("takes a numeric type")),
+            Prim::Acosh => {
+                let v = x(0)?;
+                format!("gopt_log({v} + sqrt(({v} - 1.0) * ({v} + 1.0)))")
             }
-        }
-        E::Relu => {
-            let v = x(0)?;
-            match k0 {
-                Kind::Bool => return Err(on("takes a numeric type")),
-                Kind::Uint => v.to_string(),
-                Kind::Wide => extreme(dt0, true, v, zero(k0)),
-                // NaN stays NaN, as in the interpreter.
-                Kind::Float => format!("select({v}, 0.0, {v} <= 0.0)"),
-                k => format!("max({v}, {})", zero(k)),
+            Prim::Atanh => {
+                let v = x(0)?;
+                format!("(0.5 * gopt_log((1.0 + {v}) / (1.0 - {v})))")
             }
-        }
-        E::PRelu => {
-            let (v, s) = (x(0)?, x(1)?);
-            match k0 {
-                Kind::Bool => return Err(on("takes a numeric type")),
-                Kind::Uint => v.to_string(),
-                Kind::Wide if dt0 == DType::U64 => v.to_string(),
-                Kind::Wide => format!(
-                    "select({v}, gopt_mul64({v}, {s}), {})",
-                    less(dt0, v, zero(k0))
-                ),
-                k => format!("select({v}, {v} * {s}, {v} < {})", zero(k)),
-            }
-        }
-        E::Max => fold(&|acc, v| extreme(dt0, true, acc, v))?,
-        E::Min => fold(&|acc, v| extreme(dt0, false, acc, v))?,
-        E::Sum if k0 == Kind::Wide => fold(&|acc, v| format!("gopt_add64({acc}, {v})"))?,
-        E::Sum => fold(&|acc, v| format!("({acc} + {v})"))?,
-        E::Mean => {
-            let sum = present
-                .iter()
-                .map(|(v, _)| v.to_string())
-                .reduce(|acc, v| format!("({acc} + {v})"))
-                .ok_or("no inputs")?;
-            float_only(format!("({sum} / {}.0)", present.len()))?
-        }
-        E::Clip => {
-            if k0 == Kind::Bool {
-                return Err(on("takes a numeric type"));
-            }
-            let mut e = x(0)?.to_string();
-            if let Some(Some((lo, _))) = args.get(1) {
-                e = extreme(dt0, true, &e, lo);
-            }
-            if let Some(Some((hi, _))) = args.get(2) {
-                e = extreme(dt0, false, &e, hi);
-            }
-            e
-        }
-        E::Equal => compare(Cmp::Eq, dt0, x(0)?, x(1)?),
-        E::Less => compare(Cmp::Lt, dt0, x(0)?, x(1)?),
-        E::LessOrEqual => compare(Cmp::Le, dt0, x(0)?, x(1)?),
-        E::Greater => compare(Cmp::Gt, dt0, x(0)?, x(1)?),
-        E::GreaterOrEqual => compare(Cmp::Ge, dt0, x(0)?, x(1)?),
-        E::Not => match k0 {
-            Kind::Bool => format!("(!{})", x(0)?),
-            _ => return Err(on("takes bool")),
-        },
-        E::And => logic("&&")?,
-        E::Or => logic("||")?,
-        E::Xor => logic("!=")?,
-        E::BitwiseNot => format!("(~{})", x(0)?),
-        E::BitwiseAnd => format!("({} & {})", x(0)?, x(1)?),
-        E::BitwiseOr => format!("({} | {})", x(0)?, x(1)?),
-        E::BitwiseXor => format!("({} ^ {})", x(0)?, x(1)?),
-        E::IsNaN => float_only(format!(
-            "((bitcast<u32>({}) & 0x7fffffffu) > 0x7f800000u)",
-            x(0)?
-        ))?,
-        E::IsInf => {
-            let b = format!("bitcast<u32>({})", x(0)?);
-            float_only(match (p.detect_positive, p.detect_negative) {
-                (true, true) => format!("(({b} & 0x7fffffffu) == 0x7f800000u)"),
-                (true, false) => format!("({b} == 0x7f800000u)"),
-                (false, true) => format!("({b} == 0xff800000u)"),
-                (false, false) => "false".into(),
-            })?
-        }
-        E::Where => {
-            let (c, cdt) = arg(0)?;
-            if cdt != DType::Bool {
-                return Err(format!("Where condition of type {cdt}"));
-            }
-            format!("select({}, {}, {c})", x(2)?, x(1)?)
-        }
-        E::Cast | E::CastLike => {
-            types::cast(dt0, out, x(0)?).ok_or_else(|| format!("{name} from {dt0} to {out}"))?
-        }
-        E::Dropout => x(0)?.to_string(),
-        E::BitCast => bitcast(dt0, out, x(0)?)?,
-        E::BitShift => {
-            // Shifts by a negative amount or by the width or more give 0 (-1 for a
-            // negative value shifted right), as the reference; the amount is masked
-            // so that a constant one is a valid WGSL shift either way.
-            let left = p.shift_left;
-            let (v, y) = (x(0)?, x(1)?);
-            let w = dt0.size() * 8;
-            match k0 {
-                Kind::Int => {
-                    let ok = format!("({y} >= 0i && {y} < {w}i)");
-                    let amt = format!("(u32({y}) & 31u)");
-                    if left {
-                        format!("select(0i, {v} << {amt}, {ok})")
-                    } else {
-                        format!("select(select(0i, -1i, {v} < 0i), {v} >> {amt}, {ok})")
-                    }
-                }
-                Kind::Uint => {
-                    let o = if left { "<<" } else { ">>" };
-                    format!("select(0u, {v} {o} ({y} & 31u), {y} < {w}u)")
-                }
-                Kind::Wide => {
-                    let ok = format!("({y}.y == 0u && {y}.x < 64u)");
-                    let amt = format!("({y}.x & 63u)");
-                    let z = zero(k0);
-                    if left {
-                        format!("select({z}, gopt_shl64({v}, {amt}), {ok})")
-                    } else if dt0 == DType::U64 {
-                        format!("select({z}, gopt_shr64({v}, {amt}), {ok})")
-                    } else {
-                        let neg = format!("(bitcast<i32>({v}.y) < 0i)");
-                        let ones = "vec2<u32>(0xffffffffu, 0xffffffffu)";
-                        format!(
-                            "select(select({z}, {ones}, {neg}), select(gopt_shr64({v}, {amt}), ~gopt_shr64(~{v}, {amt}), {neg}), {ok})"
-                        )
-                    }
-                }
-                _ => return Err(on("takes an integer type")),
-            }
-        }
-        // Float math: `check` has refused other input types.
-        E::Reciprocal => format!("(1.0 / {})", x(0)?),
-        E::Sqrt => format!("sqrt({})", x(0)?),
-        E::Exp => format!("exp({})", x(0)?),
-        E::Log => format!("gopt_log({})", x(0)?),
-        E::Ceil => format!("ceil({})", x(0)?),
-        E::Floor => format!("floor({})", x(0)?),
-        E::Round => format!("round({})", x(0)?),
-        E::Sin => format!("sin({})", x(0)?),
-        E::Cos => format!("cos({})", x(0)?),
-        E::Tan => format!("tan({})", x(0)?),
-        E::Asin => format!("gopt_asin({})", x(0)?),
-        E::Acos => format!("gopt_acos({})", x(0)?),
-        E::Atan => format!("gopt_atan({})", x(0)?),
-        E::Sinh => format!("sinh({})", x(0)?),
-        E::Cosh => format!("cosh({})", x(0)?),
-        E::Asinh => {
-            // Odd by construction: no cancellation for negative arguments.
-            let v = x(0)?;
-            format!("(sign({v}) * gopt_log(abs({v}) + sqrt({v} * {v} + 1.0)))")
-        }
-        E::Acosh => {
-            let v = x(0)?;
-            format!("gopt_log({v} + sqrt(({v} - 1.0) * ({v} + 1.0)))")
-        }
-        E::Atanh => {
-            let v = x(0)?;
-            format!("(0.5 * gopt_log((1.0 + {v}) / (1.0 - {v})))")
-        }
-        E::Tanh => format!("gopt_tanh({})", x(0)?),
-        E::Sigmoid => format!("gopt_sigmoid({})", x(0)?),
-        E::Erf => format!("gopt_erf({})", x(0)?),
-        E::LeakyRelu => {
-            let v = x(0)?;
-            format!("select({v} * {}, {v}, {v} >= 0.0)", lit(p.alpha, "alpha")?)
-        }
-        E::Elu => {
-            let v = x(0)?;
-            format!(
-                "select({} * (exp({v}) - 1.0), {v}, {v} >= 0.0)",
-                lit(p.alpha, "alpha")?
-            )
-        }
-        E::Selu => {
-            let v = x(0)?;
-            let alpha = lit(p.alpha, "alpha")?;
-            let gamma = lit(p.gamma, "gamma")?;
-            format!("select({gamma} * {alpha} * (exp({v}) - 1.0), {gamma} * {v}, {v} > 0.0)")
-        }
-        E::Celu => {
-            let v = x(0)?;
-            let alpha = lit(p.alpha, "alpha")?;
-            format!("(max({v}, 0.0) + min(0.0, {alpha} * (exp({v} / {alpha}) - 1.0)))")
-        }
-        E::ThresholdedRelu => {
-            let v = x(0)?;
-            format!("select(0.0, {v}, {v} > {})", lit(p.alpha, "alpha")?)
-        }
-        E::Shrink => {
-            let v = x(0)?;
-            let bias = lit(p.bias, "bias")?;
-            let lambd = lit(p.lambd, "lambd")?;
-            format!(
-                "select(select(0.0, {v} - {bias}, {v} > {lambd}), {v} + {bias}, {v} < -{lambd})"
-            )
-        }
-        E::HardSigmoid => format!(
-            "clamp({} * {} + {}, 0.0, 1.0)",
-            lit(p.alpha, "alpha")?,
-            x(0)?,
-            lit(p.beta, "beta")?
-        ),
-        E::HardSwish => {
-            let v = x(0)?;
-            format!("({v} * clamp({v} / 6.0 + 0.5, 0.0, 1.0))")
-        }
-        E::Softplus => format!("gopt_softplus({})", x(0)?),
-        E::Softsign => {
-            let v = x(0)?;
-            format!("({v} / (1.0 + abs({v})))")
-        }
-        E::Mish => {
-            let v = x(0)?;
-            format!("gopt_mish({v})")
-        }
-        E::Gelu => {
-            let v = x(0)?;
-            if p.gelu_tanh {
+            Prim::Tanh => call("gopt_tanh")?,
+            Prim::Erf => call("gopt_erf")?,
+            Prim::Expm1 => format!("(exp({}) - 1.0)", x(0)?),
+            Prim::FAbs => call("abs")?,
+            Prim::FMax => format!("max({}, {})", x(0)?, x(1)?),
+            Prim::FMin => format!("min({}, {})", x(0)?, x(1)?),
+            Prim::Clamp => format!("clamp({}, {}, {})", x(0)?, x(1)?, x(2)?),
+            Prim::Gelu(true) => {
+                let v = x(0)?;
                 format!(
                     "(0.5 * {v} * (1.0 + gopt_tanh(0.7978845608 * ({v} + 0.044715 * {v} * {v} * {v}))))"
                 )
-            } else {
+            }
+            Prim::Gelu(false) => {
+                let v = x(0)?;
                 format!("(0.5 * {v} * (1.0 + gopt_erf({v} * 0.7071067812)))")
             }
-        }
-        E::Swish => {
-            let v = x(0)?;
-            format!("({v} * gopt_sigmoid({} * {v}))", lit(p.alpha, "alpha")?)
-        }
-        E::Bernoulli
-        | E::RandomUniform
-        | E::RandomNormal
-        | E::RandomUniformLike
-        | E::RandomNormalLike
-        | E::Multinomial => return Err(format!("{name} (no WGSL form yet)")),
-    })
+            Prim::Div => match k0 {
+                Kind::Bool => return Err(self.on("takes a numeric type")),
+                Kind::Wide => return self.wide_no(),
+                // WGSL's `/` may be 2.5 ULP off (NVIDIA's Vulkan driver); ONNX Div is IEEE.
+                Kind::Float => format!("gopt_div({}, {})", x(0)?, x(1)?),
+                Kind::Int | Kind::Uint => format!("({} / {})", x(0)?, x(1)?),
+            },
+            Prim::Mod(fmod) => {
+                let (v, q) = (x(0)?, x(1)?);
+                match (k0, fmod) {
+                    (Kind::Float, true) => format!("gopt_fmod({v}, {q})"),
+                    (Kind::Float, false) => format!("gopt_mod_floor({v}, {q})"),
+                    (Kind::Int, false) => format!("gopt_imod_floor({v}, {q})"),
+                    (Kind::Int | Kind::Uint, _) => format!("({v} % {q})"),
+                    (Kind::Bool, _) => return Err(self.on("takes a numeric type")),
+                    (Kind::Wide, _) => return self.wide_no(),
+                }
+            }
+            Prim::Pow => {
+                if k0 != Kind::Float {
+                    return Err(self.on("integer powers have no WGSL form here"));
+                }
+                // numpy's power, edge cases included (`gopt_pow` in helpers.wgsl).
+                let b = x(0)?;
+                let edt = es.get(1).map_or(dt0, |e| self.dtype_of(e));
+                let e = x(1)?;
+                let e = if kind(edt) == Some(Kind::Float) {
+                    e.to_string()
+                } else {
+                    types::cast(edt, DType::F32, e).ok_or_else(|| format!("{edt} exponents"))?
+                };
+                format!("gopt_pow({b}, {e})")
+            }
+            Prim::Neg => match k0 {
+                Kind::Float | Kind::Int => format!("(-{})", x(0)?),
+                Kind::Wide if dt0 == DType::I64 => format!("gopt_neg64({})", x(0)?),
+                Kind::Wide | Kind::Uint | Kind::Bool => {
+                    return Err(self.on("takes a float or signed integer type"))
+                }
+            },
+            Prim::Abs => match k0 {
+                Kind::Float | Kind::Int => format!("abs({})", x(0)?),
+                Kind::Uint => x(0)?.to_string(),
+                Kind::Wide if dt0 == DType::U64 => x(0)?.to_string(),
+                Kind::Wide => {
+                    let v = x(0)?;
+                    format!("select({v}, gopt_neg64({v}), bitcast<i32>({v}.y) < 0i)")
+                }
+                Kind::Bool => return Err(self.on("takes a numeric type")),
+            },
+            Prim::Sign => {
+                let v = x(0)?;
+                match k0 {
+                    Kind::Float => format!("sign({v})"),
+                    Kind::Int => format!("(select(0i, 1i, {v} > 0i) - select(0i, 1i, {v} < 0i))"),
+                    Kind::Uint => format!("select(0u, 1u, {v} > 0u)"),
+                    Kind::Wide => {
+                        let z = zero(k0);
+                        let neg = less(dt0, v, z);
+                        format!(
+                            "select(select({z}, vec2<u32>(1u, 0u), any({v} != {z})), vec2<u32>(0xffffffffu, 0xffffffffu), {neg})"
+                        )
+                    }
+                    Kind::Bool => return Err(self.on("takes a numeric type")),
+                }
+            }
+            Prim::Relu => {
+                let v = x(0)?;
+                match k0 {
+                    Kind::Bool => return Err(self.on("takes a numeric type")),
+                    Kind::Uint => v.to_string(),
+                    Kind::Wide => extreme(dt0, true, v, zero(k0)),
+                    // NaN stays NaN, as in the interpreter.
+                    Kind::Float => format!("select({v}, 0.0, {v} <= 0.0)"),
+                    Kind::Int => format!("max({v}, {})", zero(k0)),
+                }
+            }
+            Prim::PRelu => {
+                let (v, s) = (x(0)?, x(1)?);
+                match k0 {
+                    Kind::Bool => return Err(self.on("takes a numeric type")),
+                    Kind::Uint => v.to_string(),
+                    Kind::Wide if dt0 == DType::U64 => v.to_string(),
+                    Kind::Wide => format!(
+                        "select({v}, gopt_mul64({v}, {s}), {})",
+                        less(dt0, v, zero(k0))
+                    ),
+                    Kind::Float | Kind::Int => {
+                        format!("select({v}, {v} * {s}, {v} < {})", zero(k0))
+                    }
+                }
+            }
+            Prim::LeakyRelu => {
+                let (v, alpha) = (x(0)?, x(1)?);
+                format!("select({v} * {alpha}, {v}, {v} >= 0.0)")
+            }
+            Prim::Elu => {
+                let (v, alpha) = (x(0)?, x(1)?);
+                format!("select({alpha} * (exp({v}) - 1.0), {v}, {v} >= 0.0)")
+            }
+            Prim::Selu => {
+                let (v, alpha, gamma) = (x(0)?, x(1)?, x(2)?);
+                format!("select({gamma} * {alpha} * (exp({v}) - 1.0), {gamma} * {v}, {v} > 0.0)")
+            }
+            Prim::BitShift(left) => self.bit_shift(left, x(0)?, x(1)?)?,
+            Prim::IsNaN => self.float_only(format!(
+                "((bitcast<u32>({}) & 0x7fffffffu) > 0x7f800000u)",
+                x(0)?
+            ))?,
+            Prim::IsInf(pos, neg) => {
+                let b = format!("bitcast<u32>({})", x(0)?);
+                self.float_only(match (pos, neg) {
+                    (true, true) => format!("(({b} & 0x7fffffffu) == 0x7f800000u)"),
+                    (true, false) => format!("({b} == 0x7f800000u)"),
+                    (false, true) => format!("({b} == 0xff800000u)"),
+                    (false, false) => "false".into(),
+                })?
+            }
+            Prim::Max | Prim::AtLeast => extreme(dt0, true, x(0)?, x(1)?),
+            Prim::Min | Prim::AtMost => extreme(dt0, false, x(0)?, x(1)?),
+            Prim::Compare(c) => compare(c, dt0, x(0)?, x(1)?),
+            Prim::Cast => types::cast(dt0, out, x(0)?)
+                .ok_or_else(|| format!("{} from {dt0} to {out}", self.name))?,
+            Prim::BitCast => bitcast(dt0, out, x(0)?)?,
+        })
+    }
+
+    /// Shifts by a negative amount or by the width or more give 0 (-1 for a negative
+    /// value shifted right), as the reference; the amount is masked so that a constant
+    /// one is a valid WGSL shift either way.
+    fn bit_shift(&self, left: bool, v: &str, y: &str) -> R {
+        let w = self.dt0.size() * 8;
+        Ok(match self.k0 {
+            Kind::Int => {
+                let ok = format!("({y} >= 0i && {y} < {w}i)");
+                let amt = format!("(u32({y}) & 31u)");
+                if left {
+                    format!("select(0i, {v} << {amt}, {ok})")
+                } else {
+                    format!("select(select(0i, -1i, {v} < 0i), {v} >> {amt}, {ok})")
+                }
+            }
+            Kind::Uint => {
+                let o = if left { "<<" } else { ">>" };
+                format!("select(0u, {v} {o} ({y} & 31u), {y} < {w}u)")
+            }
+            Kind::Wide => {
+                let ok = format!("({y}.y == 0u && {y}.x < 64u)");
+                let amt = format!("({y}.x & 63u)");
+                let z = zero(self.k0);
+                if left {
+                    format!("select({z}, gopt_shl64({v}, {amt}), {ok})")
+                } else if self.dt0 == DType::U64 {
+                    format!("select({z}, gopt_shr64({v}, {amt}), {ok})")
+                } else {
+                    let neg = format!("(bitcast<i32>({v}.y) < 0i)");
+                    let ones = "vec2<u32>(0xffffffffu, 0xffffffffu)";
+                    format!(
+                        "select(select({z}, {ones}, {neg}), select(gopt_shr64({v}, {amt}), ~gopt_shr64(~{v}, {amt}), {neg}), {ok})"
+                    )
+                }
+            }
+            Kind::Float | Kind::Bool => return Err(self.on("takes an integer type")),
+        })
+    }
 }

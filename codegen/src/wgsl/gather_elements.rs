@@ -3,27 +3,34 @@
 //! checked against it ([`super::bounds`]: one out of range fails the run).
 //! The node is read once, for both backends, by [`crate::lower::gather_elements`].
 
-use super::unsupported;
 use super::WgslKernel;
-use crate::lower::gather_elements::spec;
+use crate::lower::gather_elements::Spec;
+use crate::plan::IndexCheck;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("gather_elements.wgsl");
 
 /// Emits the shader for GatherElements node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let sp = spec(g, node)?;
+pub fn emit(sp: &Spec, name: &str) -> Result<WgslKernel> {
+    let unsupported = |what: &str| super::refuse(&sp.site, what);
     let dt = sp.dtype;
-    let (t, _) = super::storage_type(dt).ok_or_else(|| unsupported(node, format!("{dt} data")))?;
+    let (t, _) = super::storage_type(dt).ok_or_else(|| unsupported(&format!("{dt} data")))?;
     let it = super::bounds::index_type(sp.index_dtype)
-        .ok_or_else(|| unsupported(node, format!("{} indices", sp.index_dtype)))?;
-    let n = u32::try_from(sp.n).map_err(|_| unsupported(node, "more than 2^32 elements"))?;
+        .ok_or_else(|| unsupported(&format!("{} indices", sp.index_dtype)))?;
+    let n = u32::try_from(sp.n).map_err(|_| unsupported("more than 2^32 elements"))?;
     if sp.data_len >= 1 << 31 {
-        return Err(unsupported(node, "a huge tensor"));
+        return Err(unsupported("a huge tensor"));
     }
-    let check = super::bounds::check(g, node, sp.axis_len, sp.out_of_range())?;
+    if i32::try_from(sp.axis_len).is_err() {
+        return Err(unsupported("an axis of 2^31 elements or more"));
+    }
+    let check = IndexCheck {
+        code: sp.code,
+        op: sp.site.op.into(),
+        what: sp.out_of_range(),
+    };
     let read = super::bounds::read_index(sp.index_dtype, "idx[i]", sp.axis_len, check.code, "k");
     let mut coords = String::new();
     for (d, stride) in sp.axes_rev() {
@@ -47,7 +54,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: sp.site.node.clone(),
         source,
         workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs: vec![sp.data.0, sp.indices.0],

@@ -8,40 +8,41 @@
 //! The node is read once, for both backends, by [`crate::lower::loss`].
 
 use super::types;
-use super::unsupported;
 use super::WgslKernel;
-use crate::lower::loss::{spec, Reduction};
+use crate::lower::loss::{Reduction, Spec};
+use crate::lower::support::Site;
+use crate::plan::IndexCheck;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("loss.wgsl");
 
-fn float(node: &Node, dt: DType) -> Result<&'static str> {
+fn float(site: &Site, dt: DType) -> Result<&'static str> {
     match dt {
         DType::F32 => Ok("f32"),
         DType::F16 => Ok("f16"),
-        other => Err(unsupported(node, format!("{other} data"))),
+        other => Err(super::refuse(site, &format!("{other} data"))),
     }
 }
 
-/// Emits the shader for loss node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let sp = spec(g, node)?;
+/// Emits the shader of spec `sp`.
+pub fn emit(sp: &Spec, name: &str) -> Result<WgslKernel> {
+    let unsupported = |what: &str| super::refuse(&sp.site, what);
     let (c, d, m) = (sp.c, sp.d, sp.m);
     let (x, dt) = sp.scores;
     let (tv, tdt) = sp.targets;
-    let xt = float(node, dt)?;
+    let xt = float(&sp.site, dt)?;
     if sp.scores_len >= 1 << 31 {
-        return Err(unsupported(node, "scores of 2^31 elements or more"));
+        return Err(unsupported("scores of 2^31 elements or more"));
     }
     let reduction = sp.reduction.name();
     let none = sp.reduction == Reduction::None;
     let ignore = sp.ignore_index;
     let mut bindings = vec![format!("var<storage, read> x: array<{xt}>;")];
     let mut inputs = vec![x.0];
-    let read = match tdt {
-        DType::I64 => {
+    let read = if tdt == DType::I64 {
+        {
             bindings.push("var<storage, read> tgt: array<vec2<u32>>;".into());
             let ign = match ignore {
                 Some(v) => format!(
@@ -55,11 +56,12 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
                 "        let ignored = {ign};\n        let hi = bitcast<i32>(tw.y);\n        let t = bitcast<i32>(tw.x);\n        let valid = ((hi == 0i && t >= 0i) || (hi == -1i && t < 0i)) && t >= 0i && t < {c}i;\n"
             )
         }
-        _ => {
+    } else {
+        {
             bindings.push("var<storage, read> tgt: array<i32>;".into());
-            let ign = match ignore {
-                Some(v) if i32::try_from(v).is_ok() => format!("(tw == {v}i)"),
-                _ => "false".into(),
+            let ign = match ignore.filter(|v| i32::try_from(*v).is_ok()) {
+                Some(v) => format!("(tw == {v}i)"),
+                None => "false".into(),
             };
             format!(
                 "        let ignored = {ign};\n        let t = tw;\n        let valid = t >= 0i && t < {c}i;\n"
@@ -68,7 +70,14 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     };
     // A target that is neither ignored nor a class is an error (as on the CPU), not a
     // zero weight.
-    let check = super::bounds::check(g, node, c, sp.out_of_range())?;
+    if i32::try_from(c).is_err() {
+        return Err(unsupported("an axis of 2^31 elements or more"));
+    }
+    let check = IndexCheck {
+        code: sp.code,
+        op: sp.site.op.into(),
+        what: sp.out_of_range(),
+    };
     let read = format!(
         "{read}        if (!ignored && !valid) {{ atomicMax(&gopt_err, {}u); }}\n",
         check.code
@@ -78,21 +87,21 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         Some((wv, wdt)) => {
             bindings.push(format!(
                 "var<storage, read> weight: array<{}>;",
-                float(node, wdt)?
+                float(&sp.site, wdt)?
             ));
             inputs.push(wv.0);
             "f32(weight[k])".to_string()
         }
         None => "1.0".to_string(),
     };
-    let ot = float(node, sp.loss.1)?;
+    let ot = float(&sp.site, sp.loss.1)?;
     bindings.push(format!("var<storage, read_write> y: array<{ot}>;"));
     let mut outputs = vec![sp.loss.0 .0];
     let mut prep = String::new();
     let xk = if sp.softmax {
         let write = match sp.log_prob {
             Some((lv, ldt)) => {
-                let lt = float(node, ldt)?;
+                let lt = float(&sp.site, ldt)?;
                 bindings.push(format!("var<storage, read_write> logp: array<{lt}>;"));
                 outputs.push(lv.0);
                 format!(
@@ -146,7 +155,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         TEMPLATE,
         &[
             ("enable", super::enable_f16(bindings.contains("f16"))),
-            ("what", node.op.name()),
+            ("what", sp.site.op),
             ("reduction", reduction),
             ("m", &m.to_string()),
             ("c", &c.to_string()),
@@ -174,7 +183,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: sp.site.node.clone(),
         source,
         workgroups: [groups, 1, 1],
         inputs,

@@ -95,6 +95,11 @@ pub(crate) fn unsupported(node: &gopt_ir::Node, what: impl Into<String>) -> Code
     }
 }
 
+/// The error for a mode or operand of a spec's node (`site`) no WGSL kernel implements.
+pub(crate) fn refuse(site: &crate::lower::support::Site, what: &str) -> CodegenError {
+    site.unsupported(what).for_backend(BACKEND)
+}
+
 /// The dtype and static shape of `v`, an input or output of `node`.
 pub(crate) fn typed(
     g: &Graph,
@@ -162,6 +167,14 @@ pub const VIEWS: Views = Views {
 pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel> {
     match spec {
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
+        Spec::Elementwise(s) => elementwise::emit(s, name),
+        Spec::Trilu(s) => trilu::emit(s, name),
+        Spec::GatherElements(s) => gather_elements::emit(s, name),
+        Spec::Arg(s) => arg::emit(s, name),
+        Spec::Cumulative(s) => cumulative::emit(s, name),
+        Spec::Loss(s) => loss::emit(s, name),
+        Spec::Rows(s) => rows::emit(s, name),
+        Spec::Reduce(s) => reduce::emit(s, name),
     }
 }
 
@@ -169,14 +182,14 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel
 fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
     type Emit = fn(&Graph, &Node, &str) -> Result<WgslKernel>;
     let emit: Emit = match kind {
-        Kind::Elementwise => elementwise::emit,
-        Kind::Rows => rows::emit,
-        Kind::Reduce => reduce::emit,
-        Kind::Arg => arg::emit,
-        Kind::Cumulative => cumulative::emit,
-        Kind::Loss => loss::emit,
-        Kind::Trilu => trilu::emit,
-        Kind::GatherElements => gather_elements::emit,
+        Kind::Elementwise
+        | Kind::Rows
+        | Kind::Reduce
+        | Kind::Arg
+        | Kind::Cumulative
+        | Kind::Loss
+        | Kind::Trilu
+        | Kind::GatherElements => return Err(crate::lower::typed_elsewhere(kind)),
         Kind::Movement => movement::emit,
         Kind::SplitPad => split_pad::emit,
         Kind::Conv => conv::emit,

@@ -3,7 +3,7 @@
 //! constant axes (the `axes` input or the older attribute, `keepdims`,
 //! `noop_with_empty_axes`), and GlobalAveragePool / GlobalMaxPool (the same reductions
 //! over every spatial axis); each one's fold comes from
-//! [`crate::lower::reduce::fold`]. f32 or f16 data with f32 accumulation and one
+//! [`crate::lower::reduce::ReduceKind::fold`]. f32 or f16 data with f32 accumulation and one
 //! rounding at the store. As in the CUDA emitter, adjacent axes of the same kind are
 //! merged first; when each output's elements are one contiguous run (trailing axes, a
 //! CNN head's mean over H x W), segments of 32 (short runs) or 256 (long runs)
@@ -12,12 +12,11 @@
 //! the reference interpreter. Bool data takes ReduceMax (any) and ReduceMin (all),
 //! folded as 0/1. An empty group gives the fold's identity, finished.
 
-use super::unsupported;
 use super::WgslKernel;
-use crate::lower::reduce::{typed_fold, Combine, Finish, Fold, Identity, Map};
+use crate::lower::reduce::{Combine, Finish, Fold, Identity, Map, Spec};
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("reduce.wgsl");
 
@@ -58,24 +57,32 @@ fn parts(f: Fold, n: usize) -> (&'static str, &'static str, &'static str, String
     (identity, combine, map, finish)
 }
 
-/// Emits the shader for a reduction node.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let geo = crate::lower::reduce::geometry(g, node).map_err(|e| e.for_backend(super::BACKEND))?;
+/// Emits the shader of reduction spec `geo`.
+pub fn emit(geo: &Spec, name: &str) -> Result<WgslKernel> {
+    let unsupported = |what: &str| super::refuse(&geo.site, what);
     // Bool (ReduceMax: any, ReduceMin: all) folds its 0/1 words as f32 and stores 0/1.
     let t = match geo.dtype {
         // f64 is stored as f32 (`super::storage_type`).
         DType::F32 | DType::F64 => "f32",
         DType::F16 => "f16",
         DType::Bool => "u32",
-        other => return Err(unsupported(node, format!("{other} reductions"))),
+        other @ (DType::BF16
+        | DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::I64
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::U64) => return Err(unsupported(&format!("{other} reductions"))),
     };
     let (dt, xs, runs, inner, outer) = (geo.dtype, &geo.xs, &geo.runs, geo.inner, geo.outer);
     if xs.iter().product::<usize>() >= 1 << 31 {
-        return Err(unsupported(node, "inputs of 2^31 elements or more"));
+        return Err(unsupported("inputs of 2^31 elements or more"));
     }
     // An empty input's buffer is one word: nothing reads it (`inner` or `outer` is 0),
     // and each output of an empty group is the fold's identity, finished.
-    let (identity, combine, map, finish) = parts(typed_fold(node, dt)?, inner);
+    let (identity, combine, map, finish) = parts(geo.fold, inner);
     let contiguous = geo.contiguous();
     let (body, groups) = if contiguous {
         // Segments of `tpr` invocations per output row, `256 / tpr` rows per workgroup.
@@ -154,7 +161,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         TEMPLATE,
         &[
             ("enable", super::enable_f16(dt == DType::F16)),
-            ("what", node.op.name()),
+            ("what", geo.site.op),
             (
                 "how",
                 if contiguous {
@@ -172,11 +179,11 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: geo.site.node.clone(),
         source,
         workgroups: [groups.clamp(1, 65535) as u32, 1, 1],
-        inputs: vec![crate::lower::support::input(node, 0)?.0],
-        outputs: vec![node.outputs[0].0],
+        inputs: vec![geo.site.input(0)?],
+        outputs: vec![geo.site.output(0)?],
         index_check: None,
         loop_iterations: None,
     })

@@ -6,30 +6,30 @@
 //! through workgroup memory, one rounding at the store (the CUDA row kernels'
 //! algorithm, without their register caching).
 
-use super::unsupported;
 use super::WgslKernel;
-use crate::lower::rows::{column_index, Lp, Param, RowOp};
+use crate::lower::rows::{column_index, Lp, Param, RowOp, Spec};
+use crate::lower::support::Site;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("rows.wgsl");
 
-fn storage(node: &Node, dt: DType) -> Result<&'static str> {
+fn storage(site: &Site, dt: DType) -> Result<&'static str> {
     match dt {
         DType::F32 => Ok("f32"),
         DType::F16 => Ok("f16"),
-        other => Err(unsupported(node, format!("{other} data"))),
+        other => Err(super::refuse(site, &format!("{other} data"))),
     }
 }
 
-/// Emits the row kernel for `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let r = crate::lower::rows::rows(g, node, super::VIEWS.stores_casts)?;
+/// Emits the row kernel of spec `r`.
+pub fn emit(r: &Spec, name: &str) -> Result<WgslKernel> {
     let (d, inner) = (r.d, r.inner);
     let (dt, odt) = (r.dtype, r.y.dtype);
-    let (xs, os) = (storage(node, dt)?, storage(node, odt)?);
-    let rows32 = u32::try_from(r.rows()).map_err(|_| unsupported(node, "more than 2^32 rows"))?;
+    let (xs, os) = (storage(&r.site, dt)?, storage(&r.site, odt)?);
+    let rows32 =
+        u32::try_from(r.rows()).map_err(|_| super::refuse(&r.site, "more than 2^32 rows"))?;
     let mut f16 = dt == DType::F16 || odt == DType::F16;
     let mut bindings = format!("@group(0) @binding(0) var<storage, read> x: array<{xs}>;\n");
     let mut inputs = vec![r.x.0];
@@ -43,7 +43,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         bindings += &format!(
             "@group(0) @binding({}) var<storage, read> {var}: array<{}>;\n",
             inputs.len(),
-            storage(node, p.dtype)?
+            storage(&r.site, p.dtype)?
         );
         inputs.push(p.value.0);
         let at = column_index(&p.column, "c", "u");
@@ -100,7 +100,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
                 .zip([("mean_out", "mean"), ("rstd_out", "rstd")])
             {
                 let Some(o) = o else { continue };
-                let st = storage(node, o.dtype)?;
+                let st = storage(&r.site, o.dtype)?;
                 f16 |= o.dtype == DType::F16;
                 extra_out.push(format!(
                     "var<storage, read_write> {var}: array<{st}>;"
@@ -130,7 +130,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         TEMPLATE,
         &[
             ("enable", super::enable_f16(f16)),
-            ("what", node.op.name()),
+            ("what", r.site.op),
             ("d", &d.to_string()),
             ("rows", &rows32.to_string()),
             ("bindings", &bindings),
@@ -148,7 +148,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: r.site.node.clone(),
         source,
         workgroups: [rows32.clamp(1, 65535), 1, 1],
         inputs,

@@ -4,26 +4,24 @@
 //! keeps or drops the same elements of any matrix WGSL can index).
 //! The node is read once, for both backends, by [`crate::lower::trilu`].
 
-use super::unsupported;
 use super::WgslKernel;
-use crate::lower::trilu::{spec, Diagonal};
+use crate::lower::trilu::{Diagonal, Spec};
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{Graph, Node};
 
 const TEMPLATE: &str = include_str!("trilu.wgsl");
 
-/// Emits the shader for Trilu node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let sp = spec(g, node)?;
+/// Emits the shader of Trilu spec `sp`.
+pub fn emit(sp: &Spec, name: &str) -> Result<WgslKernel> {
+    let unsupported = |what: &str| super::refuse(&sp.site, what);
     let (h, w, upper) = (sp.h, sp.w, sp.upper);
-    let (t, _) = super::storage_type(sp.dtype)
-        .ok_or_else(|| unsupported(node, format!("{} data", sp.dtype)))?;
-    let n = u32::try_from(sp.n).map_err(|_| unsupported(node, "more than 2^32 elements"))?;
+    let (t, _) =
+        super::storage_type(sp.dtype).ok_or_else(|| unsupported(&format!("{} data", sp.dtype)))?;
+    let n = u32::try_from(sp.n).map_err(|_| unsupported("more than 2^32 elements"))?;
     // An empty tensor's buffer is one word: bound as u32 (nothing is read or written).
     let t = if n == 0 { "u32" } else { t };
     if h >= 1 << 30 || w >= 1 << 30 {
-        return Err(unsupported(node, "matrices of 2^30 rows or columns"));
+        return Err(unsupported("matrices of 2^30 rows or columns"));
     }
     const LIM: i64 = 1 << 30;
     let mut inputs = vec![sp.x.0];
@@ -59,7 +57,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: sp.site.node.clone(),
         source,
         workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs,
