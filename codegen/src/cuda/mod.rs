@@ -106,6 +106,8 @@ pub struct Kernel {
 pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
     match spec {
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
+        Spec::Movement(s) => movement::emit(s, name),
+        Spec::SplitPad(s) => split_pad::emit(s, name),
     }
 }
 
@@ -120,8 +122,6 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::Loss => loss::emit(g, n, name),
         Kind::Trilu => trilu::emit(g, n, name),
         Kind::GatherElements => gather_elements::emit(g, n, name),
-        Kind::Movement => movement::emit(g, n, name),
-        Kind::SplitPad => split_pad::emit(g, n, name),
         Kind::Conv => conv::emit(g, n, name),
         Kind::Pool => pool::emit(g, n, name),
         Kind::Attention => attention::emit(g, n, name),
@@ -142,6 +142,7 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::Glu => glu::emit(g, n, name),
         Kind::Rotary => rotary::emit(g, n, name),
         Kind::Counted => counted::emit(g, n, name),
+        Kind::Movement | Kind::SplitPad => Err(crate::lower::typed_elsewhere(kind)),
     }
 }
 

@@ -11,23 +11,22 @@ use super::movement::grid_stride;
 use super::support::{flit, store};
 use super::Kernel;
 use crate::lower::index::Lit;
-use crate::lower::split_pad::{self, PadAxis, PadSpec, PadValue, SplitPad, SplitSpec};
+use crate::lower::split_pad::{PadAxis, PadSpec, PadValue, SplitPad, SplitSpec};
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node, Tensor};
+use gopt_ir::{DType, Tensor};
 
 const TEMPLATE: &str = include_str!("split_pad.cu");
 
-/// Emits the kernel for a Split or Pad node.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let read = split_pad::lower(g, node, Lit("LL")).map_err(|e| e.for_backend("CUDA"))?;
-    match read {
-        SplitPad::Split(sp) => split(node, name, &sp),
-        SplitPad::Pad(p) => pad(node, name, &p),
+/// Emits the kernel of a Split or Pad node.
+pub fn emit(sp: &SplitPad, name: &str) -> Result<Kernel> {
+    match sp {
+        SplitPad::Split(sp) => split(name, sp),
+        SplitPad::Pad(p) => pad(name, p),
     }
 }
 
-fn split(node: &Node, name: &str, sp: &SplitSpec) -> Result<Kernel> {
+fn split(name: &str, sp: &SplitSpec) -> Result<Kernel> {
     let t = storage(sp.dtype);
     let mut params = vec![format!("const {t}* __restrict__ x")];
     let mut body = format!(
@@ -59,7 +58,7 @@ fn split(node: &Node, name: &str, sp: &SplitSpec) -> Result<Kernel> {
             ("body", &body),
         ],
     )?;
-    let mut k = grid_stride(node, name, src, sp.total, vec![sp.x.0]);
+    let mut k = grid_stride(&sp.site.node, name, src, sp.total, vec![sp.x.0]);
     k.outputs = sp.chunks.iter().map(|c| c.out.0).collect();
     Ok(k)
 }
@@ -81,7 +80,8 @@ fn literal(t: &Tensor) -> String {
     }
 }
 
-fn pad(node: &Node, name: &str, p: &PadSpec) -> Result<Kernel> {
+fn pad(name: &str, p: &PadSpec) -> Result<Kernel> {
+    let lit = Lit("LL");
     let t = storage(p.dtype);
     let mut params = vec![format!("const {t}* __restrict__ x")];
     let mut inputs = vec![p.x.0];
@@ -99,11 +99,9 @@ fn pad(node: &Node, name: &str, p: &PadSpec) -> Result<Kernel> {
     let axis = |a: &PadAxis| {
         let fold = a
             .fold
-            .as_ref()
-            .map_or(String::new(), |f| format!(" q = {f};"));
+            .map_or(String::new(), |f| format!(" q = {};", f.write(lit)));
         let inside = a
-            .inside
-            .as_ref()
+            .inside(lit)
             .map_or(String::new(), |c| format!(" in_ = in_ && ({c});"));
         format!(
             "        {{ long long q = r_ % {o}LL - {b}LL; r_ /= {o}LL;{fold}{inside} src_ += q * {s}LL; }}\n",
@@ -118,7 +116,7 @@ fn pad(node: &Node, name: &str, p: &PadSpec) -> Result<Kernel> {
     );
     let what = format!(
         "Pad ({}): one thread per output element reads its source element or the constant",
-        p.mode
+        p.mode.name()
     );
     let src = fill(
         TEMPLATE,
@@ -130,7 +128,7 @@ fn pad(node: &Node, name: &str, p: &PadSpec) -> Result<Kernel> {
             ("body", &body),
         ],
     )?;
-    let mut k = grid_stride(node, name, src, p.total, inputs);
+    let mut k = grid_stride(&p.site.node, name, src, p.total, inputs);
     k.outputs = vec![p.out.0];
     Ok(k)
 }

@@ -47,6 +47,7 @@ pub mod recurrent;
 pub mod reduce;
 pub mod resize;
 pub mod rotary;
+pub mod row_crop;
 pub mod rows;
 pub mod sample;
 pub mod scatter;
@@ -176,6 +177,10 @@ impl Kind {
 pub enum Spec {
     /// A family whose writers still read the graph and the node themselves.
     Untyped(Kind),
+    /// Data movement ([`index`]).
+    Movement(Box<index::MovementSpec>),
+    /// Split and Pad ([`split_pad`]).
+    SplitPad(Box<split_pad::SplitPad>),
 }
 
 impl Spec {
@@ -183,6 +188,8 @@ impl Spec {
     pub fn kind(&self) -> Kind {
         match self {
             Spec::Untyped(k) => *k,
+            Spec::Movement(_) => Kind::Movement,
+            Spec::SplitPad(_) => Kind::SplitPad,
         }
     }
 }
@@ -387,6 +394,7 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
     let k = |kind| Lowered::Kernel(Spec::Untyped(kind));
     let none = |why: &str| Lowered::Unsupported(why.to_string());
     // A family with a typed spec returns `typed(family::spec(g, n), Spec::Family)`.
+    let movement = |mv| typed(index::spec(g, n, mv), |s| Spec::Movement(Box::new(s)));
     Ok(match n.op {
         Op::Elementwise(e) => match e {
             ElementwiseOp::Bernoulli
@@ -509,22 +517,30 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
                 if aliases(g, n, views) {
                     Lowered::View
                 } else {
-                    k(Movement)
+                    movement(index::Move::Copy)?
                 }
             }
             ShapeOp::Transpose if aliases(g, n, views) => Lowered::View,
-            ShapeOp::Slice if views.offset_views => match (window(g, n), n.inputs.first()) {
-                (Some(off), Some(Some(src))) if may_alias(g, *src, n.outputs[0], views) => {
-                    Lowered::Window(off)
+            ShapeOp::Slice if views.offset_views => {
+                let src = n.inputs.first().copied().flatten();
+                match window(g, n).zip(src) {
+                    Some((off, src)) if may_alias(g, src, n.outputs[0], views) => {
+                        Lowered::Window(off)
+                    }
+                    Some(_) | None => movement(index::Move::Slice)?,
                 }
-                _ => k(Movement),
-            },
-            ShapeOp::Transpose
-            | ShapeOp::Slice
-            | ShapeOp::Gather
-            | ShapeOp::Expand
-            | ShapeOp::Concat => k(Movement),
-            ShapeOp::Split | ShapeOp::Pad => k(SplitPad),
+            }
+            ShapeOp::Transpose => movement(index::Move::Transpose)?,
+            ShapeOp::Slice => movement(index::Move::Slice)?,
+            ShapeOp::Gather => movement(index::Move::Gather)?,
+            ShapeOp::Expand => movement(index::Move::Expand)?,
+            ShapeOp::Concat => movement(index::Move::Concat)?,
+            ShapeOp::Split => typed(split_pad::split(g, n), |s| {
+                Spec::SplitPad(Box::new(split_pad::SplitPad::Split(s)))
+            })?,
+            ShapeOp::Pad => typed(split_pad::pad(g, n), |s| {
+                Spec::SplitPad(Box::new(split_pad::SplitPad::Pad(s)))
+            })?,
             ShapeOp::GatherElements => k(GatherElements),
             ShapeOp::Trilu => k(Trilu),
             ShapeOp::Tile

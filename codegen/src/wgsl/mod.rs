@@ -159,6 +159,8 @@ pub const VIEWS: Views = Views {
 pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel> {
     match spec {
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
+        Spec::Movement(s) => movement::emit(s, name),
+        Spec::SplitPad(s) => split_pad::emit(s, name),
     }
 }
 
@@ -174,8 +176,6 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::Loss => loss::emit,
         Kind::Trilu => trilu::emit,
         Kind::GatherElements => gather_elements::emit,
-        Kind::Movement => movement::emit,
-        Kind::SplitPad => split_pad::emit,
         Kind::Conv => conv::emit,
         Kind::Pool => pool::emit,
         Kind::Attention => attention::emit,
@@ -196,6 +196,7 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::Glu => glu::emit,
         Kind::Rotary => rotary::emit,
         Kind::Counted => counted::emit,
+        Kind::Movement | Kind::SplitPad => return Err(crate::lower::typed_elsewhere(kind)),
     };
     emit(g, n, name)
 }
@@ -208,7 +209,8 @@ pub fn write(g: &Graph, i: usize, n: &Node, lowered: &Lowered) -> Result<Option<
     let k = match lowered {
         Lowered::View | Lowered::Absorbed => return Ok(None),
         // The pool binds whole buffers (`VIEWS.offset_views` is off): a window is a copy.
-        Lowered::Window(_) => untyped(g, n, Kind::Movement, &name),
+        Lowered::Window(_) => crate::lower::index::spec(g, n, crate::lower::index::Move::Slice)
+            .and_then(|s| movement::emit(&s, &name)),
         Lowered::Gemm(GemmForm::Gemm) => gemm::emit(g, n, &name),
         Lowered::Gemm(GemmForm::MatMul) => matmul::emit(g, n, &name),
         Lowered::ConvGemm => conv::emit(g, n, &name),
