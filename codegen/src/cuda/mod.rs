@@ -108,6 +108,10 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
         Spec::Movement(s) => movement::emit(s, name),
         Spec::SplitPad(s) => split_pad::emit(s, name),
+        Spec::Glu(s) => glu::emit(s, name),
+        Spec::Rotary(s) => rotary::emit(s, name),
+        Spec::TopK(s) => topk::emit(s, name),
+        Spec::Norm(s) => norm::emit(s, name),
     }
 }
 
@@ -135,14 +139,15 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::Scatter => scatter::emit(g, n, name),
         Kind::Indexed => indexed::emit(g, n, name),
         Kind::ConvTranspose => conv_transpose::emit(g, n, name),
-        Kind::Norm => norm::emit(g, n, name),
-        Kind::TopK => topk::emit(g, n, name),
         Kind::Quant => quant::emit(g, n, name),
         Kind::Einsum => einsum::emit(g, n, name),
-        Kind::Glu => glu::emit(g, n, name),
-        Kind::Rotary => rotary::emit(g, n, name),
         Kind::Counted => counted::emit(g, n, name),
-        Kind::Movement | Kind::SplitPad => Err(crate::lower::typed_elsewhere(kind)),
+        Kind::Movement
+        | Kind::SplitPad
+        | Kind::Glu
+        | Kind::Rotary
+        | Kind::TopK
+        | Kind::Norm => Err(crate::lower::typed_elsewhere(kind)),
     }
 }
 

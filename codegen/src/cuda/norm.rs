@@ -6,22 +6,20 @@
 //! normalizing. The WGSL kernels are the same algorithm line by line.
 
 use super::elementwise::storage;
-use super::support::{flit, plan, store};
+use super::support::{flit, store};
 use super::Kernel;
 use crate::lower::index::strides;
-use crate::lower::norm::{spec, Formula, NormKind, NormSpec, Operand, Stats};
+use crate::lower::norm::{Formula, NormKind, NormSpec, Operand, Stats};
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{Graph, Node};
 
 const ELEMENTS: &str = include_str!("norm.cu");
 const STATS: &str = include_str!("norm_stats.cu");
 
-/// Emits the kernel for normalization node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let sp = spec(g, node)?;
-    let params = params(&sp);
-    let what = node.op.name();
+/// Emits the kernel of normalization spec `sp`.
+pub fn emit(sp: &NormSpec, name: &str) -> Result<Kernel> {
+    let params = params(sp);
+    let what = sp.site.op;
     let inputs = sp.inputs.iter().map(|o| o.value.0).collect();
     let outputs = sp.outputs.iter().map(|o| o.value.0).collect();
     let source = match &sp.kind {
@@ -36,7 +34,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
                  y[i] = {y};\n",
                 flit(*eps)
             );
-            elements(&sp, what, name, &params, &body)?
+            elements(sp, what, name, &params, &body)?
         }
         NormKind::Lrn {
             c,
@@ -70,21 +68,26 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
                 after + 1,
                 after + 1
             );
-            elements(&sp, what, name, &params, &body)?
+            elements(sp, what, name, &params, &body)?
         }
         NormKind::Stats(st) => {
-            let source = stats(&sp, st, what, name, &params)?;
+            let source = stats(sp, st, what, name, &params)?;
             return Ok(Kernel {
                 shared_mem: 0,
                 grid: u32::try_from(st.groups.clamp(1, 65_535)).unwrap_or(65_535),
                 block: 256,
                 threads: st.groups.clamp(1, 65_535) * 256,
-                ..Kernel::flat(name, &node.name, source, sp.n, inputs, outputs)
+                ..Kernel::flat(name, &sp.site.node, source, sp.n, inputs, outputs)
             });
         }
     };
     Ok(Kernel::flat(
-        name, &node.name, source, sp.n, inputs, outputs,
+        name,
+        &sp.site.node,
+        source,
+        sp.n,
+        inputs,
+        outputs,
     ))
 }
 
@@ -170,7 +173,11 @@ fn stats(sp: &NormSpec, st: &Stats, what: &str, name: &str, params: &str) -> Res
                 String::new(),
             )
         }
-        Formula::Train { eps, momentum } => {
+        Formula::Train {
+            eps,
+            momentum,
+            running: [rm, rv],
+        } => {
             let m = flit(*momentum);
             let running = |o: &Operand, input: &str, batch: &str| {
                 format!(
@@ -181,10 +188,6 @@ fn stats(sp: &NormSpec, st: &Stats, what: &str, name: &str, params: &str) -> Res
                         &format!("gopt_ld({input}[grp]) * {m} + {batch} * (1.0f - {m})")
                     )
                 )
-            };
-            let (rm, rv) = match &sp.outputs[..] {
-                [_, rm, rv] => (rm, rv),
-                _ => return Err(plan("BatchNormalization outputs")),
             };
             (
                 "squared deviations",

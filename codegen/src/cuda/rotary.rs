@@ -9,17 +9,15 @@
 use super::elementwise::storage;
 use super::support::store;
 use super::Kernel;
-use crate::lower::rotary::{spec, CacheRows};
-use crate::plan::{index_code, IndexCheck};
+use crate::lower::rotary::{CacheRows, RotarySpec};
+use crate::plan::IndexCheck;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{Graph, Node};
 
 const TEMPLATE: &str = include_str!("rotary.cu");
 
-/// Emits the kernel for RotaryEmbedding node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let sp = spec(g, node, super::VIEWS)?;
+/// Emits the kernel of RotaryEmbedding spec `sp`.
+pub fn emit(sp: &RotarySpec, name: &str) -> Result<Kernel> {
     let at = |i: &str| sp.x_cols.map_or_else(|| i.to_string(), |c| c.index(i));
     let [_, s, h, d] = sp.dims;
     let half = sp.rd / 2;
@@ -39,16 +37,15 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     ];
     let mut inputs = vec![sp.x.0, sp.cos.0, sp.sin.0];
     let (row, check) = match sp.rows {
-        CacheRows::Positions { ids, rows } => {
+        CacheRows::Positions { ids, rows, code } => {
             inputs.push(ids.0);
             params.push("const long long* __restrict__ pos".into());
-            let code = index_code(g, node)?;
             let row = format!(
                 "        long long k = pos[b * {s}LL + s];\n        if (k < 0) k += {rows}LL;\n        if (k < 0 || k >= {rows}LL) {{\n            atomicMax(gopt_err, {code}u);\n            k = 0;\n        }}\n        const long long row = k * HALF;\n"
             );
             let check = IndexCheck {
                 code,
-                op: node.op.name().into(),
+                op: sp.site.op.into(),
                 what: sp.out_of_range(),
             };
             (row, Some(check))
@@ -86,6 +83,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     )?;
     Ok(Kernel {
         index_check: check,
-        ..Kernel::flat(name, &node.name, source, sp.n(), inputs, vec![sp.out.0])
+        ..Kernel::flat(name, &sp.site.node, source, sp.n(), inputs, vec![sp.out.0])
     })
 }

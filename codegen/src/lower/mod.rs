@@ -181,6 +181,14 @@ pub enum Spec {
     Movement(Box<index::MovementSpec>),
     /// Split and Pad ([`split_pad`]).
     SplitPad(Box<split_pad::SplitPad>),
+    /// SwiGLU ([`glu`]).
+    Glu(Box<glu::GluSpec>),
+    /// RotaryEmbedding ([`rotary`]).
+    Rotary(Box<rotary::RotarySpec>),
+    /// TopK ([`topk`]).
+    TopK(Box<topk::TopKSpec>),
+    /// The normalizations ([`norm`]).
+    Norm(Box<norm::NormSpec>),
 }
 
 impl Spec {
@@ -190,6 +198,10 @@ impl Spec {
             Spec::Untyped(k) => *k,
             Spec::Movement(_) => Kind::Movement,
             Spec::SplitPad(_) => Kind::SplitPad,
+            Spec::Glu(_) => Kind::Glu,
+            Spec::Rotary(_) => Kind::Rotary,
+            Spec::TopK(_) => Kind::TopK,
+            Spec::Norm(_) => Kind::Norm,
         }
     }
 }
@@ -395,6 +407,7 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
     let none = |why: &str| Lowered::Unsupported(why.to_string());
     // A family with a typed spec returns `typed(family::spec(g, n), Spec::Family)`.
     let movement = |mv| typed(index::spec(g, n, mv), |s| Spec::Movement(Box::new(s)));
+    let norm = |op| typed(norm::spec(g, n, op), |s| Spec::Norm(Box::new(s)));
     Ok(match n.op {
         Op::Elementwise(e) => match e {
             ElementwiseOp::Bernoulli
@@ -501,12 +514,12 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             | ReduceOp::LpNormalization => k(Rows),
             ReduceOp::CumSum | ReduceOp::CumProd => k(Cumulative),
             ReduceOp::NegativeLogLikelihoodLoss | ReduceOp::SoftmaxCrossEntropyLoss => k(Loss),
-            ReduceOp::TopK => k(TopK),
-            ReduceOp::GroupNormalization
-            | ReduceOp::InstanceNormalization
-            | ReduceOp::BatchNormalization
-            | ReduceOp::MeanVarianceNormalization
-            | ReduceOp::LRN => k(Norm),
+            ReduceOp::TopK => typed(topk::spec(g, n), |s| Spec::TopK(Box::new(s)))?,
+            ReduceOp::GroupNormalization => norm(norm::NormOp::Group)?,
+            ReduceOp::InstanceNormalization => norm(norm::NormOp::Instance)?,
+            ReduceOp::BatchNormalization => norm(norm::NormOp::Batch)?,
+            ReduceOp::MeanVarianceNormalization => norm(norm::NormOp::MeanVariance)?,
+            ReduceOp::LRN => norm(norm::NormOp::Lrn)?,
         },
         Op::Shape(s) => match s {
             ShapeOp::Reshape
@@ -580,8 +593,10 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
         },
         Op::Attention(a) => match a {
             AttentionOp::Attention => k(Attention),
-            AttentionOp::RotaryEmbedding => k(Rotary),
-            AttentionOp::SwiGLU => k(Glu),
+            AttentionOp::RotaryEmbedding => {
+                typed(rotary::spec(g, n, views), |s| Spec::Rotary(Box::new(s)))?
+            }
+            AttentionOp::SwiGLU => typed(glu::spec(g, n, views), |s| Spec::Glu(Box::new(s)))?,
             AttentionOp::TensorScatter => k(Scatter),
             AttentionOp::CausalConvWithState => k(ConvState),
             AttentionOp::LinearAttention => k(LinearAttention),

@@ -11,14 +11,17 @@
 //! the output's only reader is stored instead ([`super::absorb`]).
 
 use super::absorb::{column_reads, stored_cast, Columns};
-use super::support::{input, opt_input, output, typed, unsupported};
+use super::support::{input, opt_input, output, typed, unsupported, Site};
+use crate::plan::index_code;
 use super::Views;
 use crate::Result;
 use gopt_ir::{Attr, DType, Graph, Node, ValueId};
 
 /// A RotaryEmbedding node, resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RotarySpec {
+    /// The node.
+    pub site: Site,
     /// The input X (or the tensor X is columns of, [`RotarySpec::x_cols`]).
     pub x: ValueId,
     /// Where X is read when it is columns of a wider tensor (a merged GEMM's piece).
@@ -59,6 +62,8 @@ pub enum CacheRows {
         ids: ValueId,
         /// The caches' rows.
         rows: usize,
+        /// The code a position out of range raises ([`crate::plan::index_code`]).
+        code: u32,
     },
     /// The caches broadcast to `[batch, seq, rd/2]`: element strides per batch and
     /// position (0 where they broadcast).
@@ -151,7 +156,11 @@ pub fn spec(g: &Graph, node: &Node, views: Views) -> Result<RotarySpec> {
                     &format!("position_ids {idt}{is:?} with caches {cs:?}"),
                 ));
             }
-            CacheRows::Positions { ids, rows: cs[0] }
+            CacheRows::Positions {
+                ids,
+                rows: cs[0],
+                code: index_code(g, node)?,
+            }
         }
         None => broadcast(node, &cs, [dims[0], dims[1], half])?,
     };
@@ -162,6 +171,7 @@ pub fn spec(g: &Graph, node: &Node, views: Views) -> Result<RotarySpec> {
     }
     let x_cols = column_reads(g, x, views);
     Ok(RotarySpec {
+        site: Site::of(node),
         x: x_cols.map_or(x, |c| c.source),
         x_cols,
         cos,

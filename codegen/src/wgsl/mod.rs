@@ -161,6 +161,10 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
         Spec::Movement(s) => movement::emit(s, name),
         Spec::SplitPad(s) => split_pad::emit(s, name),
+        Spec::Glu(s) => glu::emit(s, name),
+        Spec::Rotary(s) => rotary::emit(s, name),
+        Spec::TopK(s) => topk::emit(s, name),
+        Spec::Norm(s) => norm::emit(s, name),
     }
 }
 
@@ -189,14 +193,15 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::Scatter => scatter::emit,
         Kind::Indexed => indexed::emit,
         Kind::ConvTranspose => conv_transpose::emit,
-        Kind::Norm => norm::emit,
-        Kind::TopK => topk::emit,
         Kind::Quant => quant::emit,
         Kind::Einsum => einsum::emit,
-        Kind::Glu => glu::emit,
-        Kind::Rotary => rotary::emit,
         Kind::Counted => counted::emit,
-        Kind::Movement | Kind::SplitPad => return Err(crate::lower::typed_elsewhere(kind)),
+        Kind::Movement
+        | Kind::SplitPad
+        | Kind::Glu
+        | Kind::Rotary
+        | Kind::TopK
+        | Kind::Norm => return Err(crate::lower::typed_elsewhere(kind)),
     };
     emit(g, n, name)
 }

@@ -6,42 +6,40 @@
 //! line by line). The node is read once, for both backends, by [`crate::lower::norm`].
 
 use super::types::{self, f32_literal};
-use super::unsupported;
 use super::WgslKernel;
 use crate::lower::index::strides;
-use crate::lower::norm::{spec, Formula, NormKind, NormSpec, Operand, Stats};
+use crate::lower::norm::{Formula, NormKind, NormSpec, Operand, Stats};
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const ELEMENTS: &str = include_str!("norm.wgsl");
 const STATS: &str = include_str!("norm_stats.wgsl");
 
-/// Emits the shader for normalization node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let sp = spec(g, node)?;
+/// Emits the shader of normalization spec `sp`.
+pub fn emit(sp: &NormSpec, name: &str) -> Result<WgslKernel> {
     let n = u32::try_from(sp.n)
         .ok()
         .filter(|&n| n < 1 << 31)
-        .ok_or_else(|| unsupported(node, "2^31 elements or more"))?;
-    let bindings = bindings(node, &sp)?;
+        .ok_or_else(|| sp.site.unsupported("2^31 elements or more"))?;
+    let bindings = bindings(sp)?;
     let f16 = sp
         .inputs
         .iter()
         .chain(&sp.outputs)
         .any(|o| o.dtype == DType::F16);
-    let what = node.op.name();
+    let what = sp.site.op;
     let (source, groups) = match &sp.kind {
         NormKind::Batch { c, s, eps } => {
             let eps = f32_literal(*eps);
-            let y = store(&sp, "(f32(x[i]) - f32(input_mean[c])) * k + f32(bias[c])");
+            let y = store(sp, "(f32(x[i]) - f32(input_mean[c])) * k + f32(bias[c])");
             let body = format!(
                 "        let c = (i / {s}u) % {c}u;\n        \
                  let k = f32(scale[c]) / sqrt(f32(input_var[c]) + {eps});\n        \
                  y[i] = {y};\n"
             );
             (
-                elements(&sp, what, &bindings, &body, f16)?,
+                elements(sp, what, &bindings, &body, f16)?,
                 n.div_ceil(super::WORKGROUP),
             )
         }
@@ -77,18 +75,19 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
                 after + 1
             );
             (
-                elements(&sp, what, &bindings, &body, f16)?,
+                elements(sp, what, &bindings, &body, f16)?,
                 n.div_ceil(super::WORKGROUP),
             )
         }
         NormKind::Stats(st) => {
-            let groups = u32::try_from(st.groups).map_err(|_| unsupported(node, "2^32 groups"))?;
-            (stats(&sp, st, what, &bindings, f16)?, groups)
+            let groups =
+                u32::try_from(st.groups).map_err(|_| sp.site.unsupported("2^32 groups"))?;
+            (stats(sp, st, what, &bindings, f16)?, groups)
         }
     };
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: sp.site.node.clone(),
         source,
         workgroups: [groups.clamp(1, 65535), 1, 1],
         inputs: sp.inputs.iter().map(|o| o.value.0).collect(),
@@ -99,11 +98,15 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
 }
 
 /// The bindings: the inputs read-only, then the outputs.
-fn bindings(node: &Node, sp: &NormSpec) -> Result<String> {
-    let ty = |o: &Operand| match o.dtype {
-        DType::F32 => Ok("f32"),
-        DType::F16 => Ok("f16"),
-        other => Err(unsupported(node, format!("{other} `{}`", o.name))),
+fn bindings(sp: &NormSpec) -> Result<String> {
+    let ty = |o: &Operand| {
+        if o.dtype == DType::F32 {
+            Ok("f32")
+        } else if o.dtype == DType::F16 {
+            Ok("f16")
+        } else {
+            Err(sp.site.unsupported(&format!("{} `{}`", o.dtype, o.name)))
+        }
     };
     let mut s = String::new();
     for (k, o) in sp.inputs.iter().enumerate() {
@@ -202,7 +205,11 @@ fn stats(sp: &NormSpec, st: &Stats, what: &str, bindings: &str, f16: bool) -> Re
                 String::new(),
             )
         }
-        Formula::Train { eps, momentum } => {
+        Formula::Train {
+            eps,
+            momentum,
+            running: [rm, rv],
+        } => {
             let m = f32_literal(*momentum);
             let running = |o: &Operand, input: &str, batch: &str| {
                 format!(
@@ -213,10 +220,6 @@ fn stats(sp: &NormSpec, st: &Stats, what: &str, bindings: &str, f16: bool) -> Re
                         &format!("f32({input}[grp]) * {m} + {batch} * (1.0 - {m})")
                     )
                 )
-            };
-            let (rm, rv) = match &sp.outputs[..] {
-                [_, rm, rv] => (rm, rv),
-                _ => return Err(crate::lower::support::plan("BatchNormalization outputs")),
             };
             (
                 "squared deviations",
