@@ -112,6 +112,7 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
         Spec::Rotary(s) => rotary::emit(s, name),
         Spec::TopK(s) => topk::emit(s, name),
         Spec::Norm(s) => norm::emit(s, name),
+        Spec::Counted(s) => counted::emit(s, name),
     }
 }
 
@@ -141,13 +142,13 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::ConvTranspose => conv_transpose::emit(g, n, name),
         Kind::Quant => quant::emit(g, n, name),
         Kind::Einsum => einsum::emit(g, n, name),
-        Kind::Counted => counted::emit(g, n, name),
         Kind::Movement
         | Kind::SplitPad
         | Kind::Glu
         | Kind::Rotary
         | Kind::TopK
-        | Kind::Norm => Err(crate::lower::typed_elsewhere(kind)),
+        | Kind::Norm
+        | Kind::Counted => Err(crate::lower::typed_elsewhere(kind)),
     }
 }
 

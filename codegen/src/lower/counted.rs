@@ -13,21 +13,199 @@
 //! counted output feeds another node stays symbolic and is refused with the node it
 //! feeds ([`refusal`]).
 
-use super::support::{input, opt_input, output, plan, typed, unsupported};
-use crate::plan::Count;
+use super::support::{input, opt_input, output, plan, typed, unsupported, Site};
+use super::unique::{unique, UniqueSpec};
+use crate::plan::{index_code, Count};
 use crate::Result;
 use gopt_ir::ops::{ImageOp, ShapeOp};
 use gopt_ir::{DType, Dim, Graph, Node, Op, TensorType, ValueId};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+/// The ops whose output size the device counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CountedOp {
+    /// NonZero.
+    NonZero,
+    /// Compress.
+    Compress,
+    /// Unique.
+    Unique,
+    /// NonMaxSuppression.
+    Nms,
+}
+
+/// The counted op `op` is, if it is one.
+pub fn counted_op(op: Op) -> Option<CountedOp> {
+    [
+        (Op::Shape(ShapeOp::NonZero), CountedOp::NonZero),
+        (Op::Shape(ShapeOp::Compress), CountedOp::Compress),
+        (Op::Shape(ShapeOp::Unique), CountedOp::Unique),
+        (Op::Image(ImageOp::NonMaxSuppression), CountedOp::Nms),
+    ]
+    .into_iter()
+    .find_map(|(o, c)| (o == op).then_some(c))
+}
+
 /// Whether `op` is one whose output size the device counts.
 pub fn is_counted(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Shape(ShapeOp::NonZero | ShapeOp::Compress | ShapeOp::Unique)
-            | Op::Image(ImageOp::NonMaxSuppression)
-    )
+    counted_op(*op).is_some()
+}
+
+/// A counted node, read: what its kernel needs, with the status words it writes its
+/// counts to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CountedSpec {
+    /// NonZero.
+    NonZero(NonZeroSpec),
+    /// Compress.
+    Compress {
+        /// The node's shapes.
+        spec: CompressSpec,
+        /// The output's status word.
+        slot: u32,
+        /// The code a true condition entry past the axis raises, when the condition
+        /// is longer than the axis ([`crate::plan::index_code`]).
+        code: Option<u32>,
+    },
+    /// Unique ([`super::unique`]).
+    Unique {
+        /// The node's shapes.
+        spec: UniqueSpec,
+        /// The status words of Y, `indices` and `counts`, those that are graph outputs.
+        slots: Vec<u32>,
+    },
+    /// NonMaxSuppression.
+    Nms {
+        /// The node's shapes.
+        spec: NmsSpec,
+        /// The output's status word.
+        slot: u32,
+    },
+}
+
+/// The kernel of counted node `n` of `g` (an `op`), or why its outputs cannot be
+/// counted.
+pub fn lower(g: &Graph, n: &Node, op: CountedOp) -> Result<super::Lowered> {
+    if let Some(why) = refusal(g, n) {
+        return Ok(super::Lowered::Unsupported(why));
+    }
+    super::typed(spec(g, n, op), |s| super::Spec::Counted(Box::new(s)))
+}
+
+/// The kernel spec of counted node `n` of `g`, an `op` whose counted outputs
+/// [`refusal`] accepts.
+fn spec(g: &Graph, n: &Node, op: CountedOp) -> Result<CountedSpec> {
+    Ok(match op {
+        CountedOp::NonZero => CountedSpec::NonZero(nonzero(g, n)?),
+        CountedOp::Compress => {
+            let spec = compress(g, n)?;
+            // Only a condition longer than the axis can select past it.
+            let code = (spec.len > spec.d)
+                .then(|| index_code(g, n))
+                .transpose()?;
+            CountedSpec::Compress {
+                slot: slot(g, n, spec.y)?,
+                spec,
+                code,
+            }
+        }
+        CountedOp::Unique => {
+            let spec = unique(g, n)?;
+            super::unique::check_size(n, &spec)?;
+            // An omitted output (no graph output) is laid out but not counted.
+            let slots = std::iter::once(spec.y)
+                .chain(spec.indices)
+                .chain(spec.counts)
+                .filter_map(|v| count_slot(g, v))
+                .collect();
+            CountedSpec::Unique { spec, slots }
+        }
+        CountedOp::Nms => {
+            let spec = nms(g, n)?;
+            nms_size(n, &spec)?;
+            CountedSpec::Nms {
+                slot: slot(g, n, spec.y)?,
+                spec,
+            }
+        }
+    })
+}
+
+/// Boxes per batch at most: the kernels flag kept and suppressed boxes in a bitset of
+/// 8 KiB of shared (workgroup) memory.
+pub const MAX_BOXES: usize = 65536;
+
+/// Refuses NonMaxSuppression with more boxes, scores or output words than a u32
+/// indexes, or more boxes per batch than the kernels' bitset holds.
+fn nms_size(n: &Node, sp: &NmsSpec) -> Result<()> {
+    let too_big = |k: usize| u32::try_from(k).is_err();
+    let pairs = sp.batches * sp.classes;
+    if too_big(sp.batches * sp.boxes * 4) || too_big(pairs * sp.boxes) || too_big(sp.bound * 3) {
+        return Err(unsupported(
+            n,
+            "more than 2^32 boxes, scores or output words",
+        ));
+    }
+    if sp.boxes > MAX_BOXES {
+        return Err(unsupported(
+            n,
+            &format!("more than {MAX_BOXES} boxes per batch"),
+        ));
+    }
+    Ok(())
+}
+
+/// The status word of counted output `v` of `node`, which must be a graph output.
+pub fn slot(g: &Graph, node: &Node, v: ValueId) -> Result<u32> {
+    count_slot(g, v).ok_or_else(|| unsupported(node, "a counted output that is not a graph output"))
+}
+
+/// A NonZero node, resolved: the coordinates of the nonzero elements of `x`, one row
+/// per dim of `y` (laid out at `bound` columns).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NonZeroSpec {
+    /// The node.
+    pub site: Site,
+    /// The data.
+    pub x: ValueId,
+    /// The output `[rank, bound]` (i64).
+    pub y: ValueId,
+    /// The data's dtype.
+    pub dtype: DType,
+    /// The data's shape.
+    pub dims: Vec<usize>,
+    /// The output's columns (the count's bound).
+    pub bound: usize,
+    /// The output's status word.
+    pub slot: u32,
+}
+
+impl NonZeroSpec {
+    /// Data elements.
+    pub fn n(&self) -> usize {
+        self.dims.iter().product()
+    }
+}
+
+/// Reads NonZero node `n` of `g`.
+pub fn nonzero(g: &Graph, n: &Node) -> Result<NonZeroSpec> {
+    let x = input(n, 0)?;
+    let y = output(n, 0)?;
+    let (dtype, dims) = typed(g, n, x)?;
+    let (_, ys) = typed(g, n, y)?;
+    if u32::try_from(dims.iter().product::<usize>()).is_err() {
+        return Err(unsupported(n, "more than 2^32 elements"));
+    }
+    Ok(NonZeroSpec {
+        site: Site::of(n),
+        x,
+        y,
+        dtype,
+        dims,
+        bound: ys.get(1).copied().unwrap_or(0),
+        slot: slot(g, n, y)?,
+    })
 }
 
 /// The status word of graph output `v` (word 0 is the index checks' error word), or
@@ -41,16 +219,19 @@ pub fn count_slot(g: &Graph, v: ValueId) -> Option<u32> {
 /// the count sizes and that axis' bound, read from the node's static inputs.
 pub fn counted_outputs(g: &Graph, n: &Node) -> Result<Vec<(ValueId, usize, usize)>> {
     let out = |k: usize| output(n, k);
-    Ok(match &n.op {
-        Op::Shape(ShapeOp::NonZero) => {
+    let Some(op) = counted_op(n.op) else {
+        return Ok(Vec::new());
+    };
+    Ok(match op {
+        CountedOp::NonZero => {
             let (_, s) = typed(g, n, input(n, 0)?)?;
             vec![(out(0)?, 1, s.iter().product())]
         }
-        Op::Shape(ShapeOp::Compress) => {
+        CountedOp::Compress => {
             let sp = compress(g, n)?;
             vec![(out(0)?, sp.axis, sp.bound)]
         }
-        Op::Shape(ShapeOp::Unique) => {
+        CountedOp::Unique => {
             let sp = unique(g, n)?;
             // Y along the axis, indices and counts: one entry per unique element.
             let mut v = vec![(sp.y, sp.axis.unwrap_or(0), sp.d)];
@@ -58,11 +239,10 @@ pub fn counted_outputs(g: &Graph, n: &Node) -> Result<Vec<(ValueId, usize, usize
             v.extend(sp.counts.map(|c| (c, 0, sp.d)));
             v
         }
-        Op::Image(ImageOp::NonMaxSuppression) => {
+        CountedOp::Nms => {
             let sp = nms(g, n)?;
             vec![(out(0)?, 0, sp.bound)]
         }
-        _ => Vec::new(),
     })
 }
 
@@ -148,8 +328,10 @@ pub fn bound(g: &Graph) -> Result<(Cow<'_, Graph>, BTreeMap<ValueId, Count>)> {
 /// A Compress node, resolved: `x` viewed as `outer` × `d` × `inner` around the axis (or
 /// flattened, `outer` = `inner` = 1, without one), the condition's length `len`, and
 /// the output's bound along the axis (`min(len, d)`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct CompressSpec {
+    /// The node.
+    pub site: Site,
     /// The data.
     pub x: ValueId,
     /// The condition (bool, 1-D).
@@ -170,6 +352,16 @@ pub struct CompressSpec {
     pub len: usize,
     /// The output's length along the axis at most.
     pub bound: usize,
+}
+
+impl CompressSpec {
+    /// What a true condition entry past the axis is, for the run's error.
+    pub fn out_of_range(&self) -> String {
+        format!(
+            "a condition that selects an index past the end of the axis (length {})",
+            self.d
+        )
+    }
 }
 
 /// Reads Compress node `n` of `g`.
@@ -194,6 +386,7 @@ pub fn compress(g: &Graph, n: &Node) -> Result<CompressSpec> {
         None => (0, 1, s.iter().product(), 1),
     };
     Ok(CompressSpec {
+        site: Site::of(n),
         x,
         cond,
         y: output(n, 0)?,
@@ -207,92 +400,13 @@ pub fn compress(g: &Graph, n: &Node) -> Result<CompressSpec> {
     })
 }
 
-/// A Unique node, resolved: `x` viewed as `outer` × `d` × `inner` around the axis (or
-/// flattened: `d` elements), so the unique things are the `d` slices along the axis,
-/// compared lexicographically (element by element, `outer` then `inner` order).
-#[derive(Clone, Debug)]
-pub struct UniqueSpec {
-    /// The data.
-    pub x: ValueId,
-    /// Y: the unique slices (counted along the axis, or 0).
-    pub y: ValueId,
-    /// `indices` (i64, counted), when the node has it.
-    pub indices: Option<ValueId>,
-    /// `inverse_indices` (i64, `d` of them), when the node has it.
-    pub inverse: Option<ValueId>,
-    /// `counts` (i64, counted), when the node has it.
-    pub counts: Option<ValueId>,
-    /// The data's dtype.
-    pub dtype: DType,
-    /// The axis, when the node has one.
-    pub axis: Option<usize>,
-    /// Elements before the axis.
-    pub outer: usize,
-    /// Slices along the axis (elements when flattened).
-    pub d: usize,
-    /// Elements after the axis.
-    pub inner: usize,
-    /// Unique slices in ascending order (else in order of first occurrence).
-    pub sorted: bool,
-}
-
-impl UniqueSpec {
-    /// The order of Y, for the kernels' headers.
-    pub fn order(&self) -> &'static str {
-        if self.sorted {
-            "in ascending order"
-        } else {
-            "in order of first occurrence"
-        }
-    }
-
-    /// How a group's rank is counted, for the kernels' headers.
-    pub fn rank_what(&self) -> &'static str {
-        if self.sorted {
-            "the first occurrences that compare below it"
-        } else {
-            "the first occurrences before its own"
-        }
-    }
-}
-
-/// Reads Unique node `n` of `g`.
-pub fn unique(g: &Graph, n: &Node) -> Result<UniqueSpec> {
-    let x = input(n, 0)?;
-    let (dtype, s) = typed(g, n, x)?;
-    let (axis, outer, d, inner) = match n.attrs.int("axis").map_err(plan)? {
-        Some(a) => {
-            let a = gopt_ir::ops::util::norm_axis(a, s.len()).map_err(plan)?;
-            (
-                Some(a),
-                s[..a].iter().product(),
-                s[a],
-                s[a + 1..].iter().product(),
-            )
-        }
-        None => (None, 1, s.iter().product(), 1),
-    };
-    let out = |k: usize| n.outputs.get(k).copied();
-    Ok(UniqueSpec {
-        x,
-        y: output(n, 0)?,
-        indices: out(1),
-        inverse: out(2),
-        counts: out(3),
-        dtype,
-        axis,
-        outer,
-        d,
-        inner,
-        sorted: n.attrs.int_or("sorted", 1).map_err(plan)? != 0,
-    })
-}
-
 /// A NonMaxSuppression node, resolved: `batches` × `boxes` boxes of 4 coordinates and
 /// `batches` × `classes` × `boxes` scores; the limits are inputs 2..4 (absent: keep no
 /// box, IoU threshold 0.0 and no score threshold).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct NmsSpec {
+    /// The node.
+    pub site: Site,
     /// Boxes `[batches, boxes, 4]`.
     pub boxes_in: ValueId,
     /// Scores `[batches, classes, boxes]`.
@@ -320,6 +434,17 @@ pub struct NmsSpec {
     pub per_class: usize,
     /// Rows of the output at most: `batches × classes × per_class`.
     pub bound: usize,
+}
+
+impl NmsSpec {
+    /// The box format, for the kernels' headers.
+    pub fn format(&self) -> &'static str {
+        if self.center_point_box {
+            "[x_center, y_center, width, height]"
+        } else {
+            "corners [y1, x1, y2, x2]"
+        }
+    }
 }
 
 /// Reads NonMaxSuppression node `n` of `g`.
@@ -367,6 +492,7 @@ pub fn nms(g: &Graph, n: &Node) -> Result<NmsSpec> {
         .and_then(|b| b.checked_mul(per_class))
         .ok_or_else(|| plan(format!("{}: NonMaxSuppression's bound overflows", n.name)))?;
     Ok(NmsSpec {
+        site: Site::of(n),
         boxes_in,
         scores,
         max_out,

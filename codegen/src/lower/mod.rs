@@ -56,6 +56,7 @@ pub mod split_pad;
 pub mod support;
 pub mod topk;
 pub mod trilu;
+pub mod unique;
 
 use gopt_ir::ops::{
     AttentionOp, ControlOp, ElementwiseOp, FusedOp, ImageOp, NnOp, ReduceOp, ShapeOp,
@@ -189,6 +190,8 @@ pub enum Spec {
     TopK(Box<topk::TopKSpec>),
     /// The normalizations ([`norm`]).
     Norm(Box<norm::NormSpec>),
+    /// The ops whose output size the device counts ([`counted`]).
+    Counted(Box<counted::CountedSpec>),
 }
 
 impl Spec {
@@ -202,6 +205,7 @@ impl Spec {
             Spec::Rotary(_) => Kind::Rotary,
             Spec::TopK(_) => Kind::TopK,
             Spec::Norm(_) => Kind::Norm,
+            Spec::Counted(_) => Kind::Counted,
         }
     }
 }
@@ -385,14 +389,6 @@ fn is_const_root(g: &Graph, mut v: ValueId) -> bool {
     }
 }
 
-/// A counted kernel for `n` ([`counted`]), or why its outputs cannot be counted.
-fn counted_kernel(g: &Graph, n: &Node) -> Lowered {
-    match counted::refusal(g, n) {
-        None => Lowered::Kernel(Spec::Untyped(Kind::Counted)),
-        Some(why) => Lowered::Unsupported(why),
-    }
-}
-
 /// What node `n` of `g` becomes on a GPU. An error is one no backend can report as a
 /// missing kernel (a size known only at run time, a graph the planner cannot lay out);
 /// a form of an op no kernel covers is [`Lowered::Unsupported`].
@@ -570,7 +566,9 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             ShapeOp::Shape | ShapeOp::Size => {
                 none("Shape and Size (constants once shapes are specialized; not on a GPU)")
             }
-            ShapeOp::Compress | ShapeOp::NonZero | ShapeOp::Unique => counted_kernel(g, n),
+            ShapeOp::Compress => counted::lower(g, n, counted::CountedOp::Compress)?,
+            ShapeOp::NonZero => counted::lower(g, n, counted::CountedOp::NonZero)?,
+            ShapeOp::Unique => counted::lower(g, n, counted::CountedOp::Unique)?,
         },
         Op::Nn(o) => match o {
             NnOp::MatMul => Lowered::Gemm(GemmForm::MatMul),
@@ -607,7 +605,7 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             ImageOp::GridSample | ImageOp::AffineGrid | ImageOp::RoiAlign => k(Sample),
             ImageOp::Col2Im => k(ConvTranspose),
             ImageOp::DFT | ImageOp::STFT => k(Spectral),
-            ImageOp::NonMaxSuppression => counted_kernel(g, n),
+            ImageOp::NonMaxSuppression => counted::lower(g, n, counted::CountedOp::Nms)?,
             ImageOp::HannWindow
             | ImageOp::HammingWindow
             | ImageOp::BlackmanWindow

@@ -165,6 +165,7 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel
         Spec::Rotary(s) => rotary::emit(s, name),
         Spec::TopK(s) => topk::emit(s, name),
         Spec::Norm(s) => norm::emit(s, name),
+        Spec::Counted(s) => counted::emit(s, name),
     }
 }
 
@@ -195,13 +196,13 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::ConvTranspose => conv_transpose::emit,
         Kind::Quant => quant::emit,
         Kind::Einsum => einsum::emit,
-        Kind::Counted => counted::emit,
         Kind::Movement
         | Kind::SplitPad
         | Kind::Glu
         | Kind::Rotary
         | Kind::TopK
-        | Kind::Norm => return Err(crate::lower::typed_elsewhere(kind)),
+        | Kind::Norm
+        | Kind::Counted => return Err(crate::lower::typed_elsewhere(kind)),
     };
     emit(g, n, name)
 }
