@@ -72,7 +72,15 @@ fn literal(t: &Tensor) -> String {
             store(dt, &flit(f))
         }
         DType::F64 => format!("{:e}", t.to_f64_vec().first().copied().unwrap_or(0.0)),
-        _ => format!(
+        DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::I64
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::U64
+        | DType::Bool => format!(
             "({})({}LL)",
             storage(dt),
             t.to_i64_vec().first().copied().unwrap_or(0)

@@ -120,16 +120,16 @@ pub fn spec(g: &Graph, node: &Node, views: Views) -> Result<RotarySpec> {
             }
         }
     }
-    let (dims, x_strides) = match *xs.as_slice() {
-        [b, h, s, d] => ([b, s, h, d], [h * s * d, d, s * d]),
-        [b, s, hidden] => match heads {
-            Some(h) if hidden.is_multiple_of(h) => {
-                let d = hidden / h;
-                ([b, s, h, d], [s * hidden, hidden, d])
-            }
-            _ => return Err(unsupported(node, "3-D input without num_heads dividing it")),
-        },
-        _ => return Err(unsupported(node, &format!("an input of shape {xs:?}"))),
+    let (dims, x_strides) = if let [b, h, s, d] = *xs.as_slice() {
+        ([b, s, h, d], [h * s * d, d, s * d])
+    } else if let [b, s, hidden] = *xs.as_slice() {
+        let Some(h) = heads.filter(|&h| hidden.is_multiple_of(h)) else {
+            return Err(unsupported(node, "3-D input without num_heads dividing it"));
+        };
+        let d = hidden / h;
+        ([b, s, h, d], [s * hidden, hidden, d])
+    } else {
+        return Err(unsupported(node, &format!("an input of shape {xs:?}")));
     };
     let d = dims[3];
     let rd = if rd == 0 { d } else { rd };

@@ -63,9 +63,12 @@ impl RowCrop {
         let mut m = last;
         let mut bytes = ys[last].checked_mul(dtype.size())?;
         while m > 0 && whole(m) && unit(m - 1) {
-            match bytes.checked_mul(ys[m - 1]) {
-                Some(b) if b <= MAX_ROW_BYTES => bytes = b,
-                _ => break,
+            match bytes
+                .checked_mul(ys[m - 1])
+                .filter(|&b| b <= MAX_ROW_BYTES)
+            {
+                Some(b) => bytes = b,
+                None => break,
             }
             m -= 1;
         }

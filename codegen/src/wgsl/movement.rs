@@ -95,9 +95,9 @@ pub fn emit(mv: &MovementSpec, name: &str) -> Result<WgslKernel> {
     };
     // in0.. hold the data, except that Gather's in1 holds its indices.
     let mut bindings: Vec<String> = (0..mv.inputs.len())
-        .map(|k| match (k, index_dtype) {
-            (1, Some(it)) => format!("var<storage, read> in1: array<{it}>;"),
-            _ => format!("var<storage, read> in{k}: array<{t}>;"),
+        .map(|k| match index_dtype.filter(|_| k == 1) {
+            Some(it) => format!("var<storage, read> in1: array<{it}>;"),
+            None => format!("var<storage, read> in{k}: array<{t}>;"),
         })
         .chain([format!("var<storage, read_write> out: array<{t}>;")])
         .enumerate()
