@@ -49,6 +49,7 @@ pub mod recurrent;
 pub mod reduce;
 pub mod spectral;
 pub mod split_pad;
+pub mod syntax;
 pub mod support;
 
 use crate::lower::{lower, Kind, Lowered, Spec, Views};

@@ -7,40 +7,13 @@
 
 use super::elementwise::storage;
 use super::Kernel;
-use crate::lower::index::Lit;
-use crate::lower::unique::{Step, Syntax, Text, UniqueSpec};
+use super::syntax::Cuda;
+use crate::lower::unique::{Step, Text, UniqueSpec};
 use crate::template::fill;
 use crate::Result;
 use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("unique.cu");
-
-/// CUDA C's spelling of the Unique kernel's statements.
-struct Cuda;
-
-impl Syntax for Cuda {
-    fn lit(&self) -> Lit {
-        Lit("LL")
-    }
-    fn count(&self, v: &str, from: &str, cond: &str) -> String {
-        format!("for (unsigned int {v} = {from}; {cond}; ++{v}) {{")
-    }
-    fn add_one(&self, v: &str) -> String {
-        format!("{v} += 1u")
-    }
-    fn wide(&self, v: &str) -> String {
-        format!("(long long){v}")
-    }
-    fn let_int(&self, v: &str) -> String {
-        format!("const int {v}")
-    }
-    fn var_u32(&self, v: &str, init: &str) -> String {
-        format!("unsigned int {v} = {init}")
-    }
-    fn i64_of(&self, v: &str) -> String {
-        format!("(long long){v}")
-    }
-}
 
 /// Emits the kernel of Unique spec `sp`, counting into the status words `slots`.
 pub fn emit(sp: &UniqueSpec, slots: &[u32], name: &str) -> Result<Kernel> {

@@ -6,7 +6,7 @@
 //! The statements are written here once; each writer supplies its syntax ([`Syntax`])
 //! and the element comparison of its types, and fills its template.
 
-use super::index::Lit;
+pub use super::syntax::Syntax;
 use super::support::{input, output, plan, typed, unsupported, Site};
 use crate::Result;
 use gopt_ir::{DType, Graph, Node, ValueId};
@@ -116,25 +116,6 @@ pub fn check_size(node: &Node, sp: &UniqueSpec) -> Result<()> {
         ));
     }
     Ok(())
-}
-
-/// How a backend spells the few statements of the Unique kernel: loops and counters
-/// over `u32`, index arithmetic, and i64 stores.
-pub trait Syntax {
-    /// The suffix of index literals.
-    fn lit(&self) -> Lit;
-    /// A `for` header, up to its `{`, counting `u32` `v` up from `from` while `cond`.
-    fn count(&self, v: &str, from: &str, cond: &str) -> String;
-    /// The statement (without `;`) that adds one to `u32` `v`.
-    fn add_one(&self, v: &str) -> String;
-    /// A `u32` expression `v` widened for index arithmetic.
-    fn wide(&self, v: &str) -> String;
-    /// The declaration of an immutable integer `v` (before its `=`).
-    fn let_int(&self, v: &str) -> String;
-    /// The declaration of a mutable `u32` `v` holding `init` (without `;`).
-    fn var_u32(&self, v: &str, init: &str) -> String;
-    /// An i64 element holding the `u32` `v`.
-    fn i64_of(&self, v: &str) -> String;
 }
 
 /// What an element step of a loop over two slices does.

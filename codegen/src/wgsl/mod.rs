@@ -45,6 +45,7 @@ pub mod scatter;
 pub mod spectral;
 pub mod split;
 pub mod split_pad;
+pub mod syntax;
 pub mod topk;
 pub mod trilu;
 pub mod types;

@@ -12,41 +12,14 @@
 use super::counted::data_type;
 use super::types::{self, kind, Kind};
 use super::WgslKernel;
-use crate::lower::index::Lit;
 use crate::lower::support::Site;
-use crate::lower::unique::{Step, Syntax, Text, UniqueSpec};
+use super::syntax::Wgsl;
+use crate::lower::unique::{Step, Text, UniqueSpec};
 use crate::template::fill;
 use crate::Result;
 use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("unique.wgsl");
-
-/// WGSL's spelling of the Unique kernel's statements.
-struct Wgsl;
-
-impl Syntax for Wgsl {
-    fn lit(&self) -> Lit {
-        Lit("u")
-    }
-    fn count(&self, v: &str, from: &str, cond: &str) -> String {
-        format!("for (var {v}: u32 = {from}; {cond}; {v} = {v} + 1u) {{")
-    }
-    fn add_one(&self, v: &str) -> String {
-        format!("{v} = {v} + 1u")
-    }
-    fn wide(&self, v: &str) -> String {
-        v.to_string()
-    }
-    fn let_int(&self, v: &str) -> String {
-        format!("let {v}")
-    }
-    fn var_u32(&self, v: &str, init: &str) -> String {
-        format!("var {v} = {init}")
-    }
-    fn i64_of(&self, v: &str) -> String {
-        format!("vec2<u32>({v}, 0u)")
-    }
-}
 
 /// Emits the shader of Unique spec `sp`, counting into the status words `slots`.
 pub fn emit(sp: &UniqueSpec, slots: &[u32], name: &str) -> Result<WgslKernel> {
