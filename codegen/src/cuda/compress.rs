@@ -31,21 +31,10 @@ pub fn emit(sp: &CompressSpec, slot: u32, code: Option<u32>, name: &str) -> Resu
         Some(c) => format!("                    atomicMax(status, {}u);\n", c.code),
         None => String::new(),
     };
-    let source = fill(
-        TEMPLATE,
-        &[
-            ("name", name),
-            ("t", storage(sp.dtype)),
-            ("outer", &sp.outer.to_string()),
-            ("d", &sp.d.to_string()),
-            ("inner", &sp.inner.max(1).to_string()),
-            ("len", &sp.len.to_string()),
-            ("bound", &sp.bound.to_string()),
-            ("slice", &(sp.outer * sp.inner).to_string()),
-            ("slot", &slot.to_string()),
-            ("raise", &raise),
-        ],
-    )?;
+    let holes = sp.holes(slot, raise);
+    let mut holes: Vec<(&str, &str)> = holes.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    holes.extend([("name", name), ("t", storage(sp.dtype))]);
+    let source = fill(TEMPLATE, &holes)?;
     let mut k = Kernel::flat(
         name,
         &sp.site.node,

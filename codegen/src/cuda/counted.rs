@@ -26,19 +26,10 @@ pub fn emit(sp: &CountedSpec, name: &str) -> Result<Kernel> {
 
 /// Whether an element read as `x[i]` of dtype `dt` is nonzero, in CUDA C (NaN is).
 pub fn nonzero_test(dt: DType, at: &str) -> String {
-    match dt {
-        DType::F16 | DType::BF16 => format!("gopt_ld(x[{at}]) != 0.0f"),
-        DType::F32
-        | DType::F64
-        | DType::I8
-        | DType::I16
-        | DType::I32
-        | DType::I64
-        | DType::U8
-        | DType::U16
-        | DType::U32
-        | DType::U64
-        | DType::Bool => format!("x[{at}] != 0"),
+    if matches!(dt, DType::F16 | DType::BF16) {
+        format!("gopt_ld(x[{at}]) != 0.0f")
+    } else {
+        format!("x[{at}] != 0")
     }
 }
 
@@ -66,7 +57,14 @@ fn nonzero(sp: &NonZeroSpec, name: &str) -> Result<Kernel> {
             ("coords", &coords),
         ],
     )?;
-    let mut k = Kernel::flat(name, &sp.site.node, source, 1024, vec![sp.x.0], vec![sp.y.0]);
+    let mut k = Kernel::flat(
+        name,
+        &sp.site.node,
+        source,
+        1024,
+        vec![sp.x.0],
+        vec![sp.y.0],
+    );
     k.grid = 1;
     k.block = 1024;
     Ok(k)

@@ -49,8 +49,8 @@ pub mod recurrent;
 pub mod reduce;
 pub mod spectral;
 pub mod split_pad;
-pub mod syntax;
 pub mod support;
+pub mod syntax;
 
 use crate::lower::{lower, Kind, Lowered, Spec, Views};
 use crate::{CodegenError, Result};

@@ -188,26 +188,8 @@ fn emit_crop(crop: &RowCrop, mv: &MovementSpec, name: &str) -> Result<Kernel> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lower::row_crop::tests::slice;
     use gopt_ir::Graph;
-
-    /// A one-Slice graph: `x: {dt}[{xs}] -> {dt}[{ys}]`, bounds as constants.
-    fn slice(dt: &str, xs: &str, ys: &str, bounds: [&str; 4]) -> Graph {
-        let [starts, ends, axes, steps] = bounds;
-        let k = starts.split(',').count();
-        let src = format!(
-            r#"graph "g"(%0 "x": {dt}[{xs}]) -> (%5) {{
-  %1 "s": i64[{k}] = const [{starts}]
-  %2 "e": i64[{k}] = const [{ends}]
-  %3 "a": i64[{k}] = const [{axes}]
-  %4 "p": i64[{k}] = const [{steps}]
-  %5 "y": {dt}[{ys}] = Slice "slice"(%0, %1, %2, %3, %4)
-}}"#
-        );
-        let g = gopt_ir::text::parse(&src).unwrap_or_else(|e| panic!("{e}\n{src}"));
-        gopt_ir::verify(g)
-            .unwrap_or_else(|e| panic!("{e}\n{src}"))
-            .into_inner()
-    }
 
     #[track_caller]
     fn crop(g: &Graph) -> Option<(usize, usize, usize, usize)> {

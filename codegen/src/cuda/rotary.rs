@@ -19,16 +19,9 @@ const TEMPLATE: &str = include_str!("rotary.cu");
 /// Emits the kernel of RotaryEmbedding spec `sp`.
 pub fn emit(sp: &RotarySpec, name: &str) -> Result<Kernel> {
     let at = |i: &str| sp.x_cols.map_or_else(|| i.to_string(), |c| c.index(i));
-    let [_, s, h, d] = sp.dims;
+    let [_, s, _, d] = sp.dims;
     let half = sp.rd / 2;
-    // The batch and position of element `e` (its row `r = e / D`), X's layout unrolled:
-    // heads inside positions (3-D) or positions inside heads (4-D; the same when there
-    // is one head).
-    let coords = if sp.x_strides[1] > sp.x_strides[2] {
-        format!("        r = r / {h}LL;\n        const long long s = r % {s}LL;\n        const long long b = r / {s}LL;\n")
-    } else {
-        format!("        const long long s = r % {s}LL;\n        r = r / {s}LL;\n        const long long b = r / {h}LL;\n")
-    };
+    let coords = sp.coords(&super::syntax::Cuda);
     let t = storage(sp.dtype);
     let mut params = vec![
         format!("const {t}* __restrict__ x"),

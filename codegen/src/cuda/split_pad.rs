@@ -66,25 +66,14 @@ fn split(name: &str, sp: &SplitSpec) -> Result<Kernel> {
 /// A literal of `t` (one element, in the data's dtype) as the dtype's storage type.
 fn literal(t: &Tensor) -> String {
     let dt = t.dtype();
-    match dt {
-        DType::F16 | DType::BF16 | DType::F32 => {
-            let f = t.to_f64_vec().first().copied().unwrap_or(0.0) as f32;
-            store(dt, &flit(f))
-        }
-        DType::F64 => format!("{:e}", t.to_f64_vec().first().copied().unwrap_or(0.0)),
-        DType::I8
-        | DType::I16
-        | DType::I32
-        | DType::I64
-        | DType::U8
-        | DType::U16
-        | DType::U32
-        | DType::U64
-        | DType::Bool => format!(
-            "({})({}LL)",
-            storage(dt),
-            t.to_i64_vec().first().copied().unwrap_or(0)
-        ),
+    let first = t.to_f64_vec().first().copied().unwrap_or(0.0);
+    if dt == DType::F64 {
+        format!("{first:e}")
+    } else if dt.is_float() {
+        store(dt, &flit(first as f32))
+    } else {
+        let v = t.to_i64_vec().first().copied().unwrap_or(0);
+        format!("({})({v}LL)", storage(dt))
     }
 }
 

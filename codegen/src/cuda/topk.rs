@@ -17,18 +17,12 @@ pub fn emit(sp: &TopKSpec, name: &str) -> Result<Kernel> {
     let dt = sp.dtype;
     let t = storage(dt);
     // The type elements are compared in, and how one is read.
-    let (ct, float) = match dt {
-        DType::F32 | DType::F16 | DType::BF16 => ("float", true),
-        DType::F64 => ("double", true),
-        DType::I8
-        | DType::I16
-        | DType::I32
-        | DType::I64
-        | DType::U8
-        | DType::U16
-        | DType::U32
-        | DType::U64
-        | DType::Bool => (t, false),
+    let (ct, float) = if dt == DType::F64 {
+        ("double", true)
+    } else if dt.is_float() {
+        ("float", true)
+    } else {
+        (t, false)
     };
     let read = |at: &str| {
         if float {

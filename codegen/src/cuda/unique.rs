@@ -6,8 +6,8 @@
 //! type.
 
 use super::elementwise::storage;
-use super::Kernel;
 use super::syntax::Cuda;
+use super::Kernel;
 use crate::lower::unique::{Step, Text, UniqueSpec};
 use crate::template::fill;
 use crate::Result;
@@ -56,21 +56,10 @@ pub fn emit(sp: &UniqueSpec, slots: &[u32], name: &str) -> Result<Kernel> {
 /// The body of `cmp_elem(a, b)` for stored elements of `dt`: -1, 0 or 1, floats in
 /// float (f64 in double) with NaN after every number and equal to NaN, integers exactly.
 fn cmp_body(dt: DType) -> String {
-    let ct = match dt {
-        DType::F32 | DType::F16 | DType::BF16 => "float",
-        DType::F64 => "double",
-        DType::I8
-        | DType::I16
-        | DType::I32
-        | DType::I64
-        | DType::U8
-        | DType::U16
-        | DType::U32
-        | DType::U64
-        | DType::Bool => {
-            return "        if (a < b) {\n            return -1;\n        }\n        if (a > b) {\n            return 1;\n        }\n        return 0;".to_string();
-        }
-    };
+    if !dt.is_float() {
+        return "        if (a < b) {\n            return -1;\n        }\n        if (a > b) {\n            return 1;\n        }\n        return 0;".to_string();
+    }
+    let ct = if dt == DType::F64 { "double" } else { "float" };
     format!(
         "        const {ct} fa = gopt_ld(a);\n        const {ct} fb = gopt_ld(b);\n        const bool na = isnan(fa);\n        const bool nb = isnan(fb);\n        if (na || nb) {{\n            return (na ? 1 : 0) - (nb ? 1 : 0);\n        }}\n        if (fa < fb) {{\n            return -1;\n        }}\n        if (fa > fb) {{\n            return 1;\n        }}\n        return 0;"
     )

@@ -101,9 +101,7 @@ fn spec(g: &Graph, n: &Node, op: CountedOp) -> Result<CountedSpec> {
         CountedOp::Compress => {
             let spec = compress(g, n)?;
             // Only a condition longer than the axis can select past it.
-            let code = (spec.len > spec.d)
-                .then(|| index_code(g, n))
-                .transpose()?;
+            let code = (spec.len > spec.d).then(|| index_code(g, n)).transpose()?;
             CountedSpec::Compress {
                 slot: slot(g, n, spec.y)?,
                 spec,
@@ -355,6 +353,21 @@ pub struct CompressSpec {
 }
 
 impl CompressSpec {
+    /// The holes both backends' templates fill alike: the sizes, the status word
+    /// `slot`, and `raise`, the statement that raises an index past the axis.
+    pub fn holes(&self, slot: u32, raise: String) -> [(&'static str, String); 8] {
+        [
+            ("outer", self.outer.to_string()),
+            ("d", self.d.to_string()),
+            ("inner", self.inner.max(1).to_string()),
+            ("len", self.len.to_string()),
+            ("bound", self.bound.to_string()),
+            ("slice", (self.outer * self.inner).to_string()),
+            ("slot", slot.to_string()),
+            ("raise", raise),
+        ]
+    }
+
     /// What a true condition entry past the axis is, for the run's error.
     pub fn out_of_range(&self) -> String {
         format!(

@@ -204,10 +204,7 @@ fn stats(sp: &NormSpec, st: &Stats, syn: &impl Syntax) -> StatsText {
                 ),
                 normalize: format!(
                     "{pad}y[base + at(j)] = {};\n",
-                    syn.store(
-                        sp.dtype,
-                        &format!("(v - mean) * k + {}", load("bias[grp]"))
-                    )
+                    syn.store(sp.dtype, &format!("(v - mean) * k + {}", load("bias[grp]")))
                 ),
                 finish: format!(
                     "        if ({}) {{\n{}{}        }}\n",

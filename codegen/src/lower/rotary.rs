@@ -12,8 +12,9 @@
 
 use super::absorb::{column_reads, stored_cast, Columns};
 use super::support::{input, opt_input, output, typed, unsupported, Site};
-use crate::plan::index_code;
+use super::syntax::Syntax;
 use super::Views;
+use crate::plan::index_code;
 use crate::Result;
 use gopt_ir::{Attr, DType, Graph, Node, ValueId};
 
@@ -74,6 +75,30 @@ impl RotarySpec {
     /// Output elements.
     pub fn n(&self) -> usize {
         self.dims.iter().product()
+    }
+
+    /// The statements that find the batch `b` and position `s` of element row `r`
+    /// (`e / D`), X's layout unrolled: heads inside positions (3-D) or positions inside
+    /// heads (4-D; the same when there is one head).
+    pub fn coords(&self, syn: &impl Syntax) -> String {
+        let [_, s, h, _] = self.dims;
+        let n = |v: usize| syn.lit().n(v);
+        let (ls, lb) = (syn.let_index("s"), syn.let_index("b"));
+        if self.x_strides[1] > self.x_strides[2] {
+            format!(
+                "        r = r / {};\n        {ls} = r % {};\n        {lb} = r / {};\n",
+                n(h),
+                n(s),
+                n(s)
+            )
+        } else {
+            format!(
+                "        {ls} = r % {};\n        r = r / {};\n        {lb} = r / {};\n",
+                n(s),
+                n(s),
+                n(h)
+            )
+        }
     }
 
     /// What an out-of-range position id is, for the run's error.

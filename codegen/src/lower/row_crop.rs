@@ -63,10 +63,7 @@ impl RowCrop {
         let mut m = last;
         let mut bytes = ys[last].checked_mul(dtype.size())?;
         while m > 0 && whole(m) && unit(m - 1) {
-            match bytes
-                .checked_mul(ys[m - 1])
-                .filter(|&b| b <= MAX_ROW_BYTES)
-            {
+            match bytes.checked_mul(ys[m - 1]).filter(|&b| b <= MAX_ROW_BYTES) {
                 Some(b) => bytes = b,
                 None => break,
             }
@@ -103,11 +100,11 @@ impl RowCrop {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A one-Slice graph: `x: {dt}[{xs}] -> {dt}[{ys}]`, bounds as constants.
-    fn slice(dt: &str, xs: &str, ys: &str, bounds: [&str; 4]) -> Graph {
+    pub(crate) fn slice(dt: &str, xs: &str, ys: &str, bounds: [&str; 4]) -> Graph {
         let [starts, ends, axes, steps] = bounds;
         let k = starts.split(',').count();
         let src = format!(

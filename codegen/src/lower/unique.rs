@@ -6,8 +6,8 @@
 //! The statements are written here once; each writer supplies its syntax ([`Syntax`])
 //! and the element comparison of its types, and fills its template.
 
-pub use super::syntax::Syntax;
 use super::support::{input, output, plan, typed, unsupported, Site};
+pub use super::syntax::Syntax;
 use crate::Result;
 use gopt_ir::{DType, Graph, Node, ValueId};
 

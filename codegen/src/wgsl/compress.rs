@@ -40,21 +40,13 @@ pub fn emit(sp: &CompressSpec, slot: u32, code: Option<u32>, name: &str) -> Resu
         Some(c) => format!("                    atomicMax(&status[0], {}u);\n", c.code),
         None => String::new(),
     };
-    let source = fill(
-        TEMPLATE,
-        &[
-            ("enable", super::enable_f16(sp.dtype == DType::F16)),
-            ("t", t),
-            ("outer", &sp.outer.to_string()),
-            ("d", &sp.d.to_string()),
-            ("inner", &sp.inner.max(1).to_string()),
-            ("len", &sp.len.to_string()),
-            ("bound", &sp.bound.to_string()),
-            ("slice", &(sp.outer * sp.inner).to_string()),
-            ("slot", &slot.to_string()),
-            ("raise", &raise),
-        ],
-    )?;
+    let holes = sp.holes(slot, raise);
+    let mut holes: Vec<(&str, &str)> = holes.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    holes.extend([
+        ("enable", super::enable_f16(sp.dtype == DType::F16)),
+        ("t", t),
+    ]);
+    let source = fill(TEMPLATE, &holes)?;
     Ok(WgslKernel {
         name: name.to_string(),
         node: site.node.clone(),

@@ -70,8 +70,8 @@ pub fn emit(mv: &MovementSpec, name: &str) -> Result<WgslKernel> {
                 op: site.op.into(),
                 what: MovementSpec::out_of_range(*axis_len),
             });
-            let it = bounds::index_type(dt)
-                .ok_or_else(|| site.unsupported(&format!("{dt} indices")))?;
+            let it =
+                bounds::index_type(dt).ok_or_else(|| site.unsupported(&format!("{dt} indices")))?;
             (
                 format!(
                     "{}{read}        out[i] = in0[{}];\n",

@@ -35,16 +35,9 @@ pub fn emit(sp: &RotarySpec, name: &str) -> Result<WgslKernel> {
         .ok()
         .filter(|&n| n < 1 << 31)
         .ok_or_else(|| site.unsupported("more than 2^31 elements"))?;
-    let [_, s, h, d] = sp.dims;
+    let [_, s, _, d] = sp.dims;
     let half = sp.rd / 2;
-    // The batch and position of element `e` (its row `r = e / D`), X's layout unrolled:
-    // heads inside positions (3-D) or positions inside heads (4-D; the same when there
-    // is one head).
-    let coords = if sp.x_strides[1] > sp.x_strides[2] {
-        format!("        r = r / {h}u;\n        let s = r % {s}u;\n        let b = r / {s}u;\n")
-    } else {
-        format!("        let s = r % {s}u;\n        r = r / {s}u;\n        let b = r / {h}u;\n")
-    };
+    let coords = sp.coords(&super::syntax::Wgsl);
     let mut inputs = vec![sp.x.0, sp.cos.0, sp.sin.0];
     let mut bindings = vec![
         format!("var<storage, read> x: array<{t}>;"),

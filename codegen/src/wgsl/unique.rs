@@ -10,10 +10,10 @@
 //! right up to about 2900 slices and wrong above; real GPUs have no such limit.
 
 use super::counted::data_type;
+use super::syntax::Wgsl;
 use super::types::{self, kind, Kind};
 use super::WgslKernel;
 use crate::lower::support::Site;
-use super::syntax::Wgsl;
 use crate::lower::unique::{Step, Text, UniqueSpec};
 use crate::template::fill;
 use crate::Result;
