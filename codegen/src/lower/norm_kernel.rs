@@ -13,7 +13,7 @@ pub enum Text {
     /// A per-element kernel's body (it sees the element `i`).
     Elements(String),
     /// The statistics kernel's parts.
-    Stats(StatsText),
+    Stats(Box<StatsText>),
 }
 
 /// The parts of a statistics kernel, one block (workgroup) per group.
@@ -112,7 +112,7 @@ pub fn text(sp: &NormSpec, syn: &impl Syntax) -> Text {
                 load(&format!("x[base + j * {}]", n(*s))),
             ))
         }
-        NormKind::Stats(st) => Text::Stats(stats(sp, st, syn)),
+        NormKind::Stats(st) => Text::Stats(Box::new(stats(sp, st, syn))),
     }
 }
 
