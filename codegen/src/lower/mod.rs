@@ -39,6 +39,7 @@ pub mod index;
 pub mod indexed;
 pub mod linear_attention;
 pub mod loss;
+pub mod nms;
 pub mod norm;
 pub mod norm_kernel;
 pub mod packed;

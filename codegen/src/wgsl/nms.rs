@@ -1,11 +1,11 @@
-//! NonMaxSuppression in WGSL ([`crate::lower::counted::nms`]): per (batch, class) pair,
+//! NonMaxSuppression in WGSL ([`crate::lower::nms`]): per (batch, class) pair,
 //! greedy selection of the boxes by score, dropping a box that overlaps an already
 //! kept one by more than the IoU threshold, as `ir/src/ops/image/nms.rs` does (the
 //! same candidate order, ties by the lower index, the same IoU tests; f32 arithmetic
 //! where the reference uses f64). One workgroup takes the pairs in order and keeps a box
 //! per step (`nms.wgsl`): the best one that no kept box suppresses, the boxes kept or
 //! suppressed flagged in a bitset in workgroup memory (so at most
-//! [`crate::lower::counted::MAX_BOXES`] boxes).
+//! [`crate::lower::nms::MAX_BOXES`] boxes).
 //! The rows come out in the reference's order and the total goes to the output's
 //! status word ([`crate::plan::Count`]). The limits
 //! (`max_output_boxes_per_class`, `iou_threshold`, `score_threshold`) are read in the
@@ -17,7 +17,7 @@
 use super::counted::data_type;
 use super::types::{self, helpers_for};
 use super::WgslKernel;
-use crate::lower::counted::NmsSpec;
+use crate::lower::nms::NmsSpec;
 use crate::template::fill;
 use crate::Result;
 use gopt_ir::DType;
