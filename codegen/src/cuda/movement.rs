@@ -13,7 +13,6 @@
 //! division, 32-bit offsets within a row.
 
 use super::elementwise::storage;
-use super::support::blocks;
 use super::Kernel;
 use crate::lower::index::{Lit, MovementSpec, Read, RowCrop};
 use crate::plan::IndexCheck;
@@ -108,34 +107,11 @@ pub fn emit(mv: &MovementSpec, name: &str) -> Result<Kernel> {
         ("body", &body),
     ];
     let inputs = mv.inputs.iter().map(|(v, _)| v.0).collect();
-    let mut k = grid_stride(&mv.site.node, name, fill(TEMPLATE, &holes)?, n, inputs);
-    k.outputs = vec![mv.out.0];
-    k.index_check = check;
-    Ok(k)
-}
-
-/// A grid-stride kernel of `n` threads in blocks of 256, reading `inputs` (its outputs
-/// and index check left for the caller).
-pub(super) fn grid_stride(
-    node: &str,
-    name: &str,
-    source: String,
-    n: usize,
-    inputs: Vec<u32>,
-) -> Kernel {
-    Kernel {
-        name: name.to_string(),
-        node: node.to_string(),
-        source,
-        threads: n,
-        vectorized: false,
-        inputs,
-        outputs: Vec::new(),
-        shared_mem: 0,
-        grid: blocks(n, 256),
-        block: 256,
-        index_check: None,
-    }
+    let source = fill(TEMPLATE, &holes)?;
+    Ok(Kernel {
+        index_check: check,
+        ..Kernel::flat(name, &mv.site.node, source, n, inputs, vec![mv.out.0])
+    })
 }
 
 /// The row-crop kernel: a group of threads (8 for short rows, the block for long ones) per

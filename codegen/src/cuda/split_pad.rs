@@ -7,7 +7,6 @@
 //! Both copy storage bytes as they are (any dtype).
 
 use super::elementwise::storage;
-use super::movement::grid_stride;
 use super::support::{flit, store};
 use super::Kernel;
 use crate::lower::index::Lit;
@@ -58,9 +57,15 @@ fn split(name: &str, sp: &SplitSpec) -> Result<Kernel> {
             ("body", &body),
         ],
     )?;
-    let mut k = grid_stride(&sp.site.node, name, src, sp.total, vec![sp.x.0]);
-    k.outputs = sp.chunks.iter().map(|c| c.out.0).collect();
-    Ok(k)
+    let outputs = sp.chunks.iter().map(|c| c.out.0).collect();
+    Ok(Kernel::flat(
+        name,
+        &sp.site.node,
+        src,
+        sp.total,
+        vec![sp.x.0],
+        outputs,
+    ))
 }
 
 /// A literal of `t` (one element, in the data's dtype) as the dtype's storage type.
@@ -125,7 +130,12 @@ fn pad(name: &str, p: &PadSpec) -> Result<Kernel> {
             ("body", &body),
         ],
     )?;
-    let mut k = grid_stride(&p.site.node, name, src, p.total, inputs);
-    k.outputs = vec![p.out.0];
-    Ok(k)
+    Ok(Kernel::flat(
+        name,
+        &p.site.node,
+        src,
+        p.total,
+        inputs,
+        vec![p.out.0],
+    ))
 }

@@ -53,14 +53,8 @@ pub fn emit(sp: &GluSpec, name: &str) -> Result<WgslKernel> {
             ("xs", &rounded(round, "x * s")),
         ],
     )?;
-    Ok(WgslKernel {
-        name: name.to_string(),
-        node: site.node.clone(),
-        source,
-        workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
-        inputs: vec![sp.a.0, sp.b.0],
-        outputs: vec![sp.out.0],
-        index_check: None,
-        loop_iterations: None,
-    })
+    let (inputs, outputs) = (vec![sp.a.0, sp.b.0], vec![sp.out.0]);
+    Ok(super::movement::flat(
+        name, &site.node, source, n, inputs, outputs,
+    ))
 }

@@ -97,13 +97,7 @@ pub fn emit(sp: &RotarySpec, name: &str) -> Result<WgslKernel> {
         ],
     )?;
     Ok(WgslKernel {
-        name: name.to_string(),
-        node: site.node.clone(),
-        source,
-        workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
-        inputs,
-        outputs: vec![sp.out.0],
         index_check: check,
-        loop_iterations: None,
+        ..super::movement::flat(name, &site.node, source, n, inputs, vec![sp.out.0])
     })
 }

@@ -6,7 +6,7 @@
 //! value is baked in when it is a graph constant and read from its one-element input
 //! otherwise. Both copy storage elements as they are (any dtype WGSL storage holds).
 
-use super::{types, WgslKernel, WORKGROUP};
+use super::{types, WgslKernel};
 use crate::lower::index::Lit;
 use crate::lower::split_pad::{Chunk, PadSpec, PadValue, SplitPad, SplitSpec};
 use crate::lower::support::Site;
@@ -62,16 +62,14 @@ fn shader(
             ("body", body),
         ],
     )?;
-    Ok(WgslKernel {
-        name: name.to_string(),
-        node: site.node.clone(),
+    Ok(super::movement::flat(
+        name,
+        &site.node,
         source,
-        workgroups: [n.div_ceil(WORKGROUP).clamp(1, 65535), 1, 1],
-        inputs: Vec::new(),
-        outputs: Vec::new(),
-        index_check: None,
-        loop_iterations: None,
-    })
+        n,
+        Vec::new(),
+        Vec::new(),
+    ))
 }
 
 /// A shader with its input and output values.

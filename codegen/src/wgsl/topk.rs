@@ -60,14 +60,8 @@ pub fn emit(sp: &TopKSpec, name: &str) -> Result<WgslKernel> {
             ),
         ],
     )?;
-    Ok(WgslKernel {
-        name: name.to_string(),
-        node: site.node.clone(),
-        source,
-        workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
-        inputs: vec![sp.x.0],
-        outputs: vec![sp.values.0, sp.indices.0],
-        index_check: None,
-        loop_iterations: None,
-    })
+    let (inputs, outputs) = (vec![sp.x.0], vec![sp.values.0, sp.indices.0]);
+    Ok(super::movement::flat(
+        name, &site.node, source, n, inputs, outputs,
+    ))
 }
