@@ -10,7 +10,7 @@
 //! bert_small and gpt2_small's Split run the same way. A machine without any adapter
 //! fails here with the reason, never skips.
 
-use gopt::codegen::lower::{lower, Kind, Lowered, Spec};
+use gopt::codegen::lower::{lower, Lowered};
 use gopt::codegen::wgsl::{self, emit_kernels, WgslKernel};
 use gopt::ir::ops::EvalCx;
 use gopt::ir::{infer_types, Attr, Attrs, DType, Graph, Op, Tensor, TensorType, ValueId};
@@ -153,7 +153,8 @@ fn check(dev: &WgpuDevice, b: &mut G) -> usize {
         .enumerate()
         .map(|(i, n)| {
             let low = match lower(g, n, wgsl::VIEWS).unwrap_or_else(|e| panic!("{}: {e}", g.name)) {
-                Lowered::View => Lowered::Kernel(Spec::Untyped(Kind::Movement)),
+                Lowered::View => gopt::codegen::lower::index::view_copy(g, n)
+                    .unwrap_or_else(|e| panic!("{}: {e}", g.name)),
                 low => low,
             };
             wgsl::write(g, i, n, &low)

@@ -7,56 +7,37 @@
 //! ([`crate::plan::IndexCheck`]) and is never read. Data of every dtype is copied as
 //! stored. The WGSL kernel (`wgsl/compress.rs`) is the same algorithm line by line.
 
-use super::counted::slot;
 use super::elementwise::storage;
 use super::Kernel;
-use crate::lower::counted::{compress, CompressSpec};
-use crate::lower::support::unsupported;
-use crate::plan::{index_code, IndexCheck};
+use crate::lower::counted::CompressSpec;
+use crate::plan::IndexCheck;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{Graph, Node};
 
 const TEMPLATE: &str = include_str!("compress.cu");
 
-/// Emits the kernel for Compress node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let sp = compress(g, node)?;
+/// Emits the kernel of Compress spec `sp`, counting into status word `slot`, with the
+/// index check raising `code` where the condition can select past the axis.
+pub fn emit(sp: &CompressSpec, slot: u32, code: Option<u32>, name: &str) -> Result<Kernel> {
     if u32::try_from(sp.bound).is_err() {
-        return Err(unsupported(node, "a count of 2^32 slices or more"));
+        return Err(sp.site.unsupported("a count of 2^32 slices or more"));
     }
-    // Only a condition longer than the axis can select past it.
-    let check = if sp.len > sp.d {
-        Some(IndexCheck {
-            code: index_code(g, node)?,
-            op: node.op.name().into(),
-            what: out_of_range(&sp),
-        })
-    } else {
-        None
-    };
+    let check = code.map(|code| IndexCheck {
+        code,
+        op: sp.site.op.into(),
+        what: sp.out_of_range(),
+    });
     let raise = match &check {
         Some(c) => format!("                    atomicMax(status, {}u);\n", c.code),
         None => String::new(),
     };
-    let source = fill(
-        TEMPLATE,
-        &[
-            ("name", name),
-            ("t", storage(sp.dtype)),
-            ("outer", &sp.outer.to_string()),
-            ("d", &sp.d.to_string()),
-            ("inner", &sp.inner.max(1).to_string()),
-            ("len", &sp.len.to_string()),
-            ("bound", &sp.bound.to_string()),
-            ("slice", &(sp.outer * sp.inner).to_string()),
-            ("slot", &slot(g, node, sp.y)?.to_string()),
-            ("raise", &raise),
-        ],
-    )?;
+    let holes = sp.holes(slot, raise);
+    let mut holes: Vec<(&str, &str)> = holes.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    holes.extend([("name", name), ("t", storage(sp.dtype))]);
+    let source = fill(TEMPLATE, &holes)?;
     let mut k = Kernel::flat(
         name,
-        &node.name,
+        &sp.site.node,
         source,
         1024,
         vec![sp.x.0, sp.cond.0],
@@ -66,12 +47,4 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     k.block = 1024;
     k.index_check = check;
     Ok(k)
-}
-
-/// What a true condition entry past the axis is, for the run's error.
-fn out_of_range(sp: &CompressSpec) -> String {
-    format!(
-        "a condition that selects an index past the end of the axis (length {})",
-        sp.d
-    )
 }

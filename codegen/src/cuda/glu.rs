@@ -7,22 +7,24 @@
 
 use super::elementwise::storage;
 use super::support::{flit, store};
-use super::{Kernel, VIEWS};
+use super::Kernel;
 use crate::lower::absorb::Columns;
-use crate::lower::glu::spec;
+use crate::lower::glu::GluSpec;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("glu.cu");
 const VECTOR: &str = include_str!("glu_vec.cu");
 
 /// `v` (a float expression) rounded to `dt` and back to float, or `v` as it is.
 fn rounded(dt: Option<DType>, v: &str) -> String {
-    match dt {
-        Some(DType::F16) => format!("__half2float(__float2half_rn({v}))"),
-        Some(DType::BF16) => format!("__bfloat162float(__float2bfloat16_rn({v}))"),
-        _ => v.to_string(),
+    if dt == Some(DType::F16) {
+        format!("__half2float(__float2half_rn({v}))")
+    } else if dt == Some(DType::BF16) {
+        format!("__bfloat162float(__float2bfloat16_rn({v}))")
+    } else {
+        v.to_string()
     }
 }
 
@@ -42,18 +44,18 @@ fn vector_at(cols: Option<Columns>, vec: usize) -> String {
 
 /// The unsigned type of `bytes` bytes a vector of outputs is stored as.
 fn vector_type(bytes: usize) -> Option<&'static str> {
-    match bytes {
-        16 => Some("uint4"),
-        8 => Some("uint2"),
-        4 => Some("unsigned int"),
-        2 => Some("unsigned short"),
-        _ => None,
-    }
+    [
+        (16, "uint4"),
+        (8, "uint2"),
+        (4, "unsigned int"),
+        (2, "unsigned short"),
+    ]
+    .into_iter()
+    .find_map(|(b, t)| (b == bytes).then_some(t))
 }
 
-/// Emits the kernel for SwiGLU node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let sp = spec(g, node, VIEWS)?;
+/// Emits the kernel of SwiGLU spec `sp`.
+pub fn emit(sp: &GluSpec, name: &str) -> Result<Kernel> {
     let round = sp.round();
     let alpha = flit(sp.alpha);
     let sig = rounded(round, &format!("1.0f / (1.0f + expf(-({alpha} * x)))"));
@@ -111,7 +113,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     let threads = if vectorized { sp.n / vec } else { sp.n };
     let mut k = Kernel::flat(
         name,
-        &node.name,
+        &sp.site.node,
         source,
         threads,
         vec![sp.a.0, sp.b.0],

@@ -50,6 +50,7 @@ pub mod reduce;
 pub mod spectral;
 pub mod split_pad;
 pub mod support;
+pub mod syntax;
 
 use crate::lower::{lower, Kind, Lowered, Spec, Views};
 use crate::{CodegenError, Result};
@@ -114,6 +115,13 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
         Spec::Loss(s) => loss::emit(s, name),
         Spec::Rows(s) => rows::emit(s, name),
         Spec::Reduce(s) => reduce::emit(s, name),
+        Spec::Movement(s) => movement::emit(s, name),
+        Spec::SplitPad(s) => split_pad::emit(s, name),
+        Spec::Glu(s) => glu::emit(s, name),
+        Spec::Rotary(s) => rotary::emit(s, name),
+        Spec::TopK(s) => topk::emit(s, name),
+        Spec::Norm(s) => norm::emit(s, name),
+        Spec::Counted(s) => counted::emit(s, name),
     }
 }
 
@@ -128,8 +136,6 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         | Kind::Loss
         | Kind::Trilu
         | Kind::GatherElements => Err(crate::lower::typed_elsewhere(kind)),
-        Kind::Movement => movement::emit(g, n, name),
-        Kind::SplitPad => split_pad::emit(g, n, name),
         Kind::Conv => conv::emit(g, n, name),
         Kind::Pool => pool::emit(g, n, name),
         Kind::Attention => attention::emit(g, n, name),
@@ -143,13 +149,15 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::Scatter => scatter::emit(g, n, name),
         Kind::Indexed => indexed::emit(g, n, name),
         Kind::ConvTranspose => conv_transpose::emit(g, n, name),
-        Kind::Norm => norm::emit(g, n, name),
-        Kind::TopK => topk::emit(g, n, name),
         Kind::Quant => quant::emit(g, n, name),
         Kind::Einsum => einsum::emit(g, n, name),
-        Kind::Glu => glu::emit(g, n, name),
-        Kind::Rotary => rotary::emit(g, n, name),
-        Kind::Counted => counted::emit(g, n, name),
+        Kind::Movement
+        | Kind::SplitPad
+        | Kind::Glu
+        | Kind::Rotary
+        | Kind::TopK
+        | Kind::Norm
+        | Kind::Counted => Err(crate::lower::typed_elsewhere(kind)),
     }
 }
 

@@ -1,10 +1,11 @@
-//! NonMaxSuppression in CUDA ([`crate::lower::counted::nms`]): per (batch, class) pair,
+//! NonMaxSuppression in CUDA ([`crate::lower::nms`]): per (batch, class) pair,
 //! greedy selection of the boxes by score, dropping a box that overlaps an already
 //! kept one by more than the IoU threshold, as `ir/src/ops/image/nms.rs` does (the
 //! same candidate order, ties by the lower index, the same IoU tests; f32 arithmetic,
 //! f64 for f64 boxes, rounded op by op). One block takes the pairs in order and keeps a
 //! box per step (`nms.cu`): the best one that no kept box suppresses, the boxes kept or
-//! suppressed flagged in a bitset in shared memory (so at most [`MAX_BOXES`] boxes).
+//! suppressed flagged in a bitset in shared memory (so at most
+//! [`crate::lower::nms::MAX_BOXES`] boxes).
 //! The rows come out in the reference's order and the total goes to the output's
 //! status word ([`crate::plan::Count`]). The limits
 //! (`max_output_boxes_per_class`, `iou_threshold`, `score_threshold`) are read in the
@@ -12,20 +13,14 @@
 //! means to the reference (no boxes, 0.0, no threshold). The WGSL kernel
 //! (`wgsl/nms.rs`) is the same algorithm line by line.
 
-use super::counted::slot;
 use super::elementwise::storage;
 use super::Kernel;
-use crate::lower::counted::{nms, NmsSpec};
-use crate::lower::support::unsupported;
+use crate::lower::nms::NmsSpec;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("nms.cu");
-
-/// Boxes per batch at most: the flags bitset takes 8 KiB of shared memory (as the WGSL
-/// kernel's does of workgroup memory).
-pub const MAX_BOXES: usize = 65536;
 
 /// The arithmetic of one float width: the type, its key type, how its bits are read,
 /// and the operations rounded one by one (so nothing contracts into an FMA).
@@ -53,23 +48,9 @@ const F64: Real = Real {
     ops: ["__dadd_rn", "__dsub_rn", "__dmul_rn", "__ddiv_rn"],
 };
 
-/// Emits the kernel for NonMaxSuppression node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let sp = nms(g, node)?;
+/// Emits the kernel of NonMaxSuppression spec `sp`, counting into status word `slot`.
+pub fn emit(sp: &NmsSpec, slot: u32, name: &str) -> Result<Kernel> {
     let pairs = sp.batches * sp.classes;
-    let too_big = |n: usize| u32::try_from(n).is_err();
-    if too_big(sp.batches * sp.boxes * 4) || too_big(pairs * sp.boxes) || too_big(sp.bound * 3) {
-        return Err(unsupported(
-            node,
-            "more than 2^32 boxes, scores or output words",
-        ));
-    }
-    if sp.boxes > MAX_BOXES {
-        return Err(unsupported(
-            node,
-            &format!("more than {MAX_BOXES} boxes per batch"),
-        ));
-    }
     let r = if sp.dtype == DType::F64 { &F64 } else { &F32 };
     let mut inputs = vec![sp.boxes_in.0, sp.scores.0];
     let mut params = String::new();
@@ -110,9 +91,9 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
             ("batches", &sp.batches.to_string()),
             ("classes", &sp.classes.max(1).to_string()),
             ("boxes", &sp.boxes.to_string()),
-            ("format", format_of(&sp)),
+            ("format", sp.format()),
             ("per_class", &pc.to_string()),
-            ("slot", &slot(g, node, sp.y)?.to_string()),
+            ("slot", &slot.to_string()),
             ("t", storage(sp.dtype)),
             ("real", r.real),
             ("key_t", r.key_t),
@@ -131,17 +112,8 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
             ("words", &sp.boxes.div_ceil(32).max(1).to_string()),
         ],
     )?;
-    let mut k = Kernel::flat(name, &node.name, source, 1024, inputs, vec![sp.y.0]);
+    let mut k = Kernel::flat(name, &sp.site.node, source, 1024, inputs, vec![sp.y.0]);
     k.grid = 1;
     k.block = 1024;
     Ok(k)
-}
-
-/// The box format, for the kernel's header.
-fn format_of(sp: &NmsSpec) -> &'static str {
-    if sp.center_point_box {
-        "[x_center, y_center, width, height]"
-    } else {
-        "corners [y1, x1, y2, x2]"
-    }
 }

@@ -9,28 +9,19 @@
 use super::elementwise::storage;
 use super::support::store;
 use super::Kernel;
-use crate::lower::rotary::{spec, CacheRows};
-use crate::plan::{index_code, IndexCheck};
+use crate::lower::rotary::{CacheRows, RotarySpec};
+use crate::plan::IndexCheck;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{Graph, Node};
 
 const TEMPLATE: &str = include_str!("rotary.cu");
 
-/// Emits the kernel for RotaryEmbedding node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let sp = spec(g, node, super::VIEWS)?;
+/// Emits the kernel of RotaryEmbedding spec `sp`.
+pub fn emit(sp: &RotarySpec, name: &str) -> Result<Kernel> {
     let at = |i: &str| sp.x_cols.map_or_else(|| i.to_string(), |c| c.index(i));
-    let [_, s, h, d] = sp.dims;
+    let [_, s, _, d] = sp.dims;
     let half = sp.rd / 2;
-    // The batch and position of element `e` (its row `r = e / D`), X's layout unrolled:
-    // heads inside positions (3-D) or positions inside heads (4-D; the same when there
-    // is one head).
-    let coords = if sp.x_strides[1] > sp.x_strides[2] {
-        format!("        r = r / {h}LL;\n        const long long s = r % {s}LL;\n        const long long b = r / {s}LL;\n")
-    } else {
-        format!("        const long long s = r % {s}LL;\n        r = r / {s}LL;\n        const long long b = r / {h}LL;\n")
-    };
+    let coords = sp.coords(&super::syntax::Cuda);
     let t = storage(sp.dtype);
     let mut params = vec![
         format!("const {t}* __restrict__ x"),
@@ -39,16 +30,15 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     ];
     let mut inputs = vec![sp.x.0, sp.cos.0, sp.sin.0];
     let (row, check) = match sp.rows {
-        CacheRows::Positions { ids, rows } => {
+        CacheRows::Positions { ids, rows, code } => {
             inputs.push(ids.0);
             params.push("const long long* __restrict__ pos".into());
-            let code = index_code(g, node)?;
             let row = format!(
                 "        long long k = pos[b * {s}LL + s];\n        if (k < 0) k += {rows}LL;\n        if (k < 0 || k >= {rows}LL) {{\n            atomicMax(gopt_err, {code}u);\n            k = 0;\n        }}\n        const long long row = k * HALF;\n"
             );
             let check = IndexCheck {
                 code,
-                op: node.op.name().into(),
+                op: sp.site.op.into(),
                 what: sp.out_of_range(),
             };
             (row, Some(check))
@@ -86,6 +76,6 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     )?;
     Ok(Kernel {
         index_check: check,
-        ..Kernel::flat(name, &node.name, source, sp.n(), inputs, vec![sp.out.0])
+        ..Kernel::flat(name, &sp.site.node, source, sp.n(), inputs, vec![sp.out.0])
     })
 }

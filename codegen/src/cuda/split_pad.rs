@@ -7,27 +7,25 @@
 //! Both copy storage bytes as they are (any dtype).
 
 use super::elementwise::storage;
-use super::movement::grid_stride;
 use super::support::{flit, store};
 use super::Kernel;
 use crate::lower::index::Lit;
-use crate::lower::split_pad::{self, PadAxis, PadSpec, PadValue, SplitPad, SplitSpec};
+use crate::lower::split_pad::{PadAxis, PadSpec, PadValue, SplitPad, SplitSpec};
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node, Tensor};
+use gopt_ir::{DType, Tensor};
 
 const TEMPLATE: &str = include_str!("split_pad.cu");
 
-/// Emits the kernel for a Split or Pad node.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let read = split_pad::lower(g, node, Lit("LL")).map_err(|e| e.for_backend("CUDA"))?;
-    match read {
-        SplitPad::Split(sp) => split(node, name, &sp),
-        SplitPad::Pad(p) => pad(node, name, &p),
+/// Emits the kernel of a Split or Pad node.
+pub fn emit(sp: &SplitPad, name: &str) -> Result<Kernel> {
+    match sp {
+        SplitPad::Split(sp) => split(name, sp),
+        SplitPad::Pad(p) => pad(name, p),
     }
 }
 
-fn split(node: &Node, name: &str, sp: &SplitSpec) -> Result<Kernel> {
+fn split(name: &str, sp: &SplitSpec) -> Result<Kernel> {
     let t = storage(sp.dtype);
     let mut params = vec![format!("const {t}* __restrict__ x")];
     let mut body = format!(
@@ -59,29 +57,33 @@ fn split(node: &Node, name: &str, sp: &SplitSpec) -> Result<Kernel> {
             ("body", &body),
         ],
     )?;
-    let mut k = grid_stride(node, name, src, sp.total, vec![sp.x.0]);
-    k.outputs = sp.chunks.iter().map(|c| c.out.0).collect();
-    Ok(k)
+    let outputs = sp.chunks.iter().map(|c| c.out.0).collect();
+    Ok(Kernel::flat(
+        name,
+        &sp.site.node,
+        src,
+        sp.total,
+        vec![sp.x.0],
+        outputs,
+    ))
 }
 
 /// A literal of `t` (one element, in the data's dtype) as the dtype's storage type.
 fn literal(t: &Tensor) -> String {
     let dt = t.dtype();
-    match dt {
-        DType::F16 | DType::BF16 | DType::F32 => {
-            let f = t.to_f64_vec().first().copied().unwrap_or(0.0) as f32;
-            store(dt, &flit(f))
-        }
-        DType::F64 => format!("{:e}", t.to_f64_vec().first().copied().unwrap_or(0.0)),
-        _ => format!(
-            "({})({}LL)",
-            storage(dt),
-            t.to_i64_vec().first().copied().unwrap_or(0)
-        ),
+    let first = t.to_f64_vec().first().copied().unwrap_or(0.0);
+    if dt == DType::F64 {
+        format!("{first:e}")
+    } else if dt.is_float() {
+        store(dt, &flit(first as f32))
+    } else {
+        let v = t.to_i64_vec().first().copied().unwrap_or(0);
+        format!("({})({v}LL)", storage(dt))
     }
 }
 
-fn pad(node: &Node, name: &str, p: &PadSpec) -> Result<Kernel> {
+fn pad(name: &str, p: &PadSpec) -> Result<Kernel> {
+    let lit = Lit("LL");
     let t = storage(p.dtype);
     let mut params = vec![format!("const {t}* __restrict__ x")];
     let mut inputs = vec![p.x.0];
@@ -99,11 +101,9 @@ fn pad(node: &Node, name: &str, p: &PadSpec) -> Result<Kernel> {
     let axis = |a: &PadAxis| {
         let fold = a
             .fold
-            .as_ref()
-            .map_or(String::new(), |f| format!(" q = {f};"));
+            .map_or(String::new(), |f| format!(" q = {};", f.write(lit)));
         let inside = a
-            .inside
-            .as_ref()
+            .inside(lit)
             .map_or(String::new(), |c| format!(" in_ = in_ && ({c});"));
         format!(
             "        {{ long long q = r_ % {o}LL - {b}LL; r_ /= {o}LL;{fold}{inside} src_ += q * {s}LL; }}\n",
@@ -118,7 +118,7 @@ fn pad(node: &Node, name: &str, p: &PadSpec) -> Result<Kernel> {
     );
     let what = format!(
         "Pad ({}): one thread per output element reads its source element or the constant",
-        p.mode
+        p.mode.name()
     );
     let src = fill(
         TEMPLATE,
@@ -130,7 +130,12 @@ fn pad(node: &Node, name: &str, p: &PadSpec) -> Result<Kernel> {
             ("body", &body),
         ],
     )?;
-    let mut k = grid_stride(node, name, src, p.total, inputs);
-    k.outputs = vec![p.out.0];
-    Ok(k)
+    Ok(Kernel::flat(
+        name,
+        &p.site.node,
+        src,
+        p.total,
+        inputs,
+        vec![p.out.0],
+    ))
 }

@@ -5,23 +5,24 @@
 
 use super::elementwise::storage;
 use super::Kernel;
-use crate::lower::topk::spec;
+use crate::lower::topk::TopKSpec;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("topk.cu");
 
-/// Emits the kernel for TopK node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let sp = spec(g, node)?;
+/// Emits the kernel of TopK spec `sp`.
+pub fn emit(sp: &TopKSpec, name: &str) -> Result<Kernel> {
     let dt = sp.dtype;
     let t = storage(dt);
     // The type elements are compared in, and how one is read.
-    let (ct, float) = match dt {
-        DType::F32 | DType::F16 | DType::BF16 => ("float", true),
-        DType::F64 => ("double", true),
-        _ => (t, false),
+    let (ct, float) = if dt == DType::F64 {
+        ("double", true)
+    } else if dt.is_float() {
+        ("float", true)
+    } else {
+        (t, false)
     };
     let read = |at: &str| {
         if float {
@@ -60,7 +61,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        &node.name,
+        &sp.site.node,
         source,
         sp.n(),
         vec![sp.x.0],

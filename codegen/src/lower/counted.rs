@@ -13,21 +13,174 @@
 //! counted output feeds another node stays symbolic and is refused with the node it
 //! feeds ([`refusal`]).
 
-use super::support::{input, opt_input, output, plan, typed, unsupported};
-use crate::plan::Count;
+use super::nms::{nms, nms_size, NmsSpec};
+use super::support::{input, output, plan, typed, unsupported, Site};
+use super::unique::{unique, UniqueSpec};
+use crate::plan::{index_code, Count};
 use crate::Result;
 use gopt_ir::ops::{ImageOp, ShapeOp};
 use gopt_ir::{DType, Dim, Graph, Node, Op, TensorType, ValueId};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 
+/// The ops whose output size the device counts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CountedOp {
+    /// NonZero.
+    NonZero,
+    /// Compress.
+    Compress,
+    /// Unique.
+    Unique,
+    /// NonMaxSuppression.
+    Nms,
+}
+
+/// The counted op `op` is, if it is one.
+pub fn counted_op(op: Op) -> Option<CountedOp> {
+    [
+        (Op::Shape(ShapeOp::NonZero), CountedOp::NonZero),
+        (Op::Shape(ShapeOp::Compress), CountedOp::Compress),
+        (Op::Shape(ShapeOp::Unique), CountedOp::Unique),
+        (Op::Image(ImageOp::NonMaxSuppression), CountedOp::Nms),
+    ]
+    .into_iter()
+    .find_map(|(o, c)| (o == op).then_some(c))
+}
+
 /// Whether `op` is one whose output size the device counts.
 pub fn is_counted(op: &Op) -> bool {
-    matches!(
-        op,
-        Op::Shape(ShapeOp::NonZero | ShapeOp::Compress | ShapeOp::Unique)
-            | Op::Image(ImageOp::NonMaxSuppression)
-    )
+    counted_op(*op).is_some()
+}
+
+/// A counted node, read: what its kernel needs, with the status words it writes its
+/// counts to.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CountedSpec {
+    /// NonZero.
+    NonZero(NonZeroSpec),
+    /// Compress.
+    Compress {
+        /// The node's shapes.
+        spec: CompressSpec,
+        /// The output's status word.
+        slot: u32,
+        /// The code a true condition entry past the axis raises, when the condition
+        /// is longer than the axis ([`crate::plan::index_code`]).
+        code: Option<u32>,
+    },
+    /// Unique ([`super::unique`]).
+    Unique {
+        /// The node's shapes.
+        spec: UniqueSpec,
+        /// The status words of Y, `indices` and `counts`, those that are graph outputs.
+        slots: Vec<u32>,
+    },
+    /// NonMaxSuppression.
+    Nms {
+        /// The node's shapes.
+        spec: NmsSpec,
+        /// The output's status word.
+        slot: u32,
+    },
+}
+
+/// The kernel of counted node `n` of `g` (an `op`), or why its outputs cannot be
+/// counted.
+pub fn lower(g: &Graph, n: &Node, op: CountedOp) -> Result<super::Lowered> {
+    if let Some(why) = refusal(g, n) {
+        return Ok(super::Lowered::Unsupported(why));
+    }
+    super::typed(spec(g, n, op), |s| super::Spec::Counted(Box::new(s)))
+}
+
+/// The kernel spec of counted node `n` of `g`, an `op` whose counted outputs
+/// [`refusal`] accepts.
+fn spec(g: &Graph, n: &Node, op: CountedOp) -> Result<CountedSpec> {
+    Ok(match op {
+        CountedOp::NonZero => CountedSpec::NonZero(nonzero(g, n)?),
+        CountedOp::Compress => {
+            let spec = compress(g, n)?;
+            // Only a condition longer than the axis can select past it.
+            let code = (spec.len > spec.d).then(|| index_code(g, n)).transpose()?;
+            CountedSpec::Compress {
+                slot: slot(g, n, spec.y)?,
+                spec,
+                code,
+            }
+        }
+        CountedOp::Unique => {
+            let spec = unique(g, n)?;
+            super::unique::check_size(n, &spec)?;
+            // An omitted output (no graph output) is laid out but not counted.
+            let slots = std::iter::once(spec.y)
+                .chain(spec.indices)
+                .chain(spec.counts)
+                .filter_map(|v| count_slot(g, v))
+                .collect();
+            CountedSpec::Unique { spec, slots }
+        }
+        CountedOp::Nms => {
+            let spec = nms(g, n)?;
+            nms_size(n, &spec)?;
+            CountedSpec::Nms {
+                slot: slot(g, n, spec.y)?,
+                spec,
+            }
+        }
+    })
+}
+
+/// The status word of counted output `v` of `node`, which must be a graph output.
+pub fn slot(g: &Graph, node: &Node, v: ValueId) -> Result<u32> {
+    count_slot(g, v).ok_or_else(|| unsupported(node, "a counted output that is not a graph output"))
+}
+
+/// A NonZero node, resolved: the coordinates of the nonzero elements of `x`, one row
+/// per dim of `y` (laid out at `bound` columns).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NonZeroSpec {
+    /// The node.
+    pub site: Site,
+    /// The data.
+    pub x: ValueId,
+    /// The output `[rank, bound]` (i64).
+    pub y: ValueId,
+    /// The data's dtype.
+    pub dtype: DType,
+    /// The data's shape.
+    pub dims: Vec<usize>,
+    /// The output's columns (the count's bound).
+    pub bound: usize,
+    /// The output's status word.
+    pub slot: u32,
+}
+
+impl NonZeroSpec {
+    /// Data elements.
+    pub fn n(&self) -> usize {
+        self.dims.iter().product()
+    }
+}
+
+/// Reads NonZero node `n` of `g`.
+pub fn nonzero(g: &Graph, n: &Node) -> Result<NonZeroSpec> {
+    let x = input(n, 0)?;
+    let y = output(n, 0)?;
+    let (dtype, dims) = typed(g, n, x)?;
+    let (_, ys) = typed(g, n, y)?;
+    if u32::try_from(dims.iter().product::<usize>()).is_err() {
+        return Err(unsupported(n, "more than 2^32 elements"));
+    }
+    Ok(NonZeroSpec {
+        site: Site::of(n),
+        x,
+        y,
+        dtype,
+        dims,
+        bound: ys.get(1).copied().unwrap_or(0),
+        slot: slot(g, n, y)?,
+    })
 }
 
 /// The status word of graph output `v` (word 0 is the index checks' error word), or
@@ -41,16 +194,19 @@ pub fn count_slot(g: &Graph, v: ValueId) -> Option<u32> {
 /// the count sizes and that axis' bound, read from the node's static inputs.
 pub fn counted_outputs(g: &Graph, n: &Node) -> Result<Vec<(ValueId, usize, usize)>> {
     let out = |k: usize| output(n, k);
-    Ok(match &n.op {
-        Op::Shape(ShapeOp::NonZero) => {
+    let Some(op) = counted_op(n.op) else {
+        return Ok(Vec::new());
+    };
+    Ok(match op {
+        CountedOp::NonZero => {
             let (_, s) = typed(g, n, input(n, 0)?)?;
             vec![(out(0)?, 1, s.iter().product())]
         }
-        Op::Shape(ShapeOp::Compress) => {
+        CountedOp::Compress => {
             let sp = compress(g, n)?;
             vec![(out(0)?, sp.axis, sp.bound)]
         }
-        Op::Shape(ShapeOp::Unique) => {
+        CountedOp::Unique => {
             let sp = unique(g, n)?;
             // Y along the axis, indices and counts: one entry per unique element.
             let mut v = vec![(sp.y, sp.axis.unwrap_or(0), sp.d)];
@@ -58,11 +214,10 @@ pub fn counted_outputs(g: &Graph, n: &Node) -> Result<Vec<(ValueId, usize, usize
             v.extend(sp.counts.map(|c| (c, 0, sp.d)));
             v
         }
-        Op::Image(ImageOp::NonMaxSuppression) => {
+        CountedOp::Nms => {
             let sp = nms(g, n)?;
             vec![(out(0)?, 0, sp.bound)]
         }
-        _ => Vec::new(),
     })
 }
 
@@ -148,8 +303,10 @@ pub fn bound(g: &Graph) -> Result<(Cow<'_, Graph>, BTreeMap<ValueId, Count>)> {
 /// A Compress node, resolved: `x` viewed as `outer` × `d` × `inner` around the axis (or
 /// flattened, `outer` = `inner` = 1, without one), the condition's length `len`, and
 /// the output's bound along the axis (`min(len, d)`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct CompressSpec {
+    /// The node.
+    pub site: Site,
     /// The data.
     pub x: ValueId,
     /// The condition (bool, 1-D).
@@ -170,6 +327,31 @@ pub struct CompressSpec {
     pub len: usize,
     /// The output's length along the axis at most.
     pub bound: usize,
+}
+
+impl CompressSpec {
+    /// The holes both backends' templates fill alike: the sizes, the status word
+    /// `slot`, and `raise`, the statement that raises an index past the axis.
+    pub fn holes(&self, slot: u32, raise: String) -> [(&'static str, String); 8] {
+        [
+            ("outer", self.outer.to_string()),
+            ("d", self.d.to_string()),
+            ("inner", self.inner.max(1).to_string()),
+            ("len", self.len.to_string()),
+            ("bound", self.bound.to_string()),
+            ("slice", (self.outer * self.inner).to_string()),
+            ("slot", slot.to_string()),
+            ("raise", raise),
+        ]
+    }
+
+    /// What a true condition entry past the axis is, for the run's error.
+    pub fn out_of_range(&self) -> String {
+        format!(
+            "a condition that selects an index past the end of the axis (length {})",
+            self.d
+        )
+    }
 }
 
 /// Reads Compress node `n` of `g`.
@@ -194,6 +376,7 @@ pub fn compress(g: &Graph, n: &Node) -> Result<CompressSpec> {
         None => (0, 1, s.iter().product(), 1),
     };
     Ok(CompressSpec {
+        site: Site::of(n),
         x,
         cond,
         y: output(n, 0)?,
@@ -204,181 +387,5 @@ pub fn compress(g: &Graph, n: &Node) -> Result<CompressSpec> {
         inner,
         len: cs[0],
         bound: cs[0].min(d),
-    })
-}
-
-/// A Unique node, resolved: `x` viewed as `outer` × `d` × `inner` around the axis (or
-/// flattened: `d` elements), so the unique things are the `d` slices along the axis,
-/// compared lexicographically (element by element, `outer` then `inner` order).
-#[derive(Clone, Debug)]
-pub struct UniqueSpec {
-    /// The data.
-    pub x: ValueId,
-    /// Y: the unique slices (counted along the axis, or 0).
-    pub y: ValueId,
-    /// `indices` (i64, counted), when the node has it.
-    pub indices: Option<ValueId>,
-    /// `inverse_indices` (i64, `d` of them), when the node has it.
-    pub inverse: Option<ValueId>,
-    /// `counts` (i64, counted), when the node has it.
-    pub counts: Option<ValueId>,
-    /// The data's dtype.
-    pub dtype: DType,
-    /// The axis, when the node has one.
-    pub axis: Option<usize>,
-    /// Elements before the axis.
-    pub outer: usize,
-    /// Slices along the axis (elements when flattened).
-    pub d: usize,
-    /// Elements after the axis.
-    pub inner: usize,
-    /// Unique slices in ascending order (else in order of first occurrence).
-    pub sorted: bool,
-}
-
-impl UniqueSpec {
-    /// The order of Y, for the kernels' headers.
-    pub fn order(&self) -> &'static str {
-        if self.sorted {
-            "in ascending order"
-        } else {
-            "in order of first occurrence"
-        }
-    }
-
-    /// How a group's rank is counted, for the kernels' headers.
-    pub fn rank_what(&self) -> &'static str {
-        if self.sorted {
-            "the first occurrences that compare below it"
-        } else {
-            "the first occurrences before its own"
-        }
-    }
-}
-
-/// Reads Unique node `n` of `g`.
-pub fn unique(g: &Graph, n: &Node) -> Result<UniqueSpec> {
-    let x = input(n, 0)?;
-    let (dtype, s) = typed(g, n, x)?;
-    let (axis, outer, d, inner) = match n.attrs.int("axis").map_err(plan)? {
-        Some(a) => {
-            let a = gopt_ir::ops::util::norm_axis(a, s.len()).map_err(plan)?;
-            (
-                Some(a),
-                s[..a].iter().product(),
-                s[a],
-                s[a + 1..].iter().product(),
-            )
-        }
-        None => (None, 1, s.iter().product(), 1),
-    };
-    let out = |k: usize| n.outputs.get(k).copied();
-    Ok(UniqueSpec {
-        x,
-        y: output(n, 0)?,
-        indices: out(1),
-        inverse: out(2),
-        counts: out(3),
-        dtype,
-        axis,
-        outer,
-        d,
-        inner,
-        sorted: n.attrs.int_or("sorted", 1).map_err(plan)? != 0,
-    })
-}
-
-/// A NonMaxSuppression node, resolved: `batches` × `boxes` boxes of 4 coordinates and
-/// `batches` × `classes` × `boxes` scores; the limits are inputs 2..4 (absent: keep no
-/// box, IoU threshold 0.0 and no score threshold).
-#[derive(Clone, Debug)]
-pub struct NmsSpec {
-    /// Boxes `[batches, boxes, 4]`.
-    pub boxes_in: ValueId,
-    /// Scores `[batches, classes, boxes]`.
-    pub scores: ValueId,
-    /// `max_output_boxes_per_class` (i64), when present and not empty (else 0: no box
-    /// is kept, as in ONNX and the interpreter).
-    pub max_out: Option<ValueId>,
-    /// `iou_threshold` (f32), when present and not empty.
-    pub iou: Option<ValueId>,
-    /// `score_threshold` (f32), when present and not empty.
-    pub score_threshold: Option<ValueId>,
-    /// The output `[selected, 3]` (i64).
-    pub y: ValueId,
-    /// The boxes' and scores' dtype.
-    pub dtype: DType,
-    /// Batches.
-    pub batches: usize,
-    /// Classes.
-    pub classes: usize,
-    /// Boxes per batch.
-    pub boxes: usize,
-    /// Boxes are `[x_center, y_center, width, height]` (else `[y1, x1, y2, x2]`).
-    pub center_point_box: bool,
-    /// Selections per class at most: `boxes`, or less when the limit is a constant.
-    pub per_class: usize,
-    /// Rows of the output at most: `batches × classes × per_class`.
-    pub bound: usize,
-}
-
-/// Reads NonMaxSuppression node `n` of `g`.
-pub fn nms(g: &Graph, n: &Node) -> Result<NmsSpec> {
-    let boxes_in = input(n, 0)?;
-    let scores = input(n, 1)?;
-    let (dtype, bs) = typed(g, n, boxes_in)?;
-    let (sdt, ss) = typed(g, n, scores)?;
-    if bs.len() != 3 || bs[2] != 4 || ss.len() != 3 || ss[0] != bs[0] || ss[2] != bs[1] {
-        return Err(plan(format!(
-            "{}: NonMaxSuppression boxes {bs:?} and scores {ss:?} do not match",
-            n.name
-        )));
-    }
-    if !dtype.is_float() || sdt != dtype {
-        return Err(unsupported(
-            n,
-            "boxes and scores that are not one float type",
-        ));
-    }
-    // The limits the kernel reads: each present and holding an element (the reference
-    // treats an empty one as absent), of the dtype ONNX gives it.
-    let given = |k: usize, want: DType, what: &str| -> Result<Option<ValueId>> {
-        let Some(v) = opt_input(n, k) else {
-            return Ok(None);
-        };
-        let (dt, s) = typed(g, n, v)?;
-        if dt != want {
-            return Err(unsupported(n, &format!("a {dt} {what}")));
-        }
-        Ok((s.iter().product::<usize>() > 0).then_some(v))
-    };
-    let max_out = given(2, DType::I64, "max_output_boxes_per_class")?;
-    // A constant limit bounds the output; one computed on the device does not.
-    let per_class = match max_out.and_then(|v| g.constant(v)) {
-        Some(t) => {
-            let l = t.to_i64_vec().first().copied().unwrap_or(0);
-            usize::try_from(l.max(0)).unwrap_or(usize::MAX).min(bs[1])
-        }
-        None if max_out.is_none() => 0,
-        None => bs[1],
-    };
-    let bound = bs[0]
-        .checked_mul(ss[1])
-        .and_then(|b| b.checked_mul(per_class))
-        .ok_or_else(|| plan(format!("{}: NonMaxSuppression's bound overflows", n.name)))?;
-    Ok(NmsSpec {
-        boxes_in,
-        scores,
-        max_out,
-        iou: given(3, DType::F32, "iou_threshold")?,
-        score_threshold: given(4, DType::F32, "score_threshold")?,
-        y: output(n, 0)?,
-        dtype,
-        batches: bs[0],
-        classes: ss[1],
-        boxes: bs[1],
-        center_point_box: n.attrs.int_or("center_point_box", 0).map_err(plan)? != 0,
-        per_class,
-        bound,
     })
 }

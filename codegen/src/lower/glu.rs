@@ -8,14 +8,16 @@
 //! output's only reader is stored instead of the output ([`super::absorb`]).
 
 use super::absorb::{column_reads, stored_cast, Columns};
-use super::support::{check_float, input, output, plan, typed, unsupported};
+use super::support::{check_float, input, output, plan, typed, unsupported, Site};
 use super::Views;
 use crate::Result;
 use gopt_ir::{DType, Graph, Node, ValueId};
 
 /// A SwiGLU node, resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct GluSpec {
+    /// The node.
+    pub site: Site,
     /// The activated input `A`.
     pub a: ValueId,
     /// The gate `B` (`A`'s dtype and shape).
@@ -40,10 +42,7 @@ impl GluSpec {
     /// The narrower float type the intermediates are rounded to, if any (as the
     /// interpreter does for f16 and bf16).
     pub fn round(&self) -> Option<DType> {
-        match self.dtype {
-            DType::F16 | DType::BF16 => Some(self.dtype),
-            _ => None,
-        }
+        matches!(self.dtype, DType::F16 | DType::BF16).then_some(self.dtype)
     }
 }
 
@@ -66,6 +65,7 @@ pub fn spec(g: &Graph, node: &Node, views: Views) -> Result<GluSpec> {
     }
     let (a_cols, b_cols) = (column_reads(g, a, views), column_reads(g, b, views));
     Ok(GluSpec {
+        site: Site::of(node),
         a: a_cols.map_or(a, |c| c.source),
         b: b_cols.map_or(b, |c| c.source),
         a_cols,

@@ -39,7 +39,9 @@ pub mod index;
 pub mod indexed;
 pub mod linear_attention;
 pub mod loss;
+pub mod nms;
 pub mod norm;
+pub mod norm_kernel;
 pub mod packed;
 pub mod pool;
 pub mod quant;
@@ -47,14 +49,17 @@ pub mod recurrent;
 pub mod reduce;
 pub mod resize;
 pub mod rotary;
+pub mod row_crop;
 pub mod rows;
 pub mod sample;
 pub mod scatter;
 pub mod spectral;
 pub mod split_pad;
 pub mod support;
+pub mod syntax;
 pub mod topk;
 pub mod trilu;
+pub mod unique;
 
 use gopt_ir::ops::{
     AttentionOp, ControlOp, ElementwiseOp, FusedOp, ImageOp, NnOp, ReduceOp, ShapeOp,
@@ -193,6 +198,20 @@ pub enum Spec {
     Rows(Box<rows::Spec>),
     /// The `Reduce*` ops and the global pools ([`reduce`]).
     Reduce(Box<reduce::Spec>),
+    /// Data movement ([`index`]).
+    Movement(Box<index::MovementSpec>),
+    /// Split and Pad ([`split_pad`]).
+    SplitPad(Box<split_pad::SplitPad>),
+    /// SwiGLU ([`glu`]).
+    Glu(Box<glu::GluSpec>),
+    /// RotaryEmbedding ([`rotary`]).
+    Rotary(Box<rotary::RotarySpec>),
+    /// TopK ([`topk`]).
+    TopK(Box<topk::TopKSpec>),
+    /// The normalizations ([`norm`]).
+    Norm(Box<norm::NormSpec>),
+    /// The ops whose output size the device counts ([`counted`]).
+    Counted(Box<counted::CountedSpec>),
 }
 
 impl Spec {
@@ -208,6 +227,13 @@ impl Spec {
             Spec::Loss(_) => Kind::Loss,
             Spec::Rows(_) => Kind::Rows,
             Spec::Reduce(_) => Kind::Reduce,
+            Spec::Movement(_) => Kind::Movement,
+            Spec::SplitPad(_) => Kind::SplitPad,
+            Spec::Glu(_) => Kind::Glu,
+            Spec::Rotary(_) => Kind::Rotary,
+            Spec::TopK(_) => Kind::TopK,
+            Spec::Norm(_) => Kind::Norm,
+            Spec::Counted(_) => Kind::Counted,
         }
     }
 }
@@ -415,14 +441,6 @@ fn is_const_root(g: &Graph, mut v: ValueId) -> bool {
     }
 }
 
-/// A counted kernel for `n` ([`counted`]), or why its outputs cannot be counted.
-fn counted_kernel(g: &Graph, n: &Node) -> Lowered {
-    match counted::refusal(g, n) {
-        None => Lowered::Kernel(Spec::Untyped(Kind::Counted)),
-        Some(why) => Lowered::Unsupported(why),
-    }
-}
-
 /// What node `n` of `g` becomes on a GPU. An error is one no backend can report as a
 /// missing kernel (a size known only at run time, a graph the planner cannot lay out);
 /// a form of an op no kernel covers is [`Lowered::Unsupported`].
@@ -481,6 +499,8 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
         })
     };
     // A family with a typed spec returns `typed(family::spec(g, n), Spec::Family)`.
+    let movement = |mv| typed(index::spec(g, n, mv), |s| Spec::Movement(Box::new(s)));
+    let norm = |op| typed(norm::spec(g, n, op), |s| Spec::Norm(Box::new(s)));
     Ok(match n.op {
         Op::Elementwise(e) => match e {
             ElementwiseOp::Bernoulli
@@ -595,12 +615,12 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
                     typed(loss::spec(g, n), |s| Spec::Loss(Box::new(s)))
                 })?
             }
-            ReduceOp::TopK => k(TopK),
-            ReduceOp::GroupNormalization
-            | ReduceOp::InstanceNormalization
-            | ReduceOp::BatchNormalization
-            | ReduceOp::MeanVarianceNormalization
-            | ReduceOp::LRN => k(Norm),
+            ReduceOp::TopK => typed(topk::spec(g, n), |s| Spec::TopK(Box::new(s)))?,
+            ReduceOp::GroupNormalization => norm(norm::NormOp::Group)?,
+            ReduceOp::InstanceNormalization => norm(norm::NormOp::Instance)?,
+            ReduceOp::BatchNormalization => norm(norm::NormOp::Batch)?,
+            ReduceOp::MeanVarianceNormalization => norm(norm::NormOp::MeanVariance)?,
+            ReduceOp::LRN => norm(norm::NormOp::Lrn)?,
         },
         Op::Shape(s) => match s {
             ShapeOp::Reshape
@@ -611,24 +631,30 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
                 if aliases(g, n, views) {
                     Lowered::View
                 } else {
-                    k(Movement)
+                    movement(index::Move::Copy)?
                 }
             }
             ShapeOp::Transpose if aliases(g, n, views) => Lowered::View,
             ShapeOp::Slice if views.offset_views => {
                 let src = n.inputs.first().copied().flatten();
-                let aliased = src.is_some_and(|s| may_alias(g, s, n.outputs[0], views));
-                match window(g, n).filter(|_| aliased) {
-                    Some(off) => Lowered::Window(off),
-                    None => k(Movement),
+                match window(g, n).zip(src) {
+                    Some((off, src)) if may_alias(g, src, n.outputs[0], views) => {
+                        Lowered::Window(off)
+                    }
+                    Some(_) | None => movement(index::Move::Slice)?,
                 }
             }
-            ShapeOp::Transpose
-            | ShapeOp::Slice
-            | ShapeOp::Gather
-            | ShapeOp::Expand
-            | ShapeOp::Concat => k(Movement),
-            ShapeOp::Split | ShapeOp::Pad => k(SplitPad),
+            ShapeOp::Transpose => movement(index::Move::Transpose)?,
+            ShapeOp::Slice => movement(index::Move::Slice)?,
+            ShapeOp::Gather => movement(index::Move::Gather)?,
+            ShapeOp::Expand => movement(index::Move::Expand)?,
+            ShapeOp::Concat => movement(index::Move::Concat)?,
+            ShapeOp::Split => typed(split_pad::split(g, n), |s| {
+                Spec::SplitPad(Box::new(split_pad::SplitPad::Split(s)))
+            })?,
+            ShapeOp::Pad => typed(split_pad::pad(g, n), |s| {
+                Spec::SplitPad(Box::new(split_pad::SplitPad::Pad(s)))
+            })?,
             ShapeOp::GatherElements => parsed(GatherElements, &|| {
                 typed(gather_elements::spec(g, n), |s| {
                     Spec::GatherElements(Box::new(s))
@@ -651,7 +677,9 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
             ShapeOp::Shape | ShapeOp::Size => {
                 none("Shape and Size (constants once shapes are specialized; not on a GPU)")
             }
-            ShapeOp::Compress | ShapeOp::NonZero | ShapeOp::Unique => counted_kernel(g, n),
+            ShapeOp::Compress => counted::lower(g, n, counted::CountedOp::Compress)?,
+            ShapeOp::NonZero => counted::lower(g, n, counted::CountedOp::NonZero)?,
+            ShapeOp::Unique => counted::lower(g, n, counted::CountedOp::Unique)?,
         },
         Op::Nn(o) => match o {
             NnOp::MatMul => Lowered::Gemm(GemmForm::MatMul),
@@ -675,8 +703,10 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
         },
         Op::Attention(a) => match a {
             AttentionOp::Attention => k(Attention),
-            AttentionOp::RotaryEmbedding => k(Rotary),
-            AttentionOp::SwiGLU => k(Glu),
+            AttentionOp::RotaryEmbedding => {
+                typed(rotary::spec(g, n, views), |s| Spec::Rotary(Box::new(s)))?
+            }
+            AttentionOp::SwiGLU => typed(glu::spec(g, n, views), |s| Spec::Glu(Box::new(s)))?,
             AttentionOp::TensorScatter => k(Scatter),
             AttentionOp::CausalConvWithState => k(ConvState),
             AttentionOp::LinearAttention => k(LinearAttention),
@@ -687,7 +717,7 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
             ImageOp::GridSample | ImageOp::AffineGrid | ImageOp::RoiAlign => k(Sample),
             ImageOp::Col2Im => k(ConvTranspose),
             ImageOp::DFT | ImageOp::STFT => k(Spectral),
-            ImageOp::NonMaxSuppression => counted_kernel(g, n),
+            ImageOp::NonMaxSuppression => counted::lower(g, n, counted::CountedOp::Nms)?,
             ImageOp::HannWindow
             | ImageOp::HammingWindow
             | ImageOp::BlackmanWindow

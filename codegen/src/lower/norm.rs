@@ -18,10 +18,9 @@
 //! Statistics are in f32 whatever the storage (f16 and bf16 convert on load and store);
 //! each parameter is read in its own dtype.
 
-use super::support::{check_float, input, opt_input, output, plan, typed, unsupported};
+use super::support::{check_float, input, opt_input, output, plan, typed, unsupported, Site};
 use crate::Result;
-use gopt_ir::ops::ReduceOp;
-use gopt_ir::{DType, Graph, Node, Op, ValueId};
+use gopt_ir::{DType, Graph, Node, ValueId};
 
 /// A tensor a kernel binds: the graph value, its dtype and its name in the kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,9 +33,26 @@ pub struct Operand {
     pub name: &'static str,
 }
 
+/// The ops of the family, as [`super::lower`] maps them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NormOp {
+    /// BatchNormalization.
+    Batch,
+    /// GroupNormalization.
+    Group,
+    /// InstanceNormalization.
+    Instance,
+    /// MeanVarianceNormalization.
+    MeanVariance,
+    /// LRN.
+    Lrn,
+}
+
 /// A normalization node, resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct NormSpec {
+    /// The node.
+    pub site: Site,
     /// The inputs the kernel reads, in binding order: `x` first, then the parameters.
     pub inputs: Vec<Operand>,
     /// The outputs it writes, in binding order: `y` first (x's dtype and shape), then
@@ -128,6 +144,8 @@ pub enum Formula {
         eps: f32,
         /// `momentum`.
         momentum: f32,
+        /// The running mean's and variance's operands (`outputs[1]` and `outputs[2]`).
+        running: [Operand; 2],
     },
     /// MeanVarianceNormalization: `(x - mean) / (sqrt(E[x^2] - mean^2) + 1e-9)` (the
     /// second pass sums squares, not squared deviations).
@@ -159,18 +177,18 @@ fn param(g: &Graph, node: &Node, k: usize, name: &'static str, len: usize) -> Re
 
 /// `(N, C, spatial size)` of `[N, C, ...]` data.
 fn ncs(node: &Node, shape: &[usize]) -> Result<(usize, usize, usize)> {
-    match shape {
-        [n, c, rest @ ..] => Ok((*n, *c, rest.iter().product())),
-        _ => Err(unsupported(node, "data of rank below 2")),
-    }
+    let [n, c, rest @ ..] = shape else {
+        return Err(unsupported(node, "data of rank below 2"));
+    };
+    Ok((*n, *c, rest.iter().product()))
 }
 
 fn float_attr(node: &Node, name: &str, default: f32) -> Result<f32> {
     node.attrs.float_or(name, default).map_err(plan)
 }
 
-/// Reads normalization node `node` of `g`.
-pub fn spec(g: &Graph, node: &Node) -> Result<NormSpec> {
+/// Reads normalization node `node` of `g`, an `op`.
+pub fn spec(g: &Graph, node: &Node, op: NormOp) -> Result<NormSpec> {
     let x = operand(g, node, input(node, 0)?, "x")?;
     let y = output(node, 0)?;
     let (ydt, _) = typed(g, node, y)?;
@@ -188,11 +206,8 @@ pub fn spec(g: &Graph, node: &Node) -> Result<NormSpec> {
         dtype,
         name: "y",
     }];
-    let Op::Reduce(op) = node.op else {
-        return Err(unsupported(node, "an op outside the family"));
-    };
     let kind = match op {
-        ReduceOp::BatchNormalization => {
+        NormOp::Batch => {
             let (_, c, s) = ncs(node, &shape)?;
             let eps = float_attr(node, "epsilon", 1e-5)?;
             let training = node.attrs.int_or("training_mode", 0).map_err(plan)? != 0;
@@ -205,17 +220,22 @@ pub fn spec(g: &Graph, node: &Node) -> Result<NormSpec> {
                 inputs.push(param(g, node, k, name, c)?);
             }
             if training {
-                for (k, name) in [(1, "running_mean"), (2, "running_var")] {
-                    let v = output(node, k)?;
-                    outputs.push(operand(g, node, v, name)?);
-                }
+                let running = [
+                    operand(g, node, output(node, 1)?, "running_mean")?,
+                    operand(g, node, output(node, 2)?, "running_var")?,
+                ];
+                outputs.extend(running);
                 let momentum = float_attr(node, "momentum", 0.9)?;
                 let runs = super::reduce::runs(&[shape[0], c, s], &[0, 2]);
                 NormKind::Stats(Stats {
                     runs,
                     groups: c,
                     len: n / c,
-                    formula: Formula::Train { eps, momentum },
+                    formula: Formula::Train {
+                        eps,
+                        momentum,
+                        running,
+                    },
                 })
             } else {
                 NormKind::Batch {
@@ -225,9 +245,9 @@ pub fn spec(g: &Graph, node: &Node) -> Result<NormSpec> {
                 }
             }
         }
-        ReduceOp::GroupNormalization | ReduceOp::InstanceNormalization => {
+        NormOp::Group | NormOp::Instance => {
             let (batch, c, s) = ncs(node, &shape)?;
-            let groups = if op == ReduceOp::InstanceNormalization {
+            let groups = if op == NormOp::Instance {
                 c
             } else {
                 let g = node.attrs.req_int("num_groups").map_err(plan)?;
@@ -244,7 +264,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<NormSpec> {
                 let v = input(node, k)?;
                 let (_, ps) = typed(g, node, v)?;
                 let len: usize = ps.iter().product();
-                let by_group = op == ReduceOp::GroupNormalization && len == groups && groups != c;
+                let by_group = op == NormOp::Group && len == groups && groups != c;
                 inputs.push(param(g, node, k, name, if by_group { groups } else { c })?);
                 Ok(by_group)
             };
@@ -265,7 +285,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<NormSpec> {
                 },
             })
         }
-        ReduceOp::MeanVarianceNormalization => {
+        NormOp::MeanVariance => {
             let listed = node
                 .attrs
                 .ints("axes")
@@ -286,7 +306,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<NormSpec> {
                 formula: Formula::Mvn,
             })
         }
-        ReduceOp::LRN => {
+        NormOp::Lrn => {
             let (_, c, s) = ncs(node, &shape)?;
             let size = node.attrs.req_int("size").map_err(plan)?;
             let size = usize::try_from(size)
@@ -304,36 +324,12 @@ pub fn spec(g: &Graph, node: &Node) -> Result<NormSpec> {
                 beta: float_attr(node, "beta", 0.75)?,
             }
         }
-        ReduceOp::ReduceSum
-        | ReduceOp::ReduceMean
-        | ReduceOp::ReduceMax
-        | ReduceOp::ReduceMin
-        | ReduceOp::ReduceProd
-        | ReduceOp::ReduceL1
-        | ReduceOp::ReduceL2
-        | ReduceOp::ReduceLogSum
-        | ReduceOp::ReduceLogSumExp
-        | ReduceOp::ReduceSumSquare
-        | ReduceOp::ArgMax
-        | ReduceOp::ArgMin
-        | ReduceOp::TopK
-        | ReduceOp::Hardmax
-        | ReduceOp::Softmax
-        | ReduceOp::LogSoftmax
-        | ReduceOp::CumSum
-        | ReduceOp::CumProd
-        | ReduceOp::LayerNormalization
-        | ReduceOp::RMSNormalization
-        | ReduceOp::LpNormalization
-        | ReduceOp::NegativeLogLikelihoodLoss
-        | ReduceOp::SoftmaxCrossEntropyLoss => {
-            return Err(unsupported(node, "an op outside the family"));
-        }
     };
     if opt_input(node, inputs.len()).is_some() {
         return Err(unsupported(node, "an extra input"));
     }
     Ok(NormSpec {
+        site: Site::of(node),
         inputs,
         outputs,
         dtype,

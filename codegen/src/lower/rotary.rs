@@ -11,14 +11,18 @@
 //! the output's only reader is stored instead ([`super::absorb`]).
 
 use super::absorb::{column_reads, stored_cast, Columns};
-use super::support::{input, opt_input, output, typed, unsupported};
+use super::support::{input, opt_input, output, typed, unsupported, Site};
+use super::syntax::Syntax;
 use super::Views;
+use crate::plan::index_code;
 use crate::Result;
 use gopt_ir::{Attr, DType, Graph, Node, ValueId};
 
 /// A RotaryEmbedding node, resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RotarySpec {
+    /// The node.
+    pub site: Site,
     /// The input X (or the tensor X is columns of, [`RotarySpec::x_cols`]).
     pub x: ValueId,
     /// Where X is read when it is columns of a wider tensor (a merged GEMM's piece).
@@ -59,6 +63,8 @@ pub enum CacheRows {
         ids: ValueId,
         /// The caches' rows.
         rows: usize,
+        /// The code a position out of range raises ([`crate::plan::index_code`]).
+        code: u32,
     },
     /// The caches broadcast to `[batch, seq, rd/2]`: element strides per batch and
     /// position (0 where they broadcast).
@@ -69,6 +75,30 @@ impl RotarySpec {
     /// Output elements.
     pub fn n(&self) -> usize {
         self.dims.iter().product()
+    }
+
+    /// The statements that find the batch `b` and position `s` of element row `r`
+    /// (`e / D`), X's layout unrolled: heads inside positions (3-D) or positions inside
+    /// heads (4-D; the same when there is one head).
+    pub fn coords(&self, syn: &impl Syntax) -> String {
+        let [_, s, h, _] = self.dims;
+        let n = |v: usize| syn.lit().n(v);
+        let (ls, lb) = (syn.let_index("s"), syn.let_index("b"));
+        if self.x_strides[1] > self.x_strides[2] {
+            format!(
+                "        r = r / {};\n        {ls} = r % {};\n        {lb} = r / {};\n",
+                n(h),
+                n(s),
+                n(s)
+            )
+        } else {
+            format!(
+                "        {ls} = r % {};\n        r = r / {};\n        {lb} = r / {};\n",
+                n(s),
+                n(s),
+                n(h)
+            )
+        }
     }
 
     /// What an out-of-range position id is, for the run's error.
@@ -115,16 +145,16 @@ pub fn spec(g: &Graph, node: &Node, views: Views) -> Result<RotarySpec> {
             }
         }
     }
-    let (dims, x_strides) = match *xs.as_slice() {
-        [b, h, s, d] => ([b, s, h, d], [h * s * d, d, s * d]),
-        [b, s, hidden] => match heads {
-            Some(h) if hidden.is_multiple_of(h) => {
-                let d = hidden / h;
-                ([b, s, h, d], [s * hidden, hidden, d])
-            }
-            _ => return Err(unsupported(node, "3-D input without num_heads dividing it")),
-        },
-        _ => return Err(unsupported(node, &format!("an input of shape {xs:?}"))),
+    let (dims, x_strides) = if let [b, h, s, d] = *xs.as_slice() {
+        ([b, s, h, d], [h * s * d, d, s * d])
+    } else if let [b, s, hidden] = *xs.as_slice() {
+        let Some(h) = heads.filter(|&h| hidden.is_multiple_of(h)) else {
+            return Err(unsupported(node, "3-D input without num_heads dividing it"));
+        };
+        let d = hidden / h;
+        ([b, s, h, d], [s * hidden, hidden, d])
+    } else {
+        return Err(unsupported(node, &format!("an input of shape {xs:?}")));
     };
     let d = dims[3];
     let rd = if rd == 0 { d } else { rd };
@@ -151,7 +181,11 @@ pub fn spec(g: &Graph, node: &Node, views: Views) -> Result<RotarySpec> {
                     &format!("position_ids {idt}{is:?} with caches {cs:?}"),
                 ));
             }
-            CacheRows::Positions { ids, rows: cs[0] }
+            CacheRows::Positions {
+                ids,
+                rows: cs[0],
+                code: index_code(g, node)?,
+            }
         }
         None => broadcast(node, &cs, [dims[0], dims[1], half])?,
     };
@@ -162,6 +196,7 @@ pub fn spec(g: &Graph, node: &Node, views: Views) -> Result<RotarySpec> {
     }
     let x_cols = column_reads(g, x, views);
     Ok(RotarySpec {
+        site: Site::of(node),
         x: x_cols.map_or(x, |c| c.source),
         x_cols,
         cos,

@@ -7,12 +7,12 @@
 //! reads alike (`%`, `min`, `max`, `&&`), and the constant value.
 
 use super::index::{strides, Lit};
-use super::support::{const_input, input, opt_input, output, plan, typed, unsupported};
+use super::support::{const_input, input, opt_input, output, plan, typed, unsupported, Site};
 use crate::Result;
-use gopt_ir::ops::ShapeOp;
-use gopt_ir::{DType, Graph, Node, Op, Tensor, ValueId};
+use gopt_ir::{DType, Graph, Node, Tensor, ValueId};
 
 /// A Split or Pad node, read.
+#[derive(Clone, Debug, PartialEq)]
 pub enum SplitPad {
     /// Split.
     Split(SplitSpec),
@@ -20,19 +20,12 @@ pub enum SplitPad {
     Pad(PadSpec),
 }
 
-/// Reads Split or Pad node `node` of `g` (a Pad's fold expressions with `lit`, the
-/// backend's signed literal).
-pub fn lower(g: &Graph, node: &Node, lit: Lit) -> Result<SplitPad> {
-    match node.op {
-        Op::Shape(ShapeOp::Split) => split(g, node).map(SplitPad::Split),
-        Op::Shape(ShapeOp::Pad) => pad(g, node, lit).map(SplitPad::Pad),
-        _ => Err(unsupported(node, "this op (not Split or Pad)")),
-    }
-}
-
 /// A Split node: input element `i` sits at `in_ = i % inner`, `a_ = (i / inner) % len`,
 /// `out_ = i / (inner · len)`, and goes to the first chunk whose end is above `a_`.
+#[derive(Clone, Debug, PartialEq)]
 pub struct SplitSpec {
+    /// The node.
+    pub site: Site,
     /// The input.
     pub x: ValueId,
     /// Its dtype (elements are copied as stored).
@@ -48,6 +41,7 @@ pub struct SplitSpec {
 }
 
 /// One output of a Split: the rows `begin .. begin + size` of the axis.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Chunk {
     /// The output.
     pub out: ValueId,
@@ -120,6 +114,7 @@ pub fn split(g: &Graph, node: &Node) -> Result<SplitSpec> {
         ));
     }
     Ok(SplitSpec {
+        site: Site::of(node),
         x,
         dtype,
         total: xs.iter().product(),
@@ -132,15 +127,18 @@ pub fn split(g: &Graph, node: &Node) -> Result<SplitSpec> {
 /// A Pad node: output element `i` splits into coordinates, innermost first; each gives
 /// `q`, the input coordinate it reads, and the element is the constant when any axis
 /// says `q` is outside.
+#[derive(Clone, Debug, PartialEq)]
 pub struct PadSpec {
+    /// The node.
+    pub site: Site,
     /// The input.
     pub x: ValueId,
     /// The output.
     pub out: ValueId,
     /// Their dtype (elements are copied as stored).
     pub dtype: DType,
-    /// The mode's name, for the kernel's comment.
-    pub mode: &'static str,
+    /// The mode.
+    pub mode: PadMode,
     /// Output elements.
     pub total: usize,
     /// Every axis, outermost first.
@@ -151,6 +149,7 @@ pub struct PadSpec {
 
 /// One axis of a Pad: `q = c - begin` for output coordinate `c` (of `0..out_len`),
 /// then `q = fold` when the axis folds, and the input element advances `q · stride`.
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PadAxis {
     /// The output's length along the axis.
     pub out_len: usize,
@@ -158,15 +157,87 @@ pub struct PadAxis {
     pub begin: i64,
     /// The input's stride along the axis.
     pub stride: usize,
-    /// The expression (of `q`) that brings `q` back into the input (edge, wrap,
-    /// reflect), when the axis is padded.
-    pub fold: Option<String>,
-    /// The condition (over `q`) that `q` is inside the input (constant mode), when the
-    /// axis is padded.
-    pub inside: Option<String>,
+    /// What brings `q` back into the input (edge, wrap, reflect), when the axis is
+    /// padded.
+    pub fold: Option<Fold>,
+    /// The input's length along the axis, when the axis is padded in constant mode:
+    /// `q` must be inside `0..len`.
+    pub inside: Option<i64>,
+}
+
+/// A Pad's mode.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PadMode {
+    /// The constant outside the input.
+    Constant,
+    /// The input mirrored at its ends (the end not repeated).
+    Reflect,
+    /// The input's end repeated.
+    Edge,
+    /// The input repeated.
+    Wrap,
+}
+
+impl PadMode {
+    /// The mode's ONNX name.
+    pub fn name(self) -> &'static str {
+        match self {
+            PadMode::Constant => "constant",
+            PadMode::Reflect => "reflect",
+            PadMode::Edge => "edge",
+            PadMode::Wrap => "wrap",
+        }
+    }
+}
+
+/// How a padded axis's `q` is brought back into an input of `len` elements along it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Fold {
+    /// Clamped to `0..=last`.
+    Edge {
+        /// The last element.
+        last: i64,
+    },
+    /// Modulo `period` (the input's length).
+    Wrap {
+        /// The period.
+        period: i64,
+    },
+    /// `0, 1, .., len - 1, len - 2, .., 1` repeated: period `2(len - 1)`.
+    Reflect {
+        /// The period.
+        period: i64,
+    },
+    /// Element 0 (reflecting an axis of one element).
+    Zero,
+}
+
+impl Fold {
+    /// The expression (of `q`) that folds it, signed literals written with `lit`.
+    pub fn write(self, lit: Lit) -> String {
+        let wrap = |p: i64| format!("((q % {0}) + {0}) % {0}", lit.n(p));
+        match self {
+            Fold::Edge { last } => format!("max(min(q, {}), {})", lit.n(last), lit.n(0)),
+            Fold::Wrap { period } => wrap(period),
+            Fold::Reflect { period } => {
+                format!("min({0}, {1} - {0})", wrap(period), lit.n(period))
+            }
+            Fold::Zero => lit.n(0),
+        }
+    }
+}
+
+impl PadAxis {
+    /// The condition (over `q`) that `q` is inside the input, when the axis is padded
+    /// in constant mode, signed literals written with `lit`.
+    pub fn inside(&self, lit: Lit) -> Option<String> {
+        self.inside
+            .map(|d| format!("q >= {} && q < {}", lit.n(0), lit.n(d)))
+    }
 }
 
 /// The constant a Pad writes outside its input.
+#[derive(Clone, Debug, PartialEq)]
 pub enum PadValue {
     /// Zero (no `constant_value` input).
     Zero,
@@ -176,19 +247,18 @@ pub enum PadValue {
     Input(ValueId),
 }
 
-/// Reads Pad node `node` of `g`; the fold expressions' signed literals are written
-/// with `lit`.
-pub fn pad(g: &Graph, node: &Node, lit: Lit) -> Result<PadSpec> {
+/// Reads Pad node `node` of `g`.
+pub fn pad(g: &Graph, node: &Node) -> Result<PadSpec> {
     for k in node.attrs.0.keys() {
         if k != "mode" {
             return Err(unsupported(node, &format!("attribute `{k}`")));
         }
     }
     let mode = match node.attrs.str_or("mode", "constant").map_err(plan)? {
-        "constant" => "constant",
-        "reflect" => "reflect",
-        "edge" => "edge",
-        "wrap" => "wrap",
+        "constant" => PadMode::Constant,
+        "reflect" => PadMode::Reflect,
+        "edge" => PadMode::Edge,
+        "wrap" => PadMode::Wrap,
         other => return Err(unsupported(node, &format!("pad mode `{other}`"))),
     };
     let (x, out) = (input(node, 0)?, output(node, 0)?);
@@ -214,7 +284,7 @@ pub fn pad(g: &Graph, node: &Node, lit: Lit) -> Result<PadSpec> {
             node.name
         )));
     }
-    if mode != "constant" && xs.iter().zip(&ys).any(|(&d, &o)| d == 0 && o > 0) {
+    if mode != PadMode::Constant && xs.iter().zip(&ys).any(|(&d, &o)| d == 0 && o > 0) {
         return Err(unsupported(
             node,
             "padding an empty axis outside constant mode",
@@ -238,26 +308,21 @@ pub fn pad(g: &Graph, node: &Node, lit: Lit) -> Result<PadSpec> {
             None => PadValue::Input(v),
         },
     };
-    let n = |v: i64| format!("{v}{}", lit.0);
     let xst = strides(&xs);
     let axes = (0..r)
         .map(|a| {
             let d = xs[a] as i64;
             let padded = begin[a] != 0 || ys[a] != xs[a];
-            let wrap = |p: i64| format!("((q % {0}) + {0}) % {0}", n(p));
             let fold = match mode {
-                "edge" => Some(format!("max(min(q, {}), {})", n(d - 1), n(0))),
-                "wrap" => Some(wrap(d)),
-                "reflect" if d == 1 => Some(n(0)),
-                // Period 2(d - 1): 0, 1, .., d - 1, d - 2, .., 1.
-                "reflect" => Some(format!(
-                    "min({0}, {1} - {0})",
-                    wrap(2 * (d - 1)),
-                    n(2 * (d - 1))
-                )),
-                _ => None,
+                PadMode::Edge => Some(Fold::Edge { last: d - 1 }),
+                PadMode::Wrap => Some(Fold::Wrap { period: d }),
+                PadMode::Reflect if d == 1 => Some(Fold::Zero),
+                PadMode::Reflect => Some(Fold::Reflect {
+                    period: 2 * (d - 1),
+                }),
+                PadMode::Constant => None,
             };
-            let inside = (mode == "constant").then(|| format!("q >= {} && q < {}", n(0), n(d)));
+            let inside = (mode == PadMode::Constant).then_some(d);
             PadAxis {
                 out_len: ys[a],
                 begin: begin[a],
@@ -268,6 +333,7 @@ pub fn pad(g: &Graph, node: &Node, lit: Lit) -> Result<PadSpec> {
         })
         .collect();
     Ok(PadSpec {
+        site: Site::of(node),
         x,
         out,
         dtype,

@@ -7,13 +7,15 @@
 //! interpreter's stable sort) — and store the ones ranked below `k` at their rank: the
 //! output is always sorted, which `sorted` = 0 allows.
 
-use super::support::{input, output, plan, typed, unsupported};
+use super::support::{input, output, plan, typed, unsupported, Site};
 use crate::Result;
 use gopt_ir::{DType, Graph, Node, ValueId};
 
 /// A TopK node, resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct TopKSpec {
+    /// The node.
+    pub site: Site,
     /// The data.
     pub x: ValueId,
     /// The values output (the data's dtype).
@@ -90,6 +92,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<TopKSpec> {
         return Err(unsupported(node, "an empty output"));
     }
     Ok(TopKSpec {
+        site: Site::of(node),
         x,
         values,
         indices,
@@ -108,6 +111,12 @@ mod tests {
 
     fn sp(largest: bool) -> TopKSpec {
         TopKSpec {
+            site: Site {
+                node: "t".into(),
+                op: "TopK",
+                inputs: vec![Some(0)],
+                outputs: vec![1, 2],
+            },
             x: ValueId(0),
             values: ValueId(1),
             indices: ValueId(2),

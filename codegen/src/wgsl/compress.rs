@@ -8,70 +8,56 @@
 //! dtype WGSL storage holds but f64 ([`super::counted::data_type`]). The CUDA kernel
 //! (`cuda/compress.rs`) is the same algorithm line by line.
 
-use super::counted::{data_type, slot};
-use super::{unsupported, WgslKernel};
-use crate::lower::counted::{compress, CompressSpec};
+use super::counted::data_type;
+use super::WgslKernel;
+use crate::lower::counted::CompressSpec;
+use crate::plan::IndexCheck;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("compress.wgsl");
 
-/// Emits the shader for Compress node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let sp = compress(g, node)?;
-    let t = data_type(node, sp.dtype)?;
+/// Emits the shader of Compress spec `sp`, counting into status word `slot`, with the
+/// index check raising `code` where the condition can select past the axis.
+pub fn emit(sp: &CompressSpec, slot: u32, code: Option<u32>, name: &str) -> Result<WgslKernel> {
+    let site = &sp.site;
+    let t = data_type(site, sp.dtype)?;
     let n = sp.outer * sp.d * sp.inner;
     if u32::try_from(n).is_err() || i32::try_from(sp.len).is_err() {
-        return Err(unsupported(
-            node,
-            "more than 2^31 condition entries or 2^32 elements",
-        ));
+        return Err(site.unsupported("more than 2^31 condition entries or 2^32 elements"));
     }
-    let check = super::bounds::check(g, node, sp.d, out_of_range(&sp))?;
-    // Only a condition longer than the axis can select past it.
-    let raise = if sp.len > sp.d {
-        format!(
-            "                    atomicMax(&status[0], {}u);\n",
-            check.code
-        )
-    } else {
-        String::new()
+    // No WGSL binding holds an axis too long for an i32 index.
+    if i32::try_from(sp.d).is_err() {
+        return Err(site.unsupported("an axis of 2^31 elements or more"));
+    }
+    let check = code.map(|code| IndexCheck {
+        code,
+        op: site.op.into(),
+        what: sp.out_of_range(),
+    });
+    let raise = match &check {
+        Some(c) => format!("                    atomicMax(&status[0], {}u);\n", c.code),
+        None => String::new(),
     };
-    let source = fill(
-        TEMPLATE,
-        &[
-            ("enable", super::enable_f16(sp.dtype == DType::F16)),
-            ("t", t),
-            ("outer", &sp.outer.to_string()),
-            ("d", &sp.d.to_string()),
-            ("inner", &sp.inner.max(1).to_string()),
-            ("len", &sp.len.to_string()),
-            ("bound", &sp.bound.to_string()),
-            ("slice", &(sp.outer * sp.inner).to_string()),
-            ("slot", &slot(g, node, sp.y)?.to_string()),
-            ("raise", &raise),
-        ],
-    )?;
+    let holes = sp.holes(slot, raise);
+    let mut holes: Vec<(&str, &str)> = holes.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    holes.extend([
+        ("enable", super::enable_f16(sp.dtype == DType::F16)),
+        ("t", t),
+    ]);
+    let source = fill(TEMPLATE, &holes)?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: site.node.clone(),
         source,
         workgroups: [1, 1, 1],
         inputs: vec![sp.x.0, sp.cond.0],
         outputs: vec![sp.y.0],
-        index_check: (sp.len > sp.d).then_some(check),
+        index_check: check,
         // Chunks of 256 condition entries: 8 scan steps, then the selected slices.
         loop_iterations: Some(
             (sp.len.div_ceil(256) as u64).saturating_mul(9 + (sp.outer * sp.inner) as u64),
         ),
     })
-}
-
-/// What a true condition entry past the axis is, for the run's error.
-fn out_of_range(sp: &CompressSpec) -> String {
-    format!(
-        "a condition that selects an index past the end of the axis (length {})",
-        sp.d
-    )
 }

@@ -5,40 +5,31 @@
 //! is refused: WGSL stores it as f32, which rounds small values to zero and so would
 //! change which elements count.
 
-use super::{storage_type, unsupported, WgslKernel};
-use crate::lower::counted::count_slot;
-use crate::lower::support::{input, output, plan, typed};
+use super::{storage_type, WgslKernel};
+use crate::lower::counted::{CountedSpec, NonZeroSpec};
+use crate::lower::support::Site;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::ops::{ImageOp, ShapeOp};
-use gopt_ir::{DType, Graph, Node, Op, ValueId};
+use gopt_ir::DType;
 
 const NONZERO: &str = include_str!("counted_nonzero.wgsl");
 
-/// Emits the shader of counted node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    match &node.op {
-        Op::Shape(ShapeOp::NonZero) => nonzero(g, node, name),
-        Op::Shape(ShapeOp::Compress) => super::compress::emit(g, node, name),
-        Op::Shape(ShapeOp::Unique) => super::unique::emit(g, node, name),
-        Op::Image(ImageOp::NonMaxSuppression) => super::nms::emit(g, node, name),
-        op => Err(plan(format!(
-            "{}: {} is not a counted op",
-            node.name,
-            op.name()
-        ))),
+/// Emits the shader of counted spec `sp`.
+pub fn emit(sp: &CountedSpec, name: &str) -> Result<WgslKernel> {
+    match sp {
+        CountedSpec::NonZero(sp) => nonzero(sp, name),
+        CountedSpec::Compress { spec, slot, code } => {
+            super::compress::emit(spec, *slot, *code, name)
+        }
+        CountedSpec::Unique { spec, slots } => super::unique::emit(spec, slots, name),
+        CountedSpec::Nms { spec, slot } => super::nms::emit(spec, *slot, name),
     }
 }
 
-/// The status word of counted output `v` of `node`.
-pub fn slot(g: &Graph, node: &Node, v: ValueId) -> Result<u32> {
-    count_slot(g, v).ok_or_else(|| unsupported(node, "a counted output that is not a graph output"))
-}
-
 /// The storage type of counted data of dtype `dt` (f64 and bf16 refused).
-pub fn data_type(node: &Node, dt: DType) -> Result<&'static str> {
+pub fn data_type(site: &Site, dt: DType) -> Result<&'static str> {
     match (dt, storage_type(dt)) {
-        (DType::F64, _) | (_, None) => Err(unsupported(node, format!("{dt} data"))),
+        (DType::F64, _) | (_, None) => Err(site.unsupported(&format!("{dt} data"))),
         (_, Some((t, _))) => Ok(t),
     }
 }
@@ -50,21 +41,17 @@ pub fn nonzero_test(dt: DType, e: &str) -> String {
         DType::F16 => format!("(f32({e}) != 0.0)"),
         DType::I64 | DType::U64 => format!("any({e} != vec2<u32>(0u, 0u))"),
         DType::I8 | DType::I16 | DType::I32 => format!("({e} != 0i)"),
-        _ => format!("({e} != 0u)"),
+        // f64 and bf16 data are refused before ([`data_type`]).
+        DType::U8 | DType::U16 | DType::U32 | DType::Bool | DType::F64 | DType::BF16 => {
+            format!("({e} != 0u)")
+        }
     }
 }
 
-fn nonzero(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let x = input(node, 0)?;
-    let y = output(node, 0)?;
-    let (dt, dims) = typed(g, node, x)?;
-    let (_, ys) = typed(g, node, y)?;
-    let t = data_type(node, dt)?;
-    let n: usize = dims.iter().product();
-    if u32::try_from(n).is_err() {
-        return Err(unsupported(node, "more than 2^32 elements"));
-    }
-    let bound = ys.get(1).copied().unwrap_or(0);
+fn nonzero(sp: &NonZeroSpec, name: &str) -> Result<WgslKernel> {
+    let (dt, dims, bound) = (sp.dtype, &sp.dims, sp.bound);
+    let t = data_type(&sp.site, dt)?;
+    let n = sp.n();
     let mut coords = String::new();
     for (d, &len) in dims.iter().enumerate().rev() {
         coords.push_str(&format!(
@@ -80,7 +67,7 @@ fn nonzero(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
             ("dims", &format!("{dims:?}")),
             ("rank", &dims.len().to_string()),
             ("bound", &bound.to_string()),
-            ("slot", &slot(g, node, y)?.to_string()),
+            ("slot", &sp.slot.to_string()),
             ("t", t),
             ("nonzero", &nonzero_test(dt, "x[i]")),
             ("coords", &coords),
@@ -88,11 +75,11 @@ fn nonzero(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: sp.site.node.clone(),
         source,
         workgroups: [1, 1, 1],
-        inputs: vec![x.0],
-        outputs: vec![y.0],
+        inputs: vec![sp.x.0],
+        outputs: vec![sp.y.0],
         index_check: None,
         // Chunks of 256, each a flag and 8 scan steps.
         loop_iterations: Some(n.div_ceil(256) as u64 * 9),

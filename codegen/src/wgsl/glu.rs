@@ -4,32 +4,31 @@
 //! The node is read once, for both backends, by [`crate::lower::glu`].
 
 use super::types::f32_literal;
-use super::unsupported;
 use super::WgslKernel;
-use crate::lower::glu::spec;
+use crate::lower::glu::GluSpec;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("glu.wgsl");
 
 /// `v` (an f32 expression) rounded to f16 and back, or `v` as it is.
 fn rounded(dt: Option<DType>, v: &str) -> String {
-    match dt {
-        Some(DType::F16) => format!("f32(f16({v}))"),
-        _ => v.to_string(),
+    if dt == Some(DType::F16) {
+        format!("f32(f16({v}))")
+    } else {
+        v.to_string()
     }
 }
 
-/// Emits the shader for SwiGLU node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let sp = spec(g, node, super::VIEWS)?;
-    let (t, _) = match sp.dtype {
-        DType::F32 | DType::F16 => super::storage_type(sp.dtype),
-        _ => None,
-    }
-    .ok_or_else(|| unsupported(node, format!("{} data", sp.dtype)))?;
-    let n = u32::try_from(sp.n).map_err(|_| unsupported(node, "more than 2^32 elements"))?;
+/// Emits the shader of SwiGLU spec `sp`.
+pub fn emit(sp: &GluSpec, name: &str) -> Result<WgslKernel> {
+    let site = &sp.site;
+    let (t, _) = matches!(sp.dtype, DType::F32 | DType::F16)
+        .then(|| super::storage_type(sp.dtype))
+        .flatten()
+        .ok_or_else(|| site.unsupported(&format!("{} data", sp.dtype)))?;
+    let n = u32::try_from(sp.n).map_err(|_| site.unsupported("more than 2^32 elements"))?;
     // An empty tensor's buffer is one word: bound as u32 (nothing is read or written).
     let t = if n == 0 { "u32" } else { t };
     let round = sp.round();
@@ -54,14 +53,8 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
             ("xs", &rounded(round, "x * s")),
         ],
     )?;
-    Ok(WgslKernel {
-        name: name.to_string(),
-        node: node.name.clone(),
-        source,
-        workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
-        inputs: vec![sp.a.0, sp.b.0],
-        outputs: vec![sp.out.0],
-        index_check: None,
-        loop_iterations: None,
-    })
+    let (inputs, outputs) = (vec![sp.a.0, sp.b.0], vec![sp.out.0]);
+    Ok(super::movement::flat(
+        name, &site.node, source, n, inputs, outputs,
+    ))
 }

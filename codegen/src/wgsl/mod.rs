@@ -44,6 +44,7 @@ pub mod sample;
 pub mod scatter;
 pub mod spectral;
 pub mod split_pad;
+pub mod syntax;
 pub mod topk;
 pub mod trilu;
 pub mod types;
@@ -175,6 +176,13 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel
         Spec::Loss(s) => loss::emit(s, name),
         Spec::Rows(s) => rows::emit(s, name),
         Spec::Reduce(s) => reduce::emit(s, name),
+        Spec::Movement(s) => movement::emit(s, name),
+        Spec::SplitPad(s) => split_pad::emit(s, name),
+        Spec::Glu(s) => glu::emit(s, name),
+        Spec::Rotary(s) => rotary::emit(s, name),
+        Spec::TopK(s) => topk::emit(s, name),
+        Spec::Norm(s) => norm::emit(s, name),
+        Spec::Counted(s) => counted::emit(s, name),
     }
 }
 
@@ -190,8 +198,6 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         | Kind::Loss
         | Kind::Trilu
         | Kind::GatherElements => return Err(crate::lower::typed_elsewhere(kind)),
-        Kind::Movement => movement::emit,
-        Kind::SplitPad => split_pad::emit,
         Kind::Conv => conv::emit,
         Kind::Pool => pool::emit,
         Kind::Attention => attention::emit,
@@ -205,13 +211,15 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::Scatter => scatter::emit,
         Kind::Indexed => indexed::emit,
         Kind::ConvTranspose => conv_transpose::emit,
-        Kind::Norm => norm::emit,
-        Kind::TopK => topk::emit,
         Kind::Quant => quant::emit,
         Kind::Einsum => einsum::emit,
-        Kind::Glu => glu::emit,
-        Kind::Rotary => rotary::emit,
-        Kind::Counted => counted::emit,
+        Kind::Movement
+        | Kind::SplitPad
+        | Kind::Glu
+        | Kind::Rotary
+        | Kind::TopK
+        | Kind::Norm
+        | Kind::Counted => return Err(crate::lower::typed_elsewhere(kind)),
     };
     emit(g, n, name)
 }
@@ -224,7 +232,8 @@ pub fn write(g: &Graph, i: usize, n: &Node, lowered: &Lowered) -> Result<Option<
     let k = match lowered {
         Lowered::View | Lowered::Absorbed => return Ok(None),
         // The pool binds whole buffers (`VIEWS.offset_views` is off): a window is a copy.
-        Lowered::Window(_) => untyped(g, n, Kind::Movement, &name),
+        Lowered::Window(_) => crate::lower::index::spec(g, n, crate::lower::index::Move::Slice)
+            .and_then(|s| movement::emit(&s, &name)),
         Lowered::Gemm(GemmForm::Gemm) => gemm::emit(g, n, &name),
         Lowered::Gemm(GemmForm::MatMul) => matmul::emit(g, n, &name),
         Lowered::ConvGemm => conv::emit(g, n, &name),

@@ -4,12 +4,13 @@
 //! storage holds (elements copied in their storage type).
 
 use super::bounds;
-use super::unsupported;
 use super::WgslKernel;
-use crate::lower::index::{movement, Lit, Read};
+use crate::lower::index::{Lit, MovementSpec, Read};
+use crate::lower::support::Site;
+use crate::plan::IndexCheck;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("movement.wgsl");
 
@@ -28,40 +29,55 @@ fn coords(out: &[usize]) -> String {
 
 /// The storage element of `dt` (data movement copies storage elements as they are:
 /// bool and 8/16-bit integers as one 32-bit word, i64/u64 as `vec2<u32>`).
-fn data_type(node: &Node, dt: DType) -> Result<&'static str> {
+fn data_type(site: &Site, dt: DType) -> Result<&'static str> {
     super::storage_type(dt)
         .map(|(t, _)| t)
-        .ok_or_else(|| unsupported(node, format!("{dt} data")))
+        .ok_or_else(|| site.unsupported(&format!("{dt} data")))
 }
 
-/// Emits the shader for `node`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let mv = movement(g, node, Lit("u")).map_err(|e| e.for_backend("WGSL"))?;
-    let t = data_type(node, mv.dtype)?;
+/// Emits the shader of `mv`.
+pub fn emit(mv: &MovementSpec, name: &str) -> Result<WgslKernel> {
+    let (site, lit) = (&mv.site, Lit("u"));
+    let t = data_type(site, mv.dtype)?;
     let n = u32::try_from(mv.shape.iter().product::<usize>())
-        .map_err(|_| unsupported(node, "more than 2^32 elements"))?;
+        .map_err(|_| site.unsupported("more than 2^32 elements"))?;
     let mut check = None;
     let (body, index_dtype) = match &mv.read {
         Read::Copy => ("        out[i] = in0[i];\n".to_string(), None),
         Read::Strided(at) => (
-            format!("{}        out[i] = in0[{at}];\n", coords(&mv.shape)),
+            format!(
+                "{}        out[i] = in0[{}];\n",
+                coords(&mv.shape),
+                at.write(lit)
+            ),
             None,
         ),
         Read::Gather {
             index,
             data,
             axis_len,
+            code,
         } => {
-            let what = format!("an index out of range for an axis of length {axis_len}");
-            let c = bounds::check(g, node, *axis_len, what)?;
+            // No WGSL binding holds an axis too long for an i32 index.
+            if i32::try_from(*axis_len).is_err() {
+                return Err(site.unsupported("an axis of 2^31 elements or more"));
+            }
             let dt = mv.inputs.get(1).map_or(DType::I64, |(_, dt)| *dt);
-            let at = format!("in1[{index}]");
-            let read = bounds::read_index(dt, &at, *axis_len, c.code, "k");
-            check = Some(c);
+            let at = format!("in1[{}]", index.write(lit));
+            let read = bounds::read_index(dt, &at, *axis_len, *code, "k");
+            check = Some(IndexCheck {
+                code: *code,
+                op: site.op.into(),
+                what: MovementSpec::out_of_range(*axis_len),
+            });
             let it =
-                bounds::index_type(dt).ok_or_else(|| unsupported(node, format!("{dt} indices")))?;
+                bounds::index_type(dt).ok_or_else(|| site.unsupported(&format!("{dt} indices")))?;
             (
-                format!("{}{read}        out[i] = in0[{data}];\n", coords(&mv.shape)),
+                format!(
+                    "{}{read}        out[i] = in0[{}];\n",
+                    coords(&mv.shape),
+                    data.write(lit)
+                ),
                 Some(it),
             )
         }
@@ -69,17 +85,19 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
             let mut code = coords(&mv.shape);
             for (k, (end, at)) in parts.iter().enumerate() {
                 let other = if k == 0 { "" } else { "else " };
-                code +=
-                    &format!("        {other}if (c{axis} < {end}u) {{ out[i] = in{k}[{at}]; }}\n");
+                code += &format!(
+                    "        {other}if (c{axis} < {end}u) {{ out[i] = in{k}[{}]; }}\n",
+                    at.write(lit)
+                );
             }
             (code, None)
         }
     };
     // in0.. hold the data, except that Gather's in1 holds its indices.
     let mut bindings: Vec<String> = (0..mv.inputs.len())
-        .map(|k| match (k, index_dtype) {
-            (1, Some(it)) => format!("var<storage, read> in1: array<{it}>;"),
-            _ => format!("var<storage, read> in{k}: array<{t}>;"),
+        .map(|k| match index_dtype.filter(|_| k == 1) {
+            Some(it) => format!("var<storage, read> in1: array<{it}>;"),
+            None => format!("var<storage, read> in{k}: array<{t}>;"),
         })
         .chain([format!("var<storage, read_write> out: array<{t}>;")])
         .enumerate()
@@ -92,20 +110,38 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         TEMPLATE,
         &[
             ("enable", super::enable_f16(mv.dtype == DType::F16)),
-            ("what", node.op.name()),
+            ("what", site.op),
             ("bindings", &bindings.join("\n")),
             ("n", &n.to_string()),
             ("body", &body),
         ],
     )?;
+    let inputs = mv.inputs.iter().map(|(v, _)| v.0).collect();
     Ok(WgslKernel {
+        index_check: check,
+        ..flat(name, &site.node, source, n, inputs, vec![mv.out.0])
+    })
+}
+
+/// A shader of `n` invocations in workgroups of [`super::WORKGROUP`] (a grid-stride
+/// loop covers what the dispatch cannot), no index check and no loop count: the shape
+/// of most generated shaders.
+pub(super) fn flat(
+    name: &str,
+    node: &str,
+    source: String,
+    n: u32,
+    inputs: Vec<u32>,
+    outputs: Vec<u32>,
+) -> WgslKernel {
+    WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: node.to_string(),
         source,
         workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
-        inputs: mv.inputs.iter().map(|(v, _)| v.0).collect(),
-        outputs: vec![mv.out.0],
-        index_check: check,
+        inputs,
+        outputs,
+        index_check: None,
         loop_iterations: None,
-    })
+    }
 }

@@ -1,10 +1,11 @@
-//! NonMaxSuppression in WGSL ([`crate::lower::counted::nms`]): per (batch, class) pair,
+//! NonMaxSuppression in WGSL ([`crate::lower::nms`]): per (batch, class) pair,
 //! greedy selection of the boxes by score, dropping a box that overlaps an already
 //! kept one by more than the IoU threshold, as `ir/src/ops/image/nms.rs` does (the
 //! same candidate order, ties by the lower index, the same IoU tests; f32 arithmetic
 //! where the reference uses f64). One workgroup takes the pairs in order and keeps a box
 //! per step (`nms.wgsl`): the best one that no kept box suppresses, the boxes kept or
-//! suppressed flagged in a bitset in workgroup memory (so at most [`MAX_BOXES`] boxes).
+//! suppressed flagged in a bitset in workgroup memory (so at most
+//! [`crate::lower::nms::MAX_BOXES`] boxes).
 //! The rows come out in the reference's order and the total goes to the output's
 //! status word ([`crate::plan::Count`]). The limits
 //! (`max_output_boxes_per_class`, `iou_threshold`, `score_threshold`) are read in the
@@ -13,37 +14,20 @@
 //! bf16 refused, [`super::counted::data_type`]). The CUDA kernel (`cuda/nms.rs`) is the
 //! same algorithm line by line.
 
-use super::counted::{data_type, slot};
+use super::counted::data_type;
 use super::types::{self, helpers_for};
-use super::{unsupported, WgslKernel};
-use crate::lower::counted::{nms, NmsSpec};
+use super::WgslKernel;
+use crate::lower::nms::NmsSpec;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("nms.wgsl");
 
-/// Boxes per batch at most: the flags bitset takes 8 KiB of workgroup memory.
-pub const MAX_BOXES: usize = 65536;
-
-/// Emits the shader for NonMaxSuppression node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let sp = nms(g, node)?;
-    let t = data_type(node, sp.dtype)?;
+/// Emits the shader of NonMaxSuppression spec `sp`, counting into status word `slot`.
+pub fn emit(sp: &NmsSpec, slot: u32, name: &str) -> Result<WgslKernel> {
+    let t = data_type(&sp.site, sp.dtype)?;
     let pairs = sp.batches * sp.classes;
-    let too_big = |n: usize| u32::try_from(n).is_err();
-    if too_big(sp.batches * sp.boxes * 4) || too_big(pairs * sp.boxes) || too_big(sp.bound * 3) {
-        return Err(unsupported(
-            node,
-            "more than 2^32 boxes, scores or output words",
-        ));
-    }
-    if sp.boxes > MAX_BOXES {
-        return Err(unsupported(
-            node,
-            format!("more than {MAX_BOXES} boxes per batch"),
-        ));
-    }
     let mut inputs = vec![sp.boxes_in.0, sp.scores.0];
     let mut bindings = String::new();
     for (v, var, ty) in [
@@ -83,9 +67,9 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
             ("batches", &sp.batches.to_string()),
             ("classes", &sp.classes.max(1).to_string()),
             ("boxes", &sp.boxes.to_string()),
-            ("format", format_of(&sp)),
+            ("format", sp.format()),
             ("per_class", &pc.to_string()),
-            ("slot", &slot(g, node, sp.y)?.to_string()),
+            ("slot", &slot.to_string()),
             ("t", t),
             ("bindings", &bindings),
             ("y_binding", &inputs.len().to_string()),
@@ -103,7 +87,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: sp.site.node.clone(),
         source,
         workgroups: [1, 1, 1],
         inputs,
@@ -117,13 +101,4 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
             ),
         )),
     })
-}
-
-/// The box format, for the kernel's header.
-fn format_of(sp: &NmsSpec) -> &'static str {
-    if sp.center_point_box {
-        "[x_center, y_center, width, height]"
-    } else {
-        "corners [y1, x1, y2, x2]"
-    }
 }

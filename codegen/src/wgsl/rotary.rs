@@ -4,43 +4,40 @@
 //! (negative counts from the end) and checked against the caches' rows
 //! ([`super::bounds`]: one out of range fails the run and reads row 0).
 
-use super::{unsupported, WgslKernel};
-use crate::lower::rotary::{spec, CacheRows};
+use super::WgslKernel;
+use crate::lower::rotary::{CacheRows, RotarySpec};
+use crate::lower::support::Site;
+use crate::plan::IndexCheck;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("rotary.wgsl");
 
 /// The WGSL storage type of float data of `dt`.
-fn float_type(node: &Node, dt: DType) -> Result<&'static str> {
-    match dt {
-        DType::F32 => Ok("f32"),
-        DType::F16 => Ok("f16"),
-        other => Err(unsupported(node, format!("{other} data"))),
+fn float_type(site: &Site, dt: DType) -> Result<&'static str> {
+    if dt == DType::F32 {
+        Ok("f32")
+    } else if dt == DType::F16 {
+        Ok("f16")
+    } else {
+        Err(site.unsupported(&format!("{dt} data")))
     }
 }
 
-/// Emits the shader for RotaryEmbedding node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let sp = spec(g, node, super::VIEWS)?;
-    let t = float_type(node, sp.dtype)?;
-    let ct = float_type(node, sp.cache_dtypes[0])?;
-    let st = float_type(node, sp.cache_dtypes[1])?;
+/// Emits the shader of RotaryEmbedding spec `sp`.
+pub fn emit(sp: &RotarySpec, name: &str) -> Result<WgslKernel> {
+    let site = &sp.site;
+    let t = float_type(site, sp.dtype)?;
+    let ct = float_type(site, sp.cache_dtypes[0])?;
+    let st = float_type(site, sp.cache_dtypes[1])?;
     let n = u32::try_from(sp.n())
         .ok()
         .filter(|&n| n < 1 << 31)
-        .ok_or_else(|| unsupported(node, "more than 2^31 elements"))?;
-    let [_, s, h, d] = sp.dims;
+        .ok_or_else(|| site.unsupported("more than 2^31 elements"))?;
+    let [_, s, _, d] = sp.dims;
     let half = sp.rd / 2;
-    // The batch and position of element `e` (its row `r = e / D`), X's layout unrolled:
-    // heads inside positions (3-D) or positions inside heads (4-D; the same when there
-    // is one head).
-    let coords = if sp.x_strides[1] > sp.x_strides[2] {
-        format!("        r = r / {h}u;\n        let s = r % {s}u;\n        let b = r / {s}u;\n")
-    } else {
-        format!("        let s = r % {s}u;\n        r = r / {s}u;\n        let b = r / {h}u;\n")
-    };
+    let coords = sp.coords(&super::syntax::Wgsl);
     let mut inputs = vec![sp.x.0, sp.cos.0, sp.sin.0];
     let mut bindings = vec![
         format!("var<storage, read> x: array<{t}>;"),
@@ -48,10 +45,18 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         format!("var<storage, read> sin_c: array<{st}>;"),
     ];
     let (row, check) = match sp.rows {
-        CacheRows::Positions { ids, rows } => {
+        CacheRows::Positions { ids, rows, code } => {
             inputs.push(ids.0);
             bindings.push("var<storage, read> pos: array<vec2<u32>>;".into());
-            let check = super::bounds::check(g, node, rows, sp.out_of_range())?;
+            // No WGSL binding holds an axis too long for an i32 index.
+            if i32::try_from(rows).is_err() {
+                return Err(site.unsupported("an axis of 2^31 elements or more"));
+            }
+            let check = IndexCheck {
+                code,
+                op: site.op.into(),
+                what: sp.out_of_range(),
+            };
             let read = super::bounds::read_index(
                 DType::I64,
                 &format!("pos[b * {s}u + s]"),
@@ -92,13 +97,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         ],
     )?;
     Ok(WgslKernel {
-        name: name.to_string(),
-        node: node.name.clone(),
-        source,
-        workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
-        inputs,
-        outputs: vec![sp.out.0],
         index_check: check,
-        loop_iterations: None,
+        ..super::movement::flat(name, &site.node, source, n, inputs, vec![sp.out.0])
     })
 }

@@ -6,41 +6,40 @@
 //! value is baked in when it is a graph constant and read from its one-element input
 //! otherwise. Both copy storage elements as they are (any dtype WGSL storage holds).
 
-use super::unsupported;
-use super::{types, WgslKernel, WORKGROUP};
+use super::{types, WgslKernel};
 use crate::lower::index::Lit;
-use crate::lower::split_pad::{self, Chunk, PadSpec, PadValue, SplitPad, SplitSpec};
+use crate::lower::split_pad::{Chunk, PadSpec, PadValue, SplitPad, SplitSpec};
+use crate::lower::support::Site;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("split_pad.wgsl");
 
-/// Emits the shader for a Split or Pad node: its kernel, with the node's values bound.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let (mut k, inputs, outputs) =
-        match split_pad::lower(g, node, Lit("i")).map_err(|e| e.for_backend("WGSL"))? {
-            SplitPad::Split(sp) => split(node, name, &sp)?,
-            SplitPad::Pad(p) => pad(node, name, &p)?,
-        };
+/// Emits the shader of a Split or Pad node: its kernel, with the node's values bound.
+pub fn emit(sp: &SplitPad, name: &str) -> Result<WgslKernel> {
+    let (mut k, inputs, outputs) = match sp {
+        SplitPad::Split(sp) => split(name, sp)?,
+        SplitPad::Pad(p) => pad(name, p)?,
+    };
     k.inputs = inputs;
     k.outputs = outputs;
     Ok(k)
 }
 
-fn elem(node: &Node, dt: DType) -> Result<&'static str> {
+fn elem(site: &Site, dt: DType) -> Result<&'static str> {
     super::storage_type(dt)
         .map(|(t, _)| t)
-        .ok_or_else(|| unsupported(node, format!("{dt} data")))
+        .ok_or_else(|| site.unsupported(&format!("{dt} data")))
 }
 
-fn count(node: &Node, n: usize) -> Result<u32> {
-    u32::try_from(n).map_err(|_| unsupported(node, "more than 2^32 elements"))
+fn count(site: &Site, n: usize) -> Result<u32> {
+    u32::try_from(n).map_err(|_| site.unsupported("more than 2^32 elements"))
 }
 
 /// The shader: `bindings` (bound in order), `n` invocations each running `body`.
 fn shader(
-    node: &Node,
+    site: &Site,
     name: &str,
     what: &str,
     dt: DType,
@@ -63,23 +62,21 @@ fn shader(
             ("body", body),
         ],
     )?;
-    Ok(WgslKernel {
-        name: name.to_string(),
-        node: node.name.clone(),
+    Ok(super::movement::flat(
+        name,
+        &site.node,
         source,
-        workgroups: [n.div_ceil(WORKGROUP).clamp(1, 65535), 1, 1],
-        inputs: Vec::new(),
-        outputs: Vec::new(),
-        index_check: None,
-        loop_iterations: None,
-    })
+        n,
+        Vec::new(),
+        Vec::new(),
+    ))
 }
 
 /// A shader with its input and output values.
 type Bound = (WgslKernel, Vec<u32>, Vec<u32>);
 
-fn split(node: &Node, name: &str, sp: &SplitSpec) -> Result<Bound> {
-    let t = elem(node, sp.dtype)?;
+fn split(name: &str, sp: &SplitSpec) -> Result<Bound> {
+    let t = elem(&sp.site, sp.dtype)?;
     let mut bindings = vec![format!("var<storage, read> x: array<{t}>;")];
     bindings.extend(
         (0..sp.chunks.len()).map(|k| format!("var<storage, read_write> out{k}: array<{t}>;")),
@@ -112,9 +109,9 @@ fn split(node: &Node, name: &str, sp: &SplitSpec) -> Result<Bound> {
             other = "else ";
         }
     }
-    let n = count(node, sp.total)?;
+    let n = count(&sp.site, sp.total)?;
     let k = shader(
-        node,
+        &sp.site,
         name,
         "Split: one invocation per input element writes it to its chunk's output",
         sp.dtype,
@@ -125,12 +122,13 @@ fn split(node: &Node, name: &str, sp: &SplitSpec) -> Result<Bound> {
     Ok((k, vec![sp.x.0], sp.chunks.iter().map(|c| c.out.0).collect()))
 }
 
-fn pad(node: &Node, name: &str, p: &PadSpec) -> Result<Bound> {
-    let t = elem(node, p.dtype)?;
+fn pad(name: &str, p: &PadSpec) -> Result<Bound> {
+    let lit = Lit("i");
+    let t = elem(&p.site, p.dtype)?;
     let mut bindings = vec![format!("var<storage, read> x: array<{t}>;")];
     let mut inputs = vec![p.x.0];
     let literal = |c: &gopt_ir::Tensor| {
-        types::storage_literal(c).ok_or_else(|| unsupported(node, format!("{} data", p.dtype)))
+        types::storage_literal(c).ok_or_else(|| p.site.unsupported(&format!("{} data", p.dtype)))
     };
     let cv = match &p.value {
         PadValue::Zero => literal(&gopt_ir::Tensor::scalar_f64(p.dtype, 0.0))?,
@@ -152,10 +150,10 @@ fn pad(node: &Node, name: &str, p: &PadSpec) -> Result<Bound> {
             o = a.out_len,
             b = a.begin
         );
-        if let Some(f) = &a.fold {
-            body += &format!("            q = {f};\n");
+        if let Some(f) = a.fold {
+            body += &format!("            q = {};\n", f.write(lit));
         }
-        if let Some(c) = &a.inside {
+        if let Some(c) = a.inside(lit) {
             body += &format!("            in_ = in_ && ({c});\n");
         }
         body += &format!(
@@ -164,11 +162,11 @@ fn pad(node: &Node, name: &str, p: &PadSpec) -> Result<Bound> {
         );
     }
     body += &format!("        if (in_) {{ out[i] = x[src_]; }} else {{ out[i] = {cv}; }}\n");
-    let n = count(node, p.total)?;
+    let n = count(&p.site, p.total)?;
     let what = format!(
         "Pad ({}): one invocation per output element reads its source element or the constant",
-        p.mode
+        p.mode.name()
     );
-    let k = shader(node, name, &what, p.dtype, &bindings, n, &body)?;
+    let k = shader(&p.site, name, &what, p.dtype, &bindings, n, &body)?;
     Ok((k, inputs, vec![p.out.0]))
 }

@@ -5,21 +5,20 @@
 //! line. The node is read once, for both backends, by [`crate::lower::topk`].
 
 use super::types::{self, kind, Kind};
-use super::unsupported;
 use super::WgslKernel;
-use crate::lower::topk::spec;
+use crate::lower::topk::TopKSpec;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("topk.wgsl");
 
-/// Emits the shader for TopK node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let sp = spec(g, node)?;
-    let dt = sp.dtype;
-    let (t, _) = super::storage_type(dt).ok_or_else(|| unsupported(node, format!("{dt} data")))?;
-    let n = u32::try_from(sp.n()).map_err(|_| unsupported(node, "more than 2^32 elements"))?;
+/// Emits the shader of TopK spec `sp`.
+pub fn emit(sp: &TopKSpec, name: &str) -> Result<WgslKernel> {
+    let (dt, site) = (sp.dtype, &sp.site);
+    let unsupported = |what: &str| site.unsupported(what);
+    let (t, _) = super::storage_type(dt).ok_or_else(|| unsupported(&format!("{dt} data")))?;
+    let n = u32::try_from(sp.n()).map_err(|_| unsupported("more than 2^32 elements"))?;
     // The compared type, "a > b", and whether a value is NaN.
     let (ct, gt): (&str, fn(&str, &str) -> String) = match kind(dt) {
         Some(Kind::Float) => ("f32", |a, b| format!("({a} > {b})")),
@@ -29,7 +28,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
             ("vec2<u32>", |a, b| format!("gopt_lt_i64({b}, {a})"))
         }
         Some(Kind::Wide) => ("vec2<u32>", |a, b| format!("gopt_lt_u64({b}, {a})")),
-        Some(Kind::Bool) | None => return Err(unsupported(node, format!("{dt} data"))),
+        Some(Kind::Bool) | None => return Err(unsupported(&format!("{dt} data"))),
     };
     let float = ct == "f32";
     let before = sp.before(gt, |v| {
@@ -61,14 +60,8 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
             ),
         ],
     )?;
-    Ok(WgslKernel {
-        name: name.to_string(),
-        node: node.name.clone(),
-        source,
-        workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
-        inputs: vec![sp.x.0],
-        outputs: vec![sp.values.0, sp.indices.0],
-        index_check: None,
-        loop_iterations: None,
-    })
+    let (inputs, outputs) = (vec![sp.x.0], vec![sp.values.0, sp.indices.0]);
+    Ok(super::movement::flat(
+        name, &site.node, source, n, inputs, outputs,
+    ))
 }
