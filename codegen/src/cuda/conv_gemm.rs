@@ -11,12 +11,12 @@
 //! module that ends with the activation. This puts convolutions on the same
 //! tensor-core GEMMs as the transformers' linear layers.
 
-use super::conv::spec;
 use super::conv_spec::ConvSpec;
 use super::elementwise::storage;
 use super::gemm::{broadcast_index, finish, post_kernel_over, Epilogue, Gemm, Problem};
 use super::support::activation;
 use super::Kernel;
+use crate::lower::conv::spec;
 use crate::template::fill;
 use crate::{CodegenError, Result};
 use gopt_ir::ops::fused::{Activation, EpilogueOrder};

@@ -6,25 +6,26 @@
 use super::elementwise::storage;
 use super::support::store;
 use super::Kernel;
-use crate::lower::conv_state::spec;
+use crate::lower::conv_state::ConvStateSpec;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("conv_state.cu");
 
 /// `v` rounded to `dt` and back (the interpreter rounds the sum and the SiLU).
 fn round(dt: DType, v: &str) -> String {
-    match dt {
-        DType::F16 => format!("__half2float(__float2half_rn({v}))"),
-        DType::BF16 => format!("__bfloat162float(__float2bfloat16_rn({v}))"),
-        _ => v.to_string(),
+    if dt == DType::F16 {
+        format!("__half2float(__float2half_rn({v}))")
+    } else if dt == DType::BF16 {
+        format!("__bfloat162float(__float2bfloat16_rn({v}))")
+    } else {
+        v.to_string()
     }
 }
 
-/// Emits the kernel for CausalConvWithState node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let sp = spec(g, node)?;
+/// Emits the kernel of a CausalConvWithState node.
+pub fn emit(sp: &ConvStateSpec, name: &str) -> Result<Kernel> {
     let t = storage(sp.dtype);
     let mut params = vec![
         format!("const {t}* __restrict__ x"),
@@ -102,7 +103,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        &node.name,
+        &sp.site.node,
         source,
         sp.y_elems() + sp.state_elems(),
         inputs,

@@ -106,6 +106,10 @@ pub struct Kernel {
 pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
     match spec {
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
+        Spec::Conv(s) => conv::emit(s, name),
+        Spec::ConvNd(s) => conv_nd::emit(s, name),
+        Spec::ConvState(s) => conv_state::emit(s, name),
+        Spec::Pool(s) => pool::emit(s, name),
     }
 }
 
@@ -122,13 +126,9 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::GatherElements => gather_elements::emit(g, n, name),
         Kind::Movement => movement::emit(g, n, name),
         Kind::SplitPad => split_pad::emit(g, n, name),
-        Kind::Conv => conv::emit(g, n, name),
-        Kind::Pool => pool::emit(g, n, name),
         Kind::Attention => attention::emit(g, n, name),
         Kind::Recurrent => recurrent::emit(g, n, name),
         Kind::Spectral => spectral::emit(g, n, name),
-        Kind::ConvState => conv_state::emit(g, n, name),
-        Kind::ConvNd => conv_nd::emit(g, n, name),
         Kind::LinearAttention => linear_attention::emit(g, n, name),
         Kind::Resize => resize::emit(g, n, name),
         Kind::Sample => sample::emit(g, n, name),
@@ -142,6 +142,9 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::Glu => glu::emit(g, n, name),
         Kind::Rotary => rotary::emit(g, n, name),
         Kind::Counted => counted::emit(g, n, name),
+        Kind::Conv | Kind::Pool | Kind::ConvState | Kind::ConvNd => {
+            Err(crate::lower::typed_elsewhere(kind))
+        }
     }
 }
 

@@ -3,7 +3,8 @@
 //! channels-last, its dtypes and fused epilogue — read from the node once for every
 //! backend, so the CUDA and WGSL kernels agree on each mode and refuse the same ones.
 
-use super::support::{check_float, input, opt_input, output, plan, typed, unsupported};
+use super::index::{strides, sum};
+use super::support::{check_float, input, opt_input, output, plan, typed, unsupported, Site};
 use crate::Result;
 use gopt_ir::ops::fused::{Activation, EpilogueOrder};
 use gopt_ir::ops::FusedOp;
@@ -26,8 +27,10 @@ const ATTRS: &[&str] = &[
 ];
 
 /// One convolution with every size resolved (1-D convolutions have `h = kh = 1`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ConvSpec {
+    /// The node: its name, op and operands.
+    pub site: Site,
     /// Batch, input channels, input height and width.
     pub n: usize,
     /// Input channels.
@@ -90,6 +93,64 @@ impl ConvSpec {
     /// Kernel taps.
     pub fn taps(&self) -> usize {
         self.kh * self.kw
+    }
+
+    /// The one-line description both backends put in the kernel's header comment.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}x{} kernel, stride {:?}, dilation {:?}, pad {:?}, {} -> {} channels in {} group(s), {} {}x{} -> {}x{}",
+            self.kh, self.kw, self.stride, self.dilation, self.pad, self.c, self.m, self.group,
+            self.layout(), self.h, self.w, self.oh, self.ow
+        )
+    }
+
+    /// The layout's name.
+    pub fn layout(&self) -> &'static str {
+        if self.nhwc {
+            "NHWC"
+        } else {
+            "NCHW"
+        }
+    }
+
+    /// Y's offset of output channel `oc`, image `n` and output position `p` (variables
+    /// in scope), integer literals written with suffix `int` (`LL` in CUDA, `u` in WGSL).
+    pub fn y_index(&self, int: &str) -> String {
+        let (m, p) = (self.m, self.p());
+        if self.nhwc {
+            format!("(n * {p}{int} + p) * {m}{int} + oc")
+        } else {
+            format!("(n * {m}{int} + oc) * {p}{int} + p")
+        }
+    }
+
+    /// The residual's offset (shape `rs`) for the output element at `y` under numpy
+    /// broadcasting, literals with suffix `int`, `zero` when it reads one element.
+    pub fn residual_index(&self, rs: &[usize], y: &str, int: &str, zero: &str) -> String {
+        if rs == self.y_shape.as_slice() {
+            return y.to_string();
+        }
+        let ow = self.ow;
+        let sp: Vec<String> = if self.spatial == 1 {
+            vec!["p".into()]
+        } else {
+            vec![format!("(p / {ow}{int})"), format!("(p % {ow}{int})")]
+        };
+        let mut coords = vec!["n".to_string()];
+        if self.nhwc {
+            coords.extend(sp);
+            coords.push("oc".into());
+        } else {
+            coords.push("oc".into());
+            coords.extend(sp);
+        }
+        let lead = coords.len() - rs.len();
+        let st = strides(rs);
+        let terms: Vec<String> = (0..rs.len())
+            .filter(|&a| rs[a] != 1)
+            .map(|a| format!("{} * {}{int}", coords[a + lead], st[a]))
+            .collect();
+        sum(&terms, zero)
     }
 }
 
@@ -298,6 +359,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvSpec> {
         }
     };
     Ok(ConvSpec {
+        site: Site::of(node),
         n,
         c,
         h: two(&sp, 1).0,

@@ -30,6 +30,7 @@ pub mod conv_state;
 pub mod conv_transpose;
 pub mod counted;
 pub mod cumulative;
+pub mod dialect;
 pub mod einsum;
 pub mod elementwise;
 pub mod gather_elements;
@@ -176,6 +177,14 @@ impl Kind {
 pub enum Spec {
     /// A family whose writers still read the graph and the node themselves.
     Untyped(Kind),
+    /// A 1-D or 2-D convolution ([`conv`]).
+    Conv(Box<conv::ConvSpec>),
+    /// A convolution of 3 spatial dims ([`conv_nd`]).
+    ConvNd(Box<conv_nd::ConvNdSpec>),
+    /// CausalConvWithState ([`conv_state`]).
+    ConvState(Box<conv_state::ConvStateSpec>),
+    /// A windowed pool ([`pool`]).
+    Pool(Box<pool::PoolSpec>),
 }
 
 impl Spec {
@@ -183,6 +192,10 @@ impl Spec {
     pub fn kind(&self) -> Kind {
         match self {
             Spec::Untyped(k) => *k,
+            Spec::Conv(_) => Kind::Conv,
+            Spec::ConvNd(_) => Kind::ConvNd,
+            Spec::ConvState(_) => Kind::ConvState,
+            Spec::Pool(_) => Kind::Pool,
         }
     }
 }
@@ -470,9 +483,11 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
         Op::Fused(f) => match f {
             FusedOp::FusedElementwise => k(Elementwise),
             FusedOp::FusedMatMul => Lowered::Gemm(GemmForm::MatMul),
-            FusedOp::FusedConv if conv_nd::applies(g, n) => k(ConvNd),
+            FusedOp::FusedConv if conv_nd::applies(g, n) => {
+                typed(conv_nd::spec(g, n), |s| Spec::ConvNd(Box::new(s)))?
+            }
             FusedOp::FusedConv if conv::as_gemm(g, n) => Lowered::ConvGemm,
-            FusedOp::FusedConv => k(Conv),
+            FusedOp::FusedConv => typed(conv::spec(g, n), |s| Spec::Conv(Box::new(s)))?,
         },
         Op::Reduce(r) => match r {
             ReduceOp::ReduceSum
@@ -547,9 +562,13 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             NnOp::MatMul => Lowered::Gemm(GemmForm::MatMul),
             NnOp::Gemm => Lowered::Gemm(GemmForm::Gemm),
             NnOp::MatMulNBits => Lowered::PackedGemm,
-            NnOp::Conv if conv_nd::applies(g, n) => k(ConvNd),
-            NnOp::Conv => k(Conv),
-            NnOp::MaxPool | NnOp::AveragePool => k(Pool),
+            NnOp::Conv if conv_nd::applies(g, n) => {
+                typed(conv_nd::spec(g, n), |s| Spec::ConvNd(Box::new(s)))?
+            }
+            NnOp::Conv => typed(conv::spec(g, n), |s| Spec::Conv(Box::new(s)))?,
+            NnOp::MaxPool | NnOp::AveragePool => {
+                typed(pool::spec(g, n), |s| Spec::Pool(Box::new(s)))?
+            }
             NnOp::GlobalAveragePool | NnOp::GlobalMaxPool => k(Reduce),
             NnOp::MatMulInteger
             | NnOp::QLinearMatMul
@@ -559,7 +578,9 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             | NnOp::DequantizeLinear
             | NnOp::DynamicQuantizeLinear => k(Quant),
             NnOp::ConvTranspose | NnOp::DeformConv | NnOp::MaxUnpool => k(ConvTranspose),
-            NnOp::LpPool | NnOp::GlobalLpPool => k(Pool),
+            NnOp::LpPool | NnOp::GlobalLpPool => {
+                typed(pool::spec(g, n), |s| Spec::Pool(Box::new(s)))?
+            }
             NnOp::Einsum | NnOp::Det => k(Einsum),
         },
         Op::Attention(a) => match a {
@@ -567,7 +588,9 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             AttentionOp::RotaryEmbedding => k(Rotary),
             AttentionOp::SwiGLU => k(Glu),
             AttentionOp::TensorScatter => k(Scatter),
-            AttentionOp::CausalConvWithState => k(ConvState),
+            AttentionOp::CausalConvWithState => {
+                typed(conv_state::spec(g, n), |s| Spec::ConvState(Box::new(s)))?
+            }
             AttentionOp::LinearAttention => k(LinearAttention),
             AttentionOp::FlexAttention => none("this op"),
         },

@@ -5,7 +5,7 @@
 //! `count_include_pad`, LpPool's `p`), once for every backend. [`resolve`] is the same
 //! window arithmetic for a convolution-like op whose kernel comes from its weights.
 
-use super::support::{check_float, input, output, plan, typed, unsupported};
+use super::support::{check_float, input, output, plan, typed, unsupported, Site};
 use crate::Result;
 use gopt_ir::ops::NnOp;
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
@@ -23,7 +23,7 @@ pub const ATTRS: &[&str] = &[
 ];
 
 /// One spatial dim of the window, resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dim {
     /// Input size.
     pub input: usize,
@@ -135,7 +135,7 @@ pub fn resolve(node: &Node, kernel: &[usize], sp: &[usize], out: &[usize]) -> Re
 }
 
 /// MaxPool's second output: the flat index of each maximum in X.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Indices {
     /// The i64 output.
     pub out: ValueId,
@@ -145,7 +145,7 @@ pub struct Indices {
 }
 
 /// What a pool computes over its window.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     /// MaxPool: the first of equal maxima (0, and index -1, for a window without
     /// input elements), optionally with its index.
@@ -168,8 +168,10 @@ pub enum Mode {
 
 /// A windowed pool node, read once for every backend: `[N, C, spatial...]` in and
 /// out, the resolved window per spatial dim, and the mode.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct PoolSpec {
+    /// The node: its name, op and operands.
+    pub site: Site,
     /// What it computes.
     pub mode: Mode,
     /// X's (and Y's) dtype: a float, or i8/u8 for MaxPool.
@@ -191,6 +193,11 @@ pub struct PoolSpec {
 }
 
 impl PoolSpec {
+    /// Whether the data are compared as stored (MaxPool of i8 or u8), not in f32.
+    pub fn as_stored(&self) -> bool {
+        matches!(self.dtype, DType::I8 | DType::U8)
+    }
+
     /// The flat index of input element `coords` (expressions of its spatial
     /// coordinates) within its plane when the plane is stored column-major: the first
     /// spatial dim fastest (`storage_order` 1).
@@ -287,9 +294,10 @@ fn mode(node: &Node, op: NnOp) -> Result<Mode> {
 /// The dtypes a pool's data may have: floats (computed in f32); MaxPool also takes
 /// i8 and u8 (compared as stored), as the interpreter does.
 fn check_dtype(node: &Node, mode: Mode, dt: DType) -> Result<()> {
-    match (mode, dt) {
-        (Mode::Max { .. }, DType::I8 | DType::U8) => Ok(()),
-        _ => check_float(node, dt, "pools"),
+    if matches!(mode, Mode::Max { .. }) && matches!(dt, DType::I8 | DType::U8) {
+        Ok(())
+    } else {
+        check_float(node, dt, "pools")
     }
 }
 
@@ -334,6 +342,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<PoolSpec> {
     let total: usize = ys.iter().product();
     let plane: usize = xs[2..].iter().product();
     Ok(PoolSpec {
+        site: Site::of(node),
         mode,
         dtype,
         x,

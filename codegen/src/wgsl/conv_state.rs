@@ -2,32 +2,32 @@
 //! index arithmetic as the CUDA kernel (`cuda/conv_state.rs`), f32 and f16 data.
 
 use super::types::{load, store};
-use super::{unsupported, WgslKernel};
-use crate::lower::conv_state::spec;
+use super::WgslKernel;
+use crate::lower::conv_state::ConvStateSpec;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("conv_state.wgsl");
 
 /// `v` rounded to `dt` and back (the interpreter rounds the sum and the SiLU).
 fn round(dt: DType, v: &str) -> String {
-    match dt {
-        DType::F16 => format!("f32(f16({v}))"),
-        _ => v.to_string(),
+    if dt == DType::F16 {
+        format!("f32(f16({v}))")
+    } else {
+        v.to_string()
     }
 }
 
-/// Emits the shader for CausalConvWithState node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let sp = spec(g, node)?;
+/// Emits the shader of a CausalConvWithState node.
+pub fn emit(sp: &ConvStateSpec, name: &str) -> Result<WgslKernel> {
     let t = match sp.dtype {
         DType::F32 => "f32",
         DType::F16 => "f16",
-        other => return Err(unsupported(node, format!("{other} data"))),
+        other => return Err(sp.site.unsupported(&format!("{other} data"))),
     };
     let total = u32::try_from(sp.y_elems() + sp.state_elems())
-        .map_err(|_| unsupported(node, "more than 2^32 elements"))?;
+        .map_err(|_| sp.site.unsupported("more than 2^32 elements"))?;
     let mut inputs = vec![sp.x.0, sp.w.0];
     let mut names = vec!["x", "w"];
     if let Some(b) = sp.bias {
@@ -110,7 +110,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: sp.site.node.clone(),
         source,
         workgroups: [total.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs,

@@ -159,6 +159,10 @@ pub const VIEWS: Views = Views {
 pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel> {
     match spec {
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
+        Spec::Conv(s) => conv::emit(s, name),
+        Spec::ConvNd(s) => conv_nd::emit(s, name),
+        Spec::ConvState(s) => conv_state::emit(s, name),
+        Spec::Pool(s) => pool::emit(s, name),
     }
 }
 
@@ -176,13 +180,9 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::GatherElements => gather_elements::emit,
         Kind::Movement => movement::emit,
         Kind::SplitPad => split_pad::emit,
-        Kind::Conv => conv::emit,
-        Kind::Pool => pool::emit,
         Kind::Attention => attention::emit,
         Kind::Recurrent => recurrent::emit,
         Kind::Spectral => spectral::emit,
-        Kind::ConvState => conv_state::emit,
-        Kind::ConvNd => conv_nd::emit,
         Kind::LinearAttention => linear_attention::emit,
         Kind::Resize => resize::emit,
         Kind::Sample => sample::emit,
@@ -196,6 +196,9 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::Glu => glu::emit,
         Kind::Rotary => rotary::emit,
         Kind::Counted => counted::emit,
+        Kind::Conv | Kind::Pool | Kind::ConvState | Kind::ConvNd => {
+            return Err(crate::lower::typed_elsewhere(kind))
+        }
     };
     emit(g, n, name)
 }
@@ -211,7 +214,7 @@ pub fn write(g: &Graph, i: usize, n: &Node, lowered: &Lowered) -> Result<Option<
         Lowered::Window(_) => untyped(g, n, Kind::Movement, &name),
         Lowered::Gemm(GemmForm::Gemm) => gemm::emit(g, n, &name),
         Lowered::Gemm(GemmForm::MatMul) => matmul::emit(g, n, &name),
-        Lowered::ConvGemm => conv::emit(g, n, &name),
+        Lowered::ConvGemm => crate::lower::conv::spec(g, n).and_then(|s| conv::emit(&s, &name)),
         Lowered::PackedGemm => packed::emit(g, n, &name),
         Lowered::Kernel(spec) => kernel(g, n, spec, &name),
         Lowered::Unsupported(why) => Err(crate::lower::support::unsupported(n, why)),
