@@ -60,4 +60,28 @@ impl Dialect {
             Dialect::Wgsl => format!("u32({e})"),
         }
     }
+
+    /// The suffix of a signed coordinate literal (`12LL`; WGSL's `i32` takes `12`).
+    pub fn signed(self) -> &'static str {
+        match self {
+            Dialect::Cuda => "LL",
+            Dialect::Wgsl => "",
+        }
+    }
+
+    /// The head of a loop of signed counter `v` over `0..n` (its body and `}` follow).
+    pub fn count_loop(self, v: &str, n: usize) -> String {
+        match self {
+            Dialect::Cuda => format!("for (long long {v} = 0; {v} < {n}LL; ++{v}) {{"),
+            Dialect::Wgsl => format!("for (var {v}: i32 = 0; {v} < {n}; {v} = {v} + 1) {{"),
+        }
+    }
+
+    /// The statement skipping to the loop's next iteration when `cond` holds.
+    pub fn continue_if(self, cond: &str) -> String {
+        match self {
+            Dialect::Cuda => format!("if ({cond}) continue;"),
+            Dialect::Wgsl => format!("if ({cond}) {{ continue; }}"),
+        }
+    }
 }

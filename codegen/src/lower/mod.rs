@@ -179,6 +179,8 @@ pub enum Spec {
     Untyped(Kind),
     /// A 1-D or 2-D convolution ([`conv`]).
     Conv(Box<conv::ConvSpec>),
+    /// ConvTranspose, Col2Im, MaxUnpool or DeformConv ([`conv_transpose`]).
+    ConvTranspose(Box<conv_transpose::Spec>),
     /// A convolution of 3 spatial dims ([`conv_nd`]).
     ConvNd(Box<conv_nd::ConvNdSpec>),
     /// CausalConvWithState ([`conv_state`]).
@@ -193,6 +195,7 @@ impl Spec {
         match self {
             Spec::Untyped(k) => *k,
             Spec::Conv(_) => Kind::Conv,
+            Spec::ConvTranspose(_) => Kind::ConvTranspose,
             Spec::ConvNd(_) => Kind::ConvNd,
             Spec::ConvState(_) => Kind::ConvState,
             Spec::Pool(_) => Kind::Pool,
@@ -577,7 +580,11 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             | NnOp::QuantizeLinear
             | NnOp::DequantizeLinear
             | NnOp::DynamicQuantizeLinear => k(Quant),
-            NnOp::ConvTranspose | NnOp::DeformConv | NnOp::MaxUnpool => k(ConvTranspose),
+            NnOp::ConvTranspose | NnOp::DeformConv | NnOp::MaxUnpool => {
+                typed(conv_transpose::spec(g, n), |s| {
+                    Spec::ConvTranspose(Box::new(s))
+                })?
+            }
             NnOp::LpPool | NnOp::GlobalLpPool => {
                 typed(pool::spec(g, n), |s| Spec::Pool(Box::new(s)))?
             }
@@ -597,7 +604,9 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
         Op::Image(i) => match i {
             ImageOp::Resize => k(Resize),
             ImageOp::GridSample | ImageOp::AffineGrid | ImageOp::RoiAlign => k(Sample),
-            ImageOp::Col2Im => k(ConvTranspose),
+            ImageOp::Col2Im => typed(conv_transpose::spec(g, n), |s| {
+                Spec::ConvTranspose(Box::new(s))
+            })?,
             ImageOp::DFT | ImageOp::STFT => k(Spectral),
             ImageOp::NonMaxSuppression => counted_kernel(g, n),
             ImageOp::HannWindow

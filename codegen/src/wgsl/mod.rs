@@ -160,6 +160,7 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel
     match spec {
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
         Spec::Conv(s) => conv::emit(s, name),
+        Spec::ConvTranspose(s) => conv_transpose::emit(s, name),
         Spec::ConvNd(s) => conv_nd::emit(s, name),
         Spec::ConvState(s) => conv_state::emit(s, name),
         Spec::Pool(s) => pool::emit(s, name),
@@ -188,7 +189,6 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::Sample => sample::emit,
         Kind::Scatter => scatter::emit,
         Kind::Indexed => indexed::emit,
-        Kind::ConvTranspose => conv_transpose::emit,
         Kind::Norm => norm::emit,
         Kind::TopK => topk::emit,
         Kind::Quant => quant::emit,
@@ -196,7 +196,7 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::Glu => glu::emit,
         Kind::Rotary => rotary::emit,
         Kind::Counted => counted::emit,
-        Kind::Conv | Kind::Pool | Kind::ConvState | Kind::ConvNd => {
+        Kind::Conv | Kind::ConvTranspose | Kind::Pool | Kind::ConvState | Kind::ConvNd => {
             return Err(crate::lower::typed_elsewhere(kind))
         }
     };
