@@ -179,6 +179,8 @@ pub enum Spec {
     Untyped(Kind),
     /// A 1-D or 2-D convolution ([`conv`]).
     Conv(Box<conv::ConvSpec>),
+    /// A quantization op ([`quant`]).
+    Quant(Box<quant::QuantSpec>),
     /// ConvTranspose, Col2Im, MaxUnpool or DeformConv ([`conv_transpose`]).
     ConvTranspose(Box<conv_transpose::Spec>),
     /// A convolution of 3 spatial dims ([`conv_nd`]).
@@ -195,6 +197,7 @@ impl Spec {
         match self {
             Spec::Untyped(k) => *k,
             Spec::Conv(_) => Kind::Conv,
+            Spec::Quant(_) => Kind::Quant,
             Spec::ConvTranspose(_) => Kind::ConvTranspose,
             Spec::ConvNd(_) => Kind::ConvNd,
             Spec::ConvState(_) => Kind::ConvState,
@@ -579,7 +582,9 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             | NnOp::QLinearConv
             | NnOp::QuantizeLinear
             | NnOp::DequantizeLinear
-            | NnOp::DynamicQuantizeLinear => k(Quant),
+            | NnOp::DynamicQuantizeLinear => {
+                typed(quant::spec(g, n), |s| Spec::Quant(Box::new(s)))?
+            }
             NnOp::ConvTranspose | NnOp::DeformConv | NnOp::MaxUnpool => {
                 typed(conv_transpose::spec(g, n), |s| {
                     Spec::ConvTranspose(Box::new(s))
