@@ -107,6 +107,7 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
     match spec {
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
         Spec::Conv(s) => conv::emit(s, name),
+        Spec::Einsum(s) => einsum::emit(s, name),
         Spec::Quant(s) => quant::emit(s, name),
         Spec::ConvTranspose(s) => conv_transpose::emit(s, name),
         Spec::ConvNd(s) => conv_nd::emit(s, name),
@@ -138,11 +139,11 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::Indexed => indexed::emit(g, n, name),
         Kind::Norm => norm::emit(g, n, name),
         Kind::TopK => topk::emit(g, n, name),
-        Kind::Einsum => einsum::emit(g, n, name),
         Kind::Glu => glu::emit(g, n, name),
         Kind::Rotary => rotary::emit(g, n, name),
         Kind::Counted => counted::emit(g, n, name),
         Kind::Conv
+        | Kind::Einsum
         | Kind::Quant
         | Kind::ConvTranspose
         | Kind::Pool

@@ -179,6 +179,8 @@ pub enum Spec {
     Untyped(Kind),
     /// A 1-D or 2-D convolution ([`conv`]).
     Conv(Box<conv::ConvSpec>),
+    /// Einsum or Det ([`einsum`]).
+    Einsum(Box<einsum::EinsumSpec>),
     /// A quantization op ([`quant`]).
     Quant(Box<quant::QuantSpec>),
     /// ConvTranspose, Col2Im, MaxUnpool or DeformConv ([`conv_transpose`]).
@@ -197,6 +199,7 @@ impl Spec {
         match self {
             Spec::Untyped(k) => *k,
             Spec::Conv(_) => Kind::Conv,
+            Spec::Einsum(_) => Kind::Einsum,
             Spec::Quant(_) => Kind::Quant,
             Spec::ConvTranspose(_) => Kind::ConvTranspose,
             Spec::ConvNd(_) => Kind::ConvNd,
@@ -593,7 +596,7 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             NnOp::LpPool | NnOp::GlobalLpPool => {
                 typed(pool::spec(g, n), |s| Spec::Pool(Box::new(s)))?
             }
-            NnOp::Einsum | NnOp::Det => k(Einsum),
+            NnOp::Einsum | NnOp::Det => typed(einsum::spec(g, n), |s| Spec::Einsum(Box::new(s)))?,
         },
         Op::Attention(a) => match a {
             AttentionOp::Attention => k(Attention),

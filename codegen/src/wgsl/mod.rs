@@ -160,6 +160,7 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel
     match spec {
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
         Spec::Conv(s) => conv::emit(s, name),
+        Spec::Einsum(s) => einsum::emit(s, name),
         Spec::Quant(s) => quant::emit(s, name),
         Spec::ConvTranspose(s) => conv_transpose::emit(s, name),
         Spec::ConvNd(s) => conv_nd::emit(s, name),
@@ -192,11 +193,11 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::Indexed => indexed::emit,
         Kind::Norm => norm::emit,
         Kind::TopK => topk::emit,
-        Kind::Einsum => einsum::emit,
         Kind::Glu => glu::emit,
         Kind::Rotary => rotary::emit,
         Kind::Counted => counted::emit,
         Kind::Conv
+        | Kind::Einsum
         | Kind::Quant
         | Kind::ConvTranspose
         | Kind::Pool
