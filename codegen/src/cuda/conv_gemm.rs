@@ -300,10 +300,12 @@ fn im2col(
     let v = if s.c % (16 / e) == 0 { 16 / e } else { 1 };
     let t = storage(s.x_dt);
     let rows = s.n * s.oh * s.ow;
-    let zero = match s.x_dt {
-        DType::BF16 => "__float2bfloat16(0.0f)",
-        DType::F16 => "__float2half(0.0f)",
-        _ => "0",
+    let zero = if s.x_dt == DType::BF16 {
+        "__float2bfloat16(0.0f)"
+    } else if s.x_dt == DType::F16 {
+        "__float2half(0.0f)"
+    } else {
+        "0"
     };
     let mut holes = geometry(s, kp);
     holes.push(("t", t.into()));
