@@ -13,29 +13,12 @@
 use super::elementwise::storage;
 use super::support::{blocks, store};
 use super::Kernel;
+use crate::lower::dialect::Dialect;
 use crate::lower::pool::{Mode, PoolSpec};
 use crate::template::fill;
 use crate::Result;
 
 const TEMPLATE: &str = include_str!("pool.cu");
-
-/// The window walk of `sp`: loops opening one per spatial dim (skipping taps outside
-/// the input), their closing braces, and the tap's offset in its plane.
-fn walk(sp: &PoolSpec) -> (String, String, String) {
-    let mut open = String::new();
-    let mut close = String::new();
-    let mut offset = String::from("0LL");
-    for (i, d) in sp.dims.iter().enumerate() {
-        let ind = " ".repeat(8 + 4 * i);
-        open += &format!(
-            "{ind}for (int t{i} = 0; t{i} < {k}; ++t{i}) {{\n{ind}    const long long c{i} = o{i} * {s}LL - {pb}LL + t{i} * {dl}LL;\n{ind}    if (c{i} < 0 || c{i} >= {inp}LL) continue;\n",
-            k = d.kernel, s = d.stride, pb = d.pad_begin, dl = d.dilation, inp = d.input
-        );
-        close = format!("{ind}}}\n") + &close;
-        offset = format!("({offset}) * {}LL + c{i}", d.input);
-    }
-    (open, close, offset)
-}
 
 /// Statements multiplying `padded` by the taps of each dim before the end of the
 /// explicitly padded input (AveragePool's `count_include_pad` divisor).
@@ -133,7 +116,7 @@ pub fn emit(sp: &PoolSpec, name: &str) -> Result<Kernel> {
         t = storage(dt),
         plane = sp.plane
     );
-    let (open, close, offset) = walk(sp);
+    let (open, close, offset) = sp.walk(Dialect::Cuda);
     let (init, step, result, after) = body(sp, &offset);
     let mut params = format!(
         "const {t}* __restrict__ x, {t}* __restrict__ out",

@@ -4,20 +4,25 @@
 //! backend, so the CUDA and WGSL kernels agree on each mode and refuse the same ones.
 
 use super::index::{strides, sum};
+use super::pool::ints;
 use super::support::{check_float, input, opt_input, output, plan, typed, unsupported, Site};
 use crate::Result;
 use gopt_ir::ops::fused::{Activation, EpilogueOrder};
 use gopt_ir::ops::FusedOp;
 use gopt_ir::{DType, Graph, Node, Op};
 
-/// The attributes Conv and FusedConv may carry (anything else is refused, not ignored).
-const ATTRS: &[&str] = &[
+/// The attributes a Conv may carry (ConvInteger and QLinearConv too).
+pub const PLAIN_ATTRS: &[&str] = &[
     "auto_pad",
     "dilations",
     "group",
     "kernel_shape",
     "pads",
     "strides",
+];
+
+/// The attributes only FusedConv adds (anything else is refused, not ignored).
+pub const FUSED_ATTRS: &[&str] = &[
     "activation",
     "clip_min",
     "clip_max",
@@ -25,6 +30,15 @@ const ATTRS: &[&str] = &[
     "layout",
     "output_dtype",
 ];
+
+/// The first attribute of Conv or FusedConv node `node` that neither takes.
+pub fn stray_attr(node: &Node) -> Option<&str> {
+    node.attrs
+        .0
+        .keys()
+        .map(String::as_str)
+        .find(|k| !PLAIN_ATTRS.contains(k) && !FUSED_ATTRS.contains(k))
+}
 
 /// One convolution with every size resolved (1-D convolutions have `h = kh = 1`).
 #[derive(Clone, Debug, PartialEq)]
@@ -191,7 +205,7 @@ fn resolve(
 
 /// Reads `node` into a [`ConvSpec`].
 pub fn spec(g: &Graph, node: &Node) -> Result<ConvSpec> {
-    if let Some(k) = node.attrs.0.keys().find(|k| !ATTRS.contains(&k.as_str())) {
+    if let Some(k) = stray_attr(node) {
         return Err(unsupported(node, &format!("attribute `{k}`")));
     }
     let fused = node.op == Op::Fused(FusedOp::FusedConv);
@@ -208,18 +222,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvSpec> {
         "NHWC" => true,
         other => return Err(unsupported(node, &format!("layout `{other}`"))),
     };
-    if !fused
-        && [
-            "activation",
-            "layout",
-            "output_dtype",
-            "clip_min",
-            "clip_max",
-            "epilogue",
-        ]
-        .iter()
-        .any(|a| node.attrs.has(a))
-    {
+    if !fused && FUSED_ATTRS.iter().any(|a| node.attrs.has(a)) {
         return Err(unsupported(node, "FusedConv attributes on a plain Conv"));
     }
     let rank = xs.len();
@@ -248,15 +251,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvSpec> {
     if group == 0 || c % group != 0 || m % group != 0 || ws[1] * group != c {
         return Err(unsupported(node, "channels that do not match the group"));
     }
-    let ints = |name: &str, default: usize, len: usize| -> Result<Vec<usize>> {
-        match node.attrs.ints(name).map_err(plan)? {
-            None => Ok(vec![default; len]),
-            Some(v) if v.len() == len && v.iter().all(|&x| x >= 0) => {
-                Ok(v.iter().map(|&x| x as usize).collect())
-            }
-            Some(v) => Err(unsupported(node, &format!("{name} {v:?}"))),
-        }
-    };
+    let ints = |name: &str, default: usize, len: usize| ints(node, name, default, len);
     let kernel = ws[2..].to_vec();
     if ints("kernel_shape", 0, spatial)? != kernel && node.attrs.has("kernel_shape") {
         return Err(unsupported(node, "a kernel_shape that differs from W's"));

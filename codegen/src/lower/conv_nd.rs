@@ -9,7 +9,9 @@
 //! residual, in the node's `epilogue` order), so the CUDA and WGSL kernels accept and
 //! refuse the same nodes and index the same way.
 
+use super::conv::{stray_attr, FUSED_ATTRS};
 use super::dialect::Dialect;
+use super::pool::ints;
 use super::support::{check_float, input, opt_input, output, plan, typed, unsupported, Site};
 use crate::Result;
 use gopt_ir::ops::fused::{Activation, EpilogueOrder, CONV_ACTIVATIONS};
@@ -22,32 +24,6 @@ pub const SPATIAL: usize = 3;
 /// Spatial sizes, strides and pads at or above this are refused (both kernels compute
 /// the tap coordinates in 32-bit signed integers).
 const COORD_LIMIT: usize = 1 << 24;
-
-/// The attributes Conv and FusedConv may carry (anything else is refused, not ignored).
-const ATTRS: &[&str] = &[
-    "auto_pad",
-    "dilations",
-    "group",
-    "kernel_shape",
-    "pads",
-    "strides",
-    "activation",
-    "clip_min",
-    "clip_max",
-    "epilogue",
-    "layout",
-    "output_dtype",
-];
-
-/// The attributes only FusedConv has.
-const FUSED_ATTRS: &[&str] = &[
-    "activation",
-    "clip_min",
-    "clip_max",
-    "epilogue",
-    "layout",
-    "output_dtype",
-];
 
 /// Whether `n` convolves over 3 spatial dims (X of rank 5): the 1-D and 2-D kernels of
 /// [`super::conv`] do not cover it.
@@ -384,17 +360,6 @@ fn resolve(
     }
 }
 
-/// A list attribute of `len` non-negative values, or `default` repeated.
-fn ints(node: &Node, name: &str, default: usize, len: usize) -> Result<Vec<usize>> {
-    match node.attrs.ints(name).map_err(plan)? {
-        None => Ok(vec![default; len]),
-        Some(v) if v.len() == len && v.iter().all(|&x| x >= 0) => {
-            Ok(v.iter().map(|&x| x as usize).collect())
-        }
-        Some(v) => Err(unsupported(node, &format!("{name} {v:?}"))),
-    }
-}
-
 /// The first three values of `v` (callers pass exactly [`SPATIAL`] of them).
 fn three(v: &[usize]) -> [usize; SPATIAL] {
     [v[0], v[1], v[2]]
@@ -435,7 +400,7 @@ fn residual(node: &Node, op: Operand, rs: &[usize], ys: &[usize]) -> Result<Resi
 
 /// Reads Conv or FusedConv node `node` of `g` (X of rank 5) into a [`ConvNdSpec`].
 pub fn spec(g: &Graph, node: &Node) -> Result<ConvNdSpec> {
-    if let Some(k) = node.attrs.0.keys().find(|k| !ATTRS.contains(&k.as_str())) {
+    if let Some(k) = stray_attr(node) {
         return Err(unsupported(node, &format!("attribute `{k}`")));
     }
     let fused = node.op == Op::Fused(FusedOp::FusedConv);

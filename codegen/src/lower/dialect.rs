@@ -84,4 +84,12 @@ impl Dialect {
             Dialect::Wgsl => format!("if ({cond}) {{ continue; }}"),
         }
     }
+
+    /// The head of a loop of 32-bit signed counter `v` over `0..n`.
+    pub fn int_loop(self, v: &str, n: usize) -> String {
+        match self {
+            Dialect::Cuda => format!("for (int {v} = 0; {v} < {n}; ++{v}) {{"),
+            Dialect::Wgsl => format!("for (var {v}: i32 = 0; {v} < {n}; {v} = {v} + 1) {{"),
+        }
+    }
 }

@@ -31,16 +31,6 @@ use gopt_ir::{DType, Graph, Node, Op, ValueId};
 /// device idle (a multi-block form is not written).
 pub const DYNAMIC_MAX: usize = 1 << 22;
 
-/// The attributes ConvInteger and QLinearConv may carry (anything else is refused).
-const CONV_ATTRS: &[&str] = &[
-    "auto_pad",
-    "dilations",
-    "group",
-    "kernel_shape",
-    "pads",
-    "strides",
-];
-
 /// The value range of a quantized integer dtype (8/16-bit integers only).
 pub fn range(dt: DType) -> Option<(i32, i32)> {
     match dt {
@@ -773,7 +763,7 @@ fn conv(g: &Graph, node: &Node) -> Result<IntConvSpec> {
         .attrs
         .0
         .keys()
-        .find(|k| !CONV_ATTRS.contains(&k.as_str()))
+        .find(|k| !super::conv::PLAIN_ATTRS.contains(&k.as_str()))
     {
         return Err(unsupported(node, &format!("attribute `{k}`")));
     }

@@ -12,30 +12,13 @@
 //! p-th root. The Indices are i64, written as two 32-bit words.
 
 use super::WgslKernel;
+use crate::lower::dialect::Dialect;
 use crate::lower::pool::{Mode, PoolSpec};
 use crate::template::fill;
 use crate::Result;
 use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("pool.wgsl");
-
-/// The window walk of `sp`: loops opening one per spatial dim (skipping taps outside
-/// the input), their closing braces, and the tap's offset in its plane.
-fn walk(sp: &PoolSpec) -> (String, String, String) {
-    let mut open = String::new();
-    let mut close = String::new();
-    let mut offset = String::from("0");
-    for (i, d) in sp.dims.iter().enumerate() {
-        let (input, k, s, dl, pb) = (d.input, d.kernel, d.stride, d.dilation, d.pad_begin);
-        let ind = " ".repeat(8 + 4 * i);
-        open += &format!(
-            "{ind}for (var t{i}: i32 = 0; t{i} < {k}; t{i} = t{i} + 1) {{\n{ind}    let c{i} = o{i} * {s} - {pb} + t{i} * {dl};\n{ind}    if (c{i} < 0 || c{i} >= {input}) {{ continue; }}\n"
-        );
-        close = format!("{ind}}}\n") + &close;
-        offset = format!("({offset}) * {input} + c{i}");
-    }
-    (open, close, offset)
-}
 
 /// Statements multiplying `padded` by the taps of each dim before the end of the
 /// explicitly padded input (AveragePool's `count_include_pad` divisor).
@@ -140,7 +123,7 @@ pub fn emit(sp: &PoolSpec, name: &str) -> Result<WgslKernel> {
         );
     }
     decode += &format!("        let base = r * {}u;\n", sp.plane);
-    let (open, close, offset) = walk(sp);
+    let (open, close, offset) = sp.walk(Dialect::Wgsl);
     let (init, step, result, after) = body(sp, t, &offset);
     let mut outputs = vec![sp.y.0];
     let mut idx_binding = String::new();
