@@ -297,7 +297,7 @@ fn im2col(
     kp: usize,
 ) -> Result<Kernel> {
     let e = s.x_dt.size();
-    let v = if s.c % (16 / e) == 0 { 16 / e } else { 1 };
+    let v = if s.c.is_multiple_of(16 / e) { 16 / e } else { 1 };
     let t = storage(s.x_dt);
     let rows = s.n * s.oh * s.ow;
     let zero = if s.x_dt == DType::BF16 {
@@ -310,7 +310,7 @@ fn im2col(
     let mut holes = geometry(s, kp);
     holes.push(("t", t.into()));
     let name = format!("{name}_im2col");
-    if v == 1 && e == 2 && kp % 8 == 0 {
+    if v == 1 && e == 2 && kp.is_multiple_of(8) {
         holes.push(("kp8", (kp / 8).to_string()));
         holes.push(("zero", zero.into()));
         return im2col_kernel(IM2COL_COLS, holes, name, rows * (kp / 8), true, x, scratch);

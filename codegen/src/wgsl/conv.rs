@@ -203,8 +203,8 @@ fn direct(s: &ConvSpec, ost: &str, common: &Holes) -> Result<(String, [u32; 3])>
 fn vec_loads(s: &ConvSpec) -> (bool, bool) {
     let permuted = s.nhwc && s.taps() > 1;
     (
-        !permuted && s.cg() * s.taps() % 4 == 0,
-        s.nhwc && s.cg() % 4 == 0,
+        !permuted && (s.cg() * s.taps()).is_multiple_of(4),
+        s.nhwc && s.cg().is_multiple_of(4),
     )
 }
 
