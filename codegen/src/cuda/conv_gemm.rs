@@ -297,7 +297,11 @@ fn im2col(
     kp: usize,
 ) -> Result<Kernel> {
     let e = s.x_dt.size();
-    let v = if s.c.is_multiple_of(16 / e) { 16 / e } else { 1 };
+    let v = if s.c.is_multiple_of(16 / e) {
+        16 / e
+    } else {
+        1
+    };
     let t = storage(s.x_dt);
     let rows = s.n * s.oh * s.ow;
     let zero = if s.x_dt == DType::BF16 {

@@ -168,14 +168,18 @@ impl ConvSpec {
     }
 }
 
-/// Output size and begin padding of one spatial dim (ONNX `auto_pad` rules).
-fn resolve(
+/// Output size and begin padding of one spatial dim (ONNX `auto_pad` rules, as the
+/// interpreter's window resolves them), for the convolutions of every rank.
+pub fn resolve(
     node: &Node,
     auto_pad: &str,
     (input, k, s, d): (usize, usize, usize, usize),
     (pb, pe): (usize, usize),
 ) -> Result<(usize, usize)> {
-    let span = (k - 1) * d + 1;
+    let span = (k - 1)
+        .checked_mul(d)
+        .and_then(|v| v.checked_add(1))
+        .ok_or_else(|| unsupported(node, "a dilated kernel too large"))?;
     match auto_pad {
         "SAME_UPPER" | "SAME_LOWER" => {
             let out = input.div_ceil(s);

@@ -9,7 +9,7 @@
 //! residual, in the node's `epilogue` order), so the CUDA and WGSL kernels accept and
 //! refuse the same nodes and index the same way.
 
-use super::conv::{stray_attr, FUSED_ATTRS};
+use super::conv::{resolve, stray_attr, FUSED_ATTRS};
 use super::dialect::Dialect;
 use super::pool::ints;
 use super::support::{check_float, input, opt_input, output, plan, typed, unsupported, Site};
@@ -321,45 +321,6 @@ fn layout_shape(n: usize, c: usize, s: &[usize], channels_last: bool) -> Vec<usi
     v
 }
 
-/// Output size and begin padding of one spatial dim (ONNX `auto_pad` rules, as the
-/// interpreter's window resolves them).
-fn resolve(
-    node: &Node,
-    auto_pad: &str,
-    (input, k, s, d): (usize, usize, usize, usize),
-    (pb, pe): (usize, usize),
-) -> Result<(usize, usize)> {
-    let span = (k - 1)
-        .checked_mul(d)
-        .and_then(|v| v.checked_add(1))
-        .ok_or_else(|| unsupported(node, "a dilated kernel too large"))?;
-    match auto_pad {
-        "SAME_UPPER" | "SAME_LOWER" => {
-            let out = input.div_ceil(s);
-            let total = ((out.max(1) - 1) * s + span).saturating_sub(input);
-            let begin = if auto_pad == "SAME_UPPER" {
-                total / 2
-            } else {
-                total - total / 2
-            };
-            Ok((out, begin))
-        }
-        "NOTSET" | "VALID" => {
-            let (pb, pe) = if auto_pad == "VALID" {
-                (0, 0)
-            } else {
-                (pb, pe)
-            };
-            let avail = input + pb + pe;
-            if avail < span {
-                return Err(unsupported(node, "a kernel larger than the padded input"));
-            }
-            Ok(((avail - span) / s + 1, pb))
-        }
-        other => Err(unsupported(node, &format!("auto_pad `{other}`"))),
-    }
-}
-
 /// The first three values of `v` (callers pass exactly [`SPATIAL`] of them).
 fn three(v: &[usize]) -> [usize; SPATIAL] {
     [v[0], v[1], v[2]]
@@ -455,6 +416,9 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvNdSpec> {
         return Err(unsupported(node, "zero strides, dilations or kernel dims"));
     }
     let auto_pad = node.attrs.str_or("auto_pad", "NOTSET").map_err(plan)?;
+    if auto_pad.is_empty() {
+        return Err(unsupported(node, "auto_pad ``"));
+    }
     let (mut out, mut pad) = ([0; SPATIAL], [0; SPATIAL]);
     for i in 0..SPATIAL {
         (out[i], pad[i]) = resolve(
