@@ -13,7 +13,7 @@ use super::support::{activation, store};
 use super::Kernel;
 use crate::lower::conv_nd::ConvNdSpec;
 use crate::lower::dialect::Dialect;
-use crate::template::fill;
+use crate::template::fill_owned;
 use crate::Result;
 use gopt_ir::ops::fused::Activation;
 
@@ -60,8 +60,7 @@ pub fn emit(s: &ConvNdSpec, name: &str) -> Result<Kernel> {
         ("params", params(s)),
         ("epilogue", epilogue),
     ]);
-    let holes: Vec<(&str, &str)> = holes.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let source = fill(TEMPLATE, &holes)?;
+    let source = fill_owned(TEMPLATE, &holes)?;
     Ok(Kernel::flat(
         name,
         &s.site.node,

@@ -7,7 +7,7 @@ use super::elementwise::storage;
 use super::support::store;
 use super::Kernel;
 use crate::lower::conv_state::ConvStateSpec;
-use crate::template::fill;
+use crate::template::fill_owned;
 use crate::Result;
 use gopt_ir::DType;
 
@@ -79,28 +79,23 @@ pub fn emit(sp: &ConvStateSpec, name: &str) -> Result<Kernel> {
     } else {
         String::new()
     };
-    let source = fill(
-        TEMPLATE,
-        &[
+    let mut holes = sp.holes();
+    holes.extend(
+        [
             ("name", name),
-            ("k", &sp.k.to_string()),
-            ("km1", &(sp.k - 1).to_string()),
-            ("len", &sp.len.max(1).to_string()),
-            ("channels", &sp.channels.max(1).to_string()),
-            ("silu_note", if sp.silu { ", SiLU" } else { "" }),
             ("xparams", &xparams.join(", ")),
             ("xargs", &xargs.join(", ")),
             ("past", &past),
             ("params", &params.join(", ")),
-            ("ny", &sp.y_elems().to_string()),
-            ("ns", &sp.state_elems().to_string()),
             ("bias", &bias),
             ("round_acc", &round(sp.dtype, "acc")),
             ("silu", &silu),
             ("store_v", &store(sp.dtype, "v")),
             ("state", &state),
-        ],
-    )?;
+        ]
+        .map(|(k, v): (&'static str, &str)| (k, v.to_string())),
+    );
+    let source = fill_owned(TEMPLATE, &holes)?;
     Ok(Kernel::flat(
         name,
         &sp.site.node,

@@ -45,6 +45,22 @@ impl ConvStateSpec {
         self.batch * self.channels * self.len
     }
 
+    /// The template holes both kernels fill the same way: sizes and the header note.
+    pub fn holes(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("k", self.k.to_string()),
+            ("km1", (self.k - 1).to_string()),
+            ("len", self.len.max(1).to_string()),
+            ("channels", self.channels.max(1).to_string()),
+            (
+                "silu_note",
+                if self.silu { ", SiLU" } else { "" }.to_string(),
+            ),
+            ("ny", self.y_elems().to_string()),
+            ("ns", self.state_elems().to_string()),
+        ]
+    }
+
     /// Elements of the new state (0 when it is not an output).
     pub fn state_elems(&self) -> usize {
         self.state

@@ -12,7 +12,7 @@ use super::types::helpers_for;
 use super::WgslKernel;
 use crate::lower::conv_nd::ConvNdSpec;
 use crate::lower::dialect::Dialect;
-use crate::template::fill;
+use crate::template::fill_owned;
 use crate::Result;
 use gopt_ir::ops::fused::Activation;
 use gopt_ir::DType;
@@ -107,8 +107,7 @@ pub fn emit(s: &ConvNdSpec, name: &str) -> Result<WgslKernel> {
         ("helpers", helpers_for(&epilogue)),
         ("epilogue", epilogue),
     ]);
-    let holes: Vec<(&str, &str)> = holes.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    let source = fill(TEMPLATE, &holes)?;
+    let source = fill_owned(TEMPLATE, &holes)?;
     Ok(WgslKernel {
         name: name.to_string(),
         node: s.site.node.clone(),

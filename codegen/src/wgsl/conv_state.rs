@@ -4,7 +4,7 @@
 use super::types::{load, store};
 use super::WgslKernel;
 use crate::lower::conv_state::ConvStateSpec;
-use crate::template::fill;
+use crate::template::fill_owned;
 use crate::Result;
 use gopt_ir::DType;
 
@@ -83,31 +83,26 @@ pub fn emit(sp: &ConvStateSpec, name: &str) -> Result<WgslKernel> {
     } else {
         String::new()
     };
-    let source = fill(
-        TEMPLATE,
-        &[
+    let mut holes = sp.holes();
+    holes.extend(
+        [
             ("enable", super::enable_f16(t == "f16")),
             ("bindings", &bindings.join("\n")),
-            ("k", &sp.k.to_string()),
-            ("km1", &km1.to_string()),
-            ("len", &sp.len.max(1).to_string()),
-            ("channels", &sp.channels.max(1).to_string()),
-            ("silu_note", if sp.silu { ", SiLU" } else { "" }),
             ("past", &past),
             (
                 "load_x",
                 &load(sp.dtype, &format!("x[bc * {}u + p - {km1}u]", sp.len)),
             ),
             ("load_w", &load(sp.dtype, &format!("w[c * {}u + j]", sp.k))),
-            ("ny", &sp.y_elems().to_string()),
-            ("ns", &sp.state_elems().to_string()),
             ("bias", &bias),
             ("round_acc", &round(sp.dtype, "acc")),
             ("silu", &silu),
             ("store_v", &store(sp.dtype, "v")),
             ("state", &state),
-        ],
-    )?;
+        ]
+        .map(|(k, v): (&'static str, &str)| (k, v.to_string())),
+    );
+    let source = fill_owned(TEMPLATE, &holes)?;
     Ok(WgslKernel {
         name: name.to_string(),
         node: sp.site.node.clone(),
