@@ -16,7 +16,6 @@ use super::elementwise::storage;
 use super::gemm::{broadcast_index, finish, post_kernel_over, Epilogue, Gemm, Problem};
 use super::support::activation;
 use super::Kernel;
-use crate::lower::conv::spec;
 use crate::template::fill;
 use crate::{CodegenError, Result};
 use gopt_ir::ops::fused::{Activation, EpilogueOrder};
@@ -39,17 +38,18 @@ pub struct ConvGemm {
     pub scratch_bytes: usize,
 }
 
-/// Lowers `node` (see [`crate::lower::conv::as_gemm`]); `weight_id` and `scratch_id` are value ids the plan
-/// reserved for the reordered weights and the im2col matrix.
+/// Lowers `node` of spec `s` (see [`crate::lower::conv::as_gemm`]); `weight_id` and
+/// `scratch_id` are value ids the plan reserved for the reordered weights and the im2col
+/// matrix.
 pub fn lower(
     g: &Graph,
     node: &Node,
+    s: &ConvSpec,
     name: &str,
     kernels: &mut Vec<Kernel>,
     weight_id: u32,
     scratch_id: u32,
 ) -> Result<ConvGemm> {
-    let s = spec(g, node)?;
     let input = |k: usize| node.inputs.get(k).copied().flatten();
     let (Some(x), Some(w)) = (input(0), input(1)) else {
         return Err(CodegenError::Plan(format!(
@@ -74,7 +74,7 @@ pub fn lower(
     let (a, im2col, scratch_bytes) = if direct {
         (x.0, None, 0)
     } else {
-        let mut kernel = im2col(&s, name, x, scratch_id, kp)?;
+        let mut kernel = im2col(s, name, x, scratch_id, kp)?;
         kernel.node = node.name.clone();
         (scratch_id, Some(kernel), rows * kp * s.x_dt.size())
     };
@@ -104,7 +104,7 @@ pub fn lower(
             input(3),
         )?,
         EpilogueOrder::ResidualThenAct => {
-            residual_first(g, node, &s, &epilogue, kernels, problem, input(2), input(3))?
+            residual_first(g, node, s, &epilogue, kernels, problem, input(2), input(3))?
         }
     };
     Ok(ConvGemm {

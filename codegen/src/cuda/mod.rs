@@ -178,7 +178,7 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
             | Lowered::Window(_)
             | Lowered::Absorbed
             | Lowered::Gemm(_)
-            | Lowered::ConvGemm
+            | Lowered::ConvGemm(_)
             | Lowered::PackedGemm => {}
         }
     }

@@ -387,13 +387,24 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvSpec> {
 /// Whether a convolution runs as a GEMM over an im2col matrix where the backend has a
 /// GEMM library: a channels-last 2-D `FusedConv` of one group with constant weights
 /// (the layout pass makes these for tensor-core GEMMs).
-pub fn as_gemm(g: &Graph, node: &Node) -> bool {
+pub fn as_gemm(g: &Graph, node: &Node, s: &ConvSpec) -> bool {
     node.op == Op::Fused(FusedOp::FusedConv)
-        && spec(g, node).is_ok_and(|s| s.nhwc && s.group == 1 && s.spatial == 2)
+        && s.nhwc
+        && s.group == 1
+        && s.spatial == 2
         && node
             .inputs
             .get(1)
             .copied()
             .flatten()
             .is_some_and(|w| g.konst(w).is_some())
+}
+
+/// The lowering of Conv or FusedConv node `node` of `g` (1-D or 2-D): a convolution
+/// run as a GEMM where [`as_gemm`] says so, its kernel otherwise, or why it has none.
+pub fn lowered(g: &Graph, node: &Node) -> Result<super::Lowered> {
+    match spec(g, node) {
+        Ok(s) if as_gemm(g, node, &s) => Ok(super::Lowered::ConvGemm(Box::new(s))),
+        parsed => super::typed(parsed, |s| super::Spec::Conv(Box::new(s))),
+    }
 }

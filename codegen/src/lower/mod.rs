@@ -239,7 +239,7 @@ pub enum Lowered {
     /// A channels-last FusedConv with constant weights, run as a GEMM over an im2col
     /// matrix where the backend has a GEMM library (CUDA); a convolution kernel
     /// elsewhere.
-    ConvGemm,
+    ConvGemm(Box<conv::ConvSpec>),
     /// The output is a contiguous run of input 0's bytes starting this many bytes in
     /// (a multiple of [`crate::memory::ALIGN`]): no step runs ([`window`]).
     Window(usize),
@@ -495,8 +495,7 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             FusedOp::FusedConv if conv_nd::applies(g, n) => {
                 typed(conv_nd::spec(g, n), |s| Spec::ConvNd(Box::new(s)))?
             }
-            FusedOp::FusedConv if conv::as_gemm(g, n) => Lowered::ConvGemm,
-            FusedOp::FusedConv => typed(conv::spec(g, n), |s| Spec::Conv(Box::new(s)))?,
+            FusedOp::FusedConv => conv::lowered(g, n)?,
         },
         Op::Reduce(r) => match r {
             ReduceOp::ReduceSum

@@ -218,7 +218,7 @@ pub fn write(g: &Graph, i: usize, n: &Node, lowered: &Lowered) -> Result<Option<
         Lowered::Window(_) => untyped(g, n, Kind::Movement, &name),
         Lowered::Gemm(GemmForm::Gemm) => gemm::emit(g, n, &name),
         Lowered::Gemm(GemmForm::MatMul) => matmul::emit(g, n, &name),
-        Lowered::ConvGemm => crate::lower::conv::spec(g, n).and_then(|s| conv::emit(&s, &name)),
+        Lowered::ConvGemm(s) => conv::emit(s, &name),
         Lowered::PackedGemm => packed::emit(g, n, &name),
         Lowered::Kernel(spec) => kernel(g, n, spec, &name),
         Lowered::Unsupported(why) => Err(crate::lower::support::unsupported(n, why)),
