@@ -1,8 +1,8 @@
 //! Convolutions: ONNX `Conv` and `FusedConv` (`act(conv(X, W) + B) + residual`), 1-D and
 //! 2-D, any group, strides, dilations, explicit pads or `auto_pad`, NCHW or channels-last,
-//! f32/f16/bf16 with f32 accumulation and one rounding at the store. This module reads
-//! the node into a [`ConvSpec`] (every size baked into the source, so index math uses
-//! constant divisors) and picks the kernel: one input channel per group (depthwise)
+//! f32/f16/bf16 with f32 accumulation and one rounding at the store. This module takes
+//! the node's [`ConvSpec`] as lowering read it (every size baked into the source, so
+//! index math uses constant divisors) and picks the kernel: one input channel per group (depthwise)
 //! runs a direct kernel, one thread per output; the rest run as an implicit GEMM per
 //! group (`[M/g, C/g*taps] x im2col[C/g*taps, N*out]`, the im2col tile gathered on the
 //! fly into shared memory) on tensor cores for f16/bf16 and on CUDA cores for f32
