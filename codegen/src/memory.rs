@@ -108,7 +108,7 @@ pub fn aliasing(g: &Graph, lowered: &[Lowered], views: Views) -> Vec<bool> {
                 crate::lower::scatter::in_place(g, n, views)
             }
             Lowered::Gemm(_)
-            | Lowered::ConvGemm
+            | Lowered::ConvGemm(_)
             | Lowered::PackedGemm
             | Lowered::Kernel(_)
             | Lowered::Unsupported(_) => false,

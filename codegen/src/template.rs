@@ -34,6 +34,12 @@ pub fn fill(template: &str, values: &[(&str, &str)]) -> Result<String> {
     Ok(out)
 }
 
+/// [`fill`] with owned values (holes built as `(name, String)` pairs).
+pub fn fill_owned(template: &str, values: &[(&str, String)]) -> Result<String> {
+    let values: Vec<(&str, &str)> = values.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    fill(template, &values)
+}
+
 #[cfg(test)]
 mod tests {
     use super::fill;

@@ -11,7 +11,6 @@
 //! module that ends with the activation. This puts convolutions on the same
 //! tensor-core GEMMs as the transformers' linear layers.
 
-use super::conv::spec;
 use super::conv_spec::ConvSpec;
 use super::elementwise::storage;
 use super::gemm::{broadcast_index, finish, post_kernel_over, Epilogue, Gemm, Problem};
@@ -39,17 +38,18 @@ pub struct ConvGemm {
     pub scratch_bytes: usize,
 }
 
-/// Lowers `node` (see [`crate::lower::conv::as_gemm`]); `weight_id` and `scratch_id` are value ids the plan
-/// reserved for the reordered weights and the im2col matrix.
+/// Lowers `node` of spec `s` (see [`crate::lower::conv::as_gemm`]); `weight_id` and
+/// `scratch_id` are value ids the plan reserved for the reordered weights and the im2col
+/// matrix.
 pub fn lower(
     g: &Graph,
     node: &Node,
+    s: &ConvSpec,
     name: &str,
     kernels: &mut Vec<Kernel>,
     weight_id: u32,
     scratch_id: u32,
 ) -> Result<ConvGemm> {
-    let s = spec(g, node)?;
     let input = |k: usize| node.inputs.get(k).copied().flatten();
     let (Some(x), Some(w)) = (input(0), input(1)) else {
         return Err(CodegenError::Plan(format!(
@@ -74,7 +74,7 @@ pub fn lower(
     let (a, im2col, scratch_bytes) = if direct {
         (x.0, None, 0)
     } else {
-        let mut kernel = im2col(&s, name, x, scratch_id, kp)?;
+        let mut kernel = im2col(s, name, x, scratch_id, kp)?;
         kernel.node = node.name.clone();
         (scratch_id, Some(kernel), rows * kp * s.x_dt.size())
     };
@@ -104,7 +104,7 @@ pub fn lower(
             input(3),
         )?,
         EpilogueOrder::ResidualThenAct => {
-            residual_first(g, node, &s, &epilogue, kernels, problem, input(2), input(3))?
+            residual_first(g, node, s, &epilogue, kernels, problem, input(2), input(3))?
         }
     };
     Ok(ConvGemm {
@@ -297,18 +297,24 @@ fn im2col(
     kp: usize,
 ) -> Result<Kernel> {
     let e = s.x_dt.size();
-    let v = if s.c % (16 / e) == 0 { 16 / e } else { 1 };
+    let v = if s.c.is_multiple_of(16 / e) {
+        16 / e
+    } else {
+        1
+    };
     let t = storage(s.x_dt);
     let rows = s.n * s.oh * s.ow;
-    let zero = match s.x_dt {
-        DType::BF16 => "__float2bfloat16(0.0f)",
-        DType::F16 => "__float2half(0.0f)",
-        _ => "0",
+    let zero = if s.x_dt == DType::BF16 {
+        "__float2bfloat16(0.0f)"
+    } else if s.x_dt == DType::F16 {
+        "__float2half(0.0f)"
+    } else {
+        "0"
     };
     let mut holes = geometry(s, kp);
     holes.push(("t", t.into()));
     let name = format!("{name}_im2col");
-    if v == 1 && e == 2 && kp % 8 == 0 {
+    if v == 1 && e == 2 && kp.is_multiple_of(8) {
         holes.push(("kp8", (kp / 8).to_string()));
         holes.push(("zero", zero.into()));
         return im2col_kernel(IM2COL_COLS, holes, name, rows * (kp / 8), true, x, scratch);

@@ -10,10 +10,10 @@
 
 use super::conv_spec::{indent, ConvSpec};
 use super::elementwise::storage;
-use super::support::{blocks, unsupported};
+use super::support::blocks;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Node};
+use gopt_ir::DType;
 
 const DIRECT: &str = include_str!("conv_direct.cu");
 const SIMT: &str = include_str!("conv_simt.cu");
@@ -86,7 +86,7 @@ fn gather_code(s: &ConvSpec) -> String {
 /// code setting `ok_` and `xi_`). The table row of `k` holds X's offset for (channel,
 /// kernel row, kernel column) and the row and column shifts; rows past K get shifts
 /// that fail the bounds check. Pointwise NCHW convolutions need no table.
-fn table_gather(s: &ConvSpec, node: &Node) -> Result<(String, String, String)> {
+fn table_gather(s: &ConvSpec) -> Result<(String, String, String)> {
     let pointwise = s.taps() == 1 && s.stride == (1, 1) && s.pad == (0, 0);
     if pointwise && !s.nhwc {
         return Ok((String::new(), String::new(), gather_code(s)));
@@ -94,10 +94,9 @@ fn table_gather(s: &ConvSpec, node: &Node) -> Result<(String, String, String)> {
     if s.c * s.h * s.w >= 1 << 30
         || s.h.max(s.w) * s.dilation.0.max(s.dilation.1) * s.kh.max(s.kw) >= 1 << 26
     {
-        return Err(unsupported(
-            node,
-            "an image too large for 32-bit tap offsets",
-        ));
+        return Err(s
+            .site
+            .unsupported("an image too large for 32-bit tap offsets"));
     }
     let (c, cg, h, w, kw, taps) = (s.c, s.cg(), s.h, s.w, s.kw, s.taps());
     let ((sh, sw), (dh, dw), (ph, pw)) = (s.stride, s.dilation, s.pad);
@@ -144,20 +143,12 @@ fn table_gather(s: &ConvSpec, node: &Node) -> Result<(String, String, String)> {
     Ok((base, table, gather))
 }
 
-fn describe(s: &ConvSpec) -> String {
-    format!(
-        "{}x{} kernel, stride {:?}, dilation {:?}, pad {:?}, {} -> {} channels in {} group(s), {} {}x{} -> {}x{}",
-        s.kh, s.kw, s.stride, s.dilation, s.pad, s.c, s.m, s.group,
-        if s.nhwc { "NHWC" } else { "NCHW" }, s.h, s.w, s.oh, s.ow
-    )
-}
-
-fn grid(blocks: usize, node: &Node) -> Result<u32> {
-    u32::try_from(blocks).map_err(|_| unsupported(node, "more than 2^32 tiles"))
+fn grid(blocks: usize, s: &ConvSpec) -> Result<u32> {
+    u32::try_from(blocks).map_err(|_| s.site.unsupported("more than 2^32 tiles"))
 }
 
 /// f32 convolutions: the CUDA-core kernel (64x64 tiles, 32x32 for small problems).
-pub fn cuda_cores(s: &ConvSpec, node: &Node, name: &str) -> Result<(String, u32, u32)> {
+pub fn cuda_cores(s: &ConvSpec, name: &str) -> Result<(String, u32, u32)> {
     let big = tile_code(s, 64, 64).1 >= FULL_GRID;
     let (bm, bn) = if big { (64, 64) } else { (32, 32) };
     let threads = (bm / 4) * (bn / 4);
@@ -165,8 +156,8 @@ pub fn cuda_cores(s: &ConvSpec, node: &Node, name: &str) -> Result<(String, u32,
     let src = fill(
         SIMT,
         &[
-            ("what", node.op.name()),
-            ("desc", &describe(s)),
+            ("what", s.site.op),
+            ("desc", &s.describe()),
             ("bm", &bm.to_string()),
             ("bn", &bn.to_string()),
             ("threads", &threads.to_string()),
@@ -181,12 +172,12 @@ pub fn cuda_cores(s: &ConvSpec, node: &Node, name: &str) -> Result<(String, u32,
             ("epilogue", &indent(&s.epilogue("acc[i][j]"), 12)),
         ],
     )?;
-    Ok((src, grid(blocks, node)?, threads as u32))
+    Ok((src, grid(blocks, s)?, threads as u32))
 }
 
 /// f16/bf16 convolutions: the tensor-core kernel (128x128 tiles of 8 warps, 64x64 of 4
 /// warps for small problems), after the MMA helpers (guarded, so once per module).
-pub fn tensor_cores(s: &ConvSpec, node: &Node, name: &str) -> Result<(String, u32, u32)> {
+pub fn tensor_cores(s: &ConvSpec, name: &str) -> Result<(String, u32, u32)> {
     let big = tile_code(s, 128, 128).1 >= FULL_GRID;
     // (tile rows, tile columns, threads, warps along N, warp tile rows, columns)
     let (bm, bn, threads, warps_n, wm, wn) = if big {
@@ -195,18 +186,19 @@ pub fn tensor_cores(s: &ConvSpec, node: &Node, name: &str) -> Result<(String, u3
         (64, 64, 128, 2, 32, 32)
     };
     let (tile, blocks) = tile_code(s, bm, bn);
-    let (base, table, gather) = table_gather(s, node)?;
+    let (base, table, gather) = table_gather(s)?;
     let k = s.cg() * s.taps();
-    let (bits, mma) = match s.x_dt {
-        DType::F16 => ("__half_as_ushort", "gopt_mma_f16"),
-        _ => ("__bfloat16_as_ushort", "gopt_mma_bf16"),
+    let (bits, mma) = if s.x_dt == DType::F16 {
+        ("__half_as_ushort", "gopt_mma_f16")
+    } else {
+        ("__bfloat16_as_ushort", "gopt_mma_bf16")
     };
     let src = fill(
         MMA,
         &[
-            ("what", node.op.name()),
+            ("what", s.site.op),
             ("t", storage(s.x_dt)),
-            ("desc", &describe(s)),
+            ("desc", &s.describe()),
             ("bm", &bm.to_string()),
             ("bn", &bn.to_string()),
             ("threads", &threads.to_string()),
@@ -230,11 +222,11 @@ pub fn tensor_cores(s: &ConvSpec, node: &Node, name: &str) -> Result<(String, u3
         ],
     )?;
     let src = format!("{MMA_HELPERS}{src}");
-    Ok((src, grid(blocks, node)?, threads as u32))
+    Ok((src, grid(blocks, s)?, threads as u32))
 }
 
 /// One input channel per group (depthwise): one thread per output element.
-pub fn direct(s: &ConvSpec, node: &Node, name: &str) -> Result<(String, u32, u32)> {
+pub fn direct(s: &ConvSpec, name: &str) -> Result<(String, u32, u32)> {
     let total = s.n * s.m * s.p();
     let (m, oh, ow) = (s.m, s.oh, s.ow);
     let (decode, xplane, xoff) = if s.nhwc {
@@ -261,12 +253,12 @@ pub fn direct(s: &ConvSpec, node: &Node, name: &str) -> Result<(String, u32, u32
         s.pad,
         s.c,
         s.mg(),
-        if s.nhwc { "NHWC" } else { "NCHW" }
+        s.layout()
     );
     let src = fill(
         DIRECT,
         &[
-            ("what", node.op.name()),
+            ("what", s.site.op),
             ("desc", &desc),
             ("name", name),
             ("params", &s.params()),

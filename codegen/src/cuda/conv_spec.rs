@@ -3,7 +3,7 @@
 //! rounding at the store), written once so the kernels cannot disagree on it.
 
 use super::elementwise::storage;
-use super::support::{activation, store, strides};
+use super::support::{activation, store};
 pub use crate::lower::conv::ConvSpec;
 use gopt_ir::ops::fused::EpilogueOrder;
 
@@ -29,19 +29,17 @@ impl ConvSpec {
     /// and output position `p` (long long variables in scope): bias, then activation
     /// and residual in the node's order, one rounding at the store.
     pub fn epilogue(&self, acc: &str) -> String {
-        let (m, p) = (self.m, self.p());
-        let y = if self.nhwc {
-            format!("(n * {p}LL + p) * {m}LL + oc")
-        } else {
-            format!("(n * {m}LL + oc) * {p}LL + p")
-        };
+        let y = self.y_index("LL");
         let mut s = format!("float v_ = {acc};\n");
         if self.bias.is_some() {
             s += "v_ += gopt_ld(bias[oc]);\n";
         }
         let act = format!("v_ = {};\n", activation(self.act, "v_"));
         let res = match &self.residual {
-            Some((_, rs)) => format!("v_ += gopt_ld(res[{}]);\n", self.residual_index(rs, &y)),
+            Some((_, rs)) => format!(
+                "v_ += gopt_ld(res[{}]);\n",
+                self.residual_index(rs, &y, "LL", "0")
+            ),
             None => String::new(),
         };
         match self.order {
@@ -50,40 +48,6 @@ impl ConvSpec {
         }
         s += &format!("out[{y}] = {};\n", store(self.out_dt, "v_"));
         s
-    }
-
-    /// The residual's offset for the output element at `y` (numpy broadcasting).
-    fn residual_index(&self, rs: &[usize], y: &str) -> String {
-        if rs == self.y_shape.as_slice() {
-            return y.to_string();
-        }
-        let ow = self.ow;
-        let sp: Vec<String> = if self.spatial == 1 {
-            vec!["p".into()]
-        } else {
-            vec![format!("(p / {ow}LL)"), format!("(p % {ow}LL)")]
-        };
-        let mut coords = vec!["n".to_string()];
-        if self.nhwc {
-            coords.extend(sp);
-            coords.push("oc".into());
-        } else {
-            coords.push("oc".into());
-            coords.extend(sp);
-        }
-        let lead = coords.len() - rs.len();
-        let st = strides(rs);
-        let terms: Vec<String> = rs
-            .iter()
-            .enumerate()
-            .filter(|(_, &d)| d != 1)
-            .map(|(a, _)| format!("{} * {}LL", coords[a + lead], st[a]))
-            .collect();
-        if terms.is_empty() {
-            "0".into()
-        } else {
-            terms.join(" + ")
-        }
     }
 }
 

@@ -6,25 +6,26 @@
 use super::elementwise::storage;
 use super::support::store;
 use super::Kernel;
-use crate::lower::conv_state::spec;
-use crate::template::fill;
+use crate::lower::conv_state::ConvStateSpec;
+use crate::template::fill_owned;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("conv_state.cu");
 
 /// `v` rounded to `dt` and back (the interpreter rounds the sum and the SiLU).
 fn round(dt: DType, v: &str) -> String {
-    match dt {
-        DType::F16 => format!("__half2float(__float2half_rn({v}))"),
-        DType::BF16 => format!("__bfloat162float(__float2bfloat16_rn({v}))"),
-        _ => v.to_string(),
+    if dt == DType::F16 {
+        format!("__half2float(__float2half_rn({v}))")
+    } else if dt == DType::BF16 {
+        format!("__bfloat162float(__float2bfloat16_rn({v}))")
+    } else {
+        v.to_string()
     }
 }
 
-/// Emits the kernel for CausalConvWithState node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let sp = spec(g, node)?;
+/// Emits the kernel of a CausalConvWithState node.
+pub fn emit(sp: &ConvStateSpec, name: &str) -> Result<Kernel> {
     let t = storage(sp.dtype);
     let mut params = vec![
         format!("const {t}* __restrict__ x"),
@@ -78,31 +79,26 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     } else {
         String::new()
     };
-    let source = fill(
-        TEMPLATE,
-        &[
+    let mut holes = sp.holes();
+    holes.extend(
+        [
             ("name", name),
-            ("k", &sp.k.to_string()),
-            ("km1", &(sp.k - 1).to_string()),
-            ("len", &sp.len.max(1).to_string()),
-            ("channels", &sp.channels.max(1).to_string()),
-            ("silu_note", if sp.silu { ", SiLU" } else { "" }),
             ("xparams", &xparams.join(", ")),
             ("xargs", &xargs.join(", ")),
             ("past", &past),
             ("params", &params.join(", ")),
-            ("ny", &sp.y_elems().to_string()),
-            ("ns", &sp.state_elems().to_string()),
             ("bias", &bias),
             ("round_acc", &round(sp.dtype, "acc")),
             ("silu", &silu),
             ("store_v", &store(sp.dtype, "v")),
             ("state", &state),
-        ],
-    )?;
+        ]
+        .map(|(k, v): (&'static str, &str)| (k, v.to_string())),
+    );
+    let source = fill_owned(TEMPLATE, &holes)?;
     Ok(Kernel::flat(
         name,
-        &node.name,
+        &sp.site.node,
         source,
         sp.y_elems() + sp.state_elems(),
         inputs,

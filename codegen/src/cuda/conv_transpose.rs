@@ -19,26 +19,28 @@ use super::elementwise::storage;
 use super::support::store;
 use super::Kernel;
 use crate::lower::conv_transpose::{
-    spec, Col2ImSpec, ConvTransposeSpec, DeformConvSpec, MaxUnpoolSpec, Spec, TapDim,
+    walk, Col2ImSpec, ConvTransposeSpec, DeformConvSpec, Form, MaxUnpoolSpec, Spec, TapDim,
 };
-use crate::plan::{index_code, IndexCheck};
+use crate::lower::dialect::Dialect;
+use crate::lower::support::Site;
+use crate::plan::IndexCheck;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const CONV_TRANSPOSE: &str = include_str!("conv_transpose.cu");
 const COL2IM: &str = include_str!("conv_transpose_col2im.cu");
 const UNPOOL: &str = include_str!("conv_transpose_unpool.cu");
 const DEFORM: &str = include_str!("conv_transpose_deform.cu");
 
-/// Emits the kernel for node `node` of `g` (ConvTranspose, Col2Im, MaxUnpool or
-/// DeformConv).
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    match spec(g, node)? {
-        Spec::ConvTranspose(s) => conv_transpose(node, name, &s),
-        Spec::Col2Im(s) => col2im(node, name, &s),
-        Spec::MaxUnpool(s) => max_unpool(g, node, name, &s),
-        Spec::DeformConv(s) => deform_conv(node, name, &s),
+/// Emits the kernel of a ConvTranspose, Col2Im, MaxUnpool or DeformConv node.
+pub fn emit(spec: &Spec, name: &str) -> Result<Kernel> {
+    let site = &spec.site;
+    match &spec.form {
+        Form::ConvTranspose(s) => conv_transpose(site, name, s),
+        Form::Col2Im(s) => col2im(site, name, s),
+        Form::MaxUnpool(s) => max_unpool(site, name, s),
+        Form::DeformConv(s) => deform_conv(site, name, s),
     }
 }
 
@@ -66,38 +68,8 @@ fn decode(dims: &[TapDim]) -> String {
     s
 }
 
-/// The tap walk over `dims` at indentation `depth`: one loop per dim over its taps
-/// `k{a}`, skipping those whose input coordinate `i{a}` is fractional or outside the
-/// input, with `body(input offset, tap offset)` (flat row-major expressions)
-/// innermost.
-fn walk(dims: &[TapDim], depth: usize, body: impl Fn(&str, &str) -> String) -> String {
-    let mut open = String::new();
-    let mut close = String::new();
-    let (mut ioff, mut koff) = (String::from("0LL"), String::from("0LL"));
-    for (a, d) in dims.iter().enumerate() {
-        let ind = " ".repeat(4 * (depth + a));
-        let (k, s, dl, pad, inp) = (d.kernel, d.stride, d.dilation, d.pad, d.input);
-        let frac = match s {
-            1 => String::new(),
-            _ => format!(" || q{a} % {s}LL != 0"),
-        };
-        open += &format!(
-            "{ind}for (long long k{a} = 0; k{a} < {k}LL; ++k{a}) {{\n\
-             {ind}    const long long q{a} = o{a} + {pad}LL - k{a} * {dl}LL;\n\
-             {ind}    if (q{a} < 0{frac}) continue;\n\
-             {ind}    const long long i{a} = q{a} / {s}LL;\n\
-             {ind}    if (i{a} >= {inp}LL) continue;\n"
-        );
-        close = format!("{ind}}}\n") + &close;
-        ioff = format!("({ioff}) * {inp}LL + i{a}");
-        koff = format!("({koff}) * {k}LL + k{a}");
-    }
-    let inner = " ".repeat(4 * (depth + dims.len()));
-    format!("{open}{inner}{}\n{close}", body(&ioff, &koff))
-}
-
 /// ConvTranspose: the gather over the group's input channels and the kernel taps.
-fn conv_transpose(node: &Node, name: &str, sp: &ConvTransposeSpec) -> Result<Kernel> {
+fn conv_transpose(site: &Site, name: &str, sp: &ConvTransposeSpec) -> Result<Kernel> {
     let dt = sp.dtype;
     let (_, pin, taps) = sp.planes();
     let mut reads = vec![("x", dt), ("w", dt)];
@@ -106,7 +78,7 @@ fn conv_transpose(node: &Node, name: &str, sp: &ConvTransposeSpec) -> Result<Ker
         reads.push(("b", dt));
         inputs.push(b.0);
     }
-    let walk = walk(&sp.dims, 3, |io, ko| {
+    let walk = walk(&sp.dims, Dialect::Cuda, 3, |io, ko| {
         format!("acc += gopt_ld(x[xb + {io}]) * gopt_ld(w[wb + {ko}]);")
     });
     let bias = match sp.bias {
@@ -134,7 +106,7 @@ fn conv_transpose(node: &Node, name: &str, sp: &ConvTransposeSpec) -> Result<Ker
     )?;
     Ok(Kernel::flat(
         name,
-        &node.name,
+        &site.node,
         source,
         sp.total(),
         inputs,
@@ -143,10 +115,10 @@ fn conv_transpose(node: &Node, name: &str, sp: &ConvTransposeSpec) -> Result<Ker
 }
 
 /// Col2Im: the gather over the block taps of each channel.
-fn col2im(node: &Node, name: &str, sp: &Col2ImSpec) -> Result<Kernel> {
+fn col2im(site: &Site, name: &str, sp: &Col2ImSpec) -> Result<Kernel> {
     let dt = sp.dtype;
     let (_, cols, taps) = sp.planes();
-    let walk = walk(&sp.dims, 2, |io, ko| {
+    let walk = walk(&sp.dims, Dialect::Cuda, 2, |io, ko| {
         format!("acc += gopt_ld(x[xb + ({ko}) * {cols}LL + ({io})]);")
     });
     let source = fill(
@@ -164,7 +136,7 @@ fn col2im(node: &Node, name: &str, sp: &Col2ImSpec) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        &node.name,
+        &site.node,
         source,
         sp.total(),
         vec![sp.x.0],
@@ -192,9 +164,9 @@ fn unpool_place(sp: &MaxUnpoolSpec) -> String {
 }
 
 /// MaxUnpool: one block zeroes the output, then places the input in order.
-fn max_unpool(g: &Graph, node: &Node, name: &str, sp: &MaxUnpoolSpec) -> Result<Kernel> {
+fn max_unpool(site: &Site, name: &str, sp: &MaxUnpoolSpec) -> Result<Kernel> {
     let dt = sp.dtype;
-    let code = index_code(g, node)?;
+    let code = sp.code;
     let source = fill(
         UNPOOL,
         &[
@@ -213,7 +185,7 @@ fn max_unpool(g: &Graph, node: &Node, name: &str, sp: &MaxUnpoolSpec) -> Result<
     )?;
     Ok(Kernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: site.node.clone(),
         source,
         threads: 256,
         vectorized: false,
@@ -224,14 +196,14 @@ fn max_unpool(g: &Graph, node: &Node, name: &str, sp: &MaxUnpoolSpec) -> Result<
         block: 256,
         index_check: Some(IndexCheck {
             code,
-            op: node.op.name().into(),
+            op: site.op.into(),
             what: sp.out_of_range(),
         }),
     })
 }
 
 /// DeformConv: bilinear samples at offset positions, weighted and summed.
-fn deform_conv(node: &Node, name: &str, sp: &DeformConvSpec) -> Result<Kernel> {
+fn deform_conv(site: &Site, name: &str, sp: &DeformConvSpec) -> Result<Kernel> {
     let dt = sp.dtype;
     let (h, w) = sp.hw;
     let (oh, ow) = sp.o;
@@ -288,7 +260,7 @@ fn deform_conv(node: &Node, name: &str, sp: &DeformConvSpec) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        &node.name,
+        &site.node,
         source,
         sp.total(),
         inputs,

@@ -8,19 +8,20 @@
 use super::elementwise::storage;
 use super::support::store;
 use super::Kernel;
-use crate::lower::einsum::{spec, Axis, Contraction, DetSpec, EinsumSpec};
+use crate::lower::einsum::{Axis, Contraction, DetSpec, EinsumSpec, Form};
+use crate::lower::support::Site;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const EINSUM: &str = include_str!("einsum.cu");
 const DET: &str = include_str!("det.cu");
 
-/// Emits the kernel for Einsum or Det node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    match spec(g, node)? {
-        EinsumSpec::Einsum(c) => einsum(node, name, &c),
-        EinsumSpec::Det(d) => det(node, name, &d),
+/// Emits the kernel of an Einsum or Det node.
+pub fn emit(spec: &EinsumSpec, name: &str) -> Result<Kernel> {
+    match &spec.form {
+        Form::Einsum(c) => einsum(&spec.site, name, c),
+        Form::Det(d) => det(&spec.site, name, d),
     }
 }
 
@@ -52,7 +53,7 @@ fn decode(axes: &[Axis], var: &str, off: &str, pad: &str) -> String {
     code
 }
 
-fn einsum(node: &Node, name: &str, c: &Contraction) -> Result<Kernel> {
+fn einsum(site: &Site, name: &str, c: &Contraction) -> Result<Kernel> {
     let dt = c.dtype;
     let t = storage(dt);
     let ops = c.inputs.len();
@@ -117,7 +118,7 @@ fn einsum(node: &Node, name: &str, c: &Contraction) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        &node.name,
+        &site.node,
         source,
         c.n(),
         c.inputs.iter().map(|v| v.0).collect(),
@@ -125,7 +126,7 @@ fn einsum(node: &Node, name: &str, c: &Contraction) -> Result<Kernel> {
     ))
 }
 
-fn det(node: &Node, name: &str, d: &DetSpec) -> Result<Kernel> {
+fn det(site: &Site, name: &str, d: &DetSpec) -> Result<Kernel> {
     let ct = float_type(d.dtype);
     let source = fill(
         DET,
@@ -142,7 +143,7 @@ fn det(node: &Node, name: &str, d: &DetSpec) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        &node.name,
+        &site.node,
         source,
         d.batch,
         vec![d.x.0],

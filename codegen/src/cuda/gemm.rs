@@ -261,7 +261,7 @@ fn finish_scaled(
     let (epilogue, post_act) = match (fused_act, post_bias.is_some()) {
         (Some(e), false) => (e, None),
         (Some(Epilogue::None), true) => (Epilogue::None, None),
-        _ => (Epilogue::None, Some(act)),
+        (Some(_), true) | (None, false | true) => (Epilogue::None, Some(act)),
     };
     let post = if post_bias.is_some() || post_act.is_some() || post_res.is_some() {
         let k = post_kernel(g, node, name, &osh, ddt, post_bias, post_act, post_res)?;
@@ -365,15 +365,17 @@ fn post_kernel(
         params.push(format!("const {}* __restrict__ {what}", storage(dt)));
         inputs.push(v.0);
         let term = format!("gopt_ld({what}[{}])", broadcast_index(&s, osh));
-        let line = match scale {
-            1.0 => format!("    v += {term};\n"),
-            _ => format!("    v += {} * {term};\n", flit(scale)),
+        let line = if scale == 1.0 {
+            format!("    v += {term};\n")
+        } else {
+            format!("    v += {} * {term};\n", flit(scale))
         };
         if what == "b" {
             body.push_str(&line);
-            formula = match scale {
-                1.0 => format!("({formula} + bias)"),
-                _ => format!("({formula} + beta·C)"),
+            formula = if scale == 1.0 {
+                format!("({formula} + bias)")
+            } else {
+                format!("({formula} + beta·C)")
             };
             if let Some(a) = act {
                 body.push_str(&act_code(a));

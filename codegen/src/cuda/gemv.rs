@@ -157,9 +157,10 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
 
 /// `x` (an element of dtype `dt`) as an fp32 expression.
 fn widen(dt: DType, x: &str) -> String {
-    match dt {
-        DType::F64 => format!("(float)gopt_ld({x})"),
-        _ => format!("gopt_ld({x})"),
+    if dt == DType::F64 {
+        format!("(float)gopt_ld({x})")
+    } else {
+        format!("gopt_ld({x})")
     }
 }
 

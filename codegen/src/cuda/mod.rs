@@ -122,6 +122,13 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
         Spec::TopK(s) => topk::emit(s, name),
         Spec::Norm(s) => norm::emit(s, name),
         Spec::Counted(s) => counted::emit(s, name),
+        Spec::Conv(s) => conv::emit(s, name),
+        Spec::Einsum(s) => einsum::emit(s, name),
+        Spec::Quant(s) => quant::emit(s, name),
+        Spec::ConvTranspose(s) => conv_transpose::emit(s, name),
+        Spec::ConvNd(s) => conv_nd::emit(s, name),
+        Spec::ConvState(s) => conv_state::emit(s, name),
+        Spec::Pool(s) => pool::emit(s, name),
     }
 }
 
@@ -141,8 +148,6 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::Attention => attention::emit(g, n, name),
         Kind::Recurrent => recurrent::emit(g, n, name),
         Kind::Spectral => spectral::emit(g, n, name),
-        Kind::ConvState => conv_state::emit(g, n, name),
-        Kind::ConvNd => conv_nd::emit(g, n, name),
         Kind::LinearAttention => linear_attention::emit(g, n, name),
         Kind::Resize => resize::emit(g, n, name),
         Kind::Sample => sample::emit(g, n, name),
@@ -188,7 +193,7 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
             | Lowered::Absorbed
             | Lowered::Folded(_)
             | Lowered::Gemm(_)
-            | Lowered::ConvGemm
+            | Lowered::ConvGemm(_)
             | Lowered::PackedGemm => {}
         }
     }

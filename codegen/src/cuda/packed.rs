@@ -111,11 +111,14 @@ fn word_elems(nb: &NBits) -> usize {
 
 /// The CUDA type of one `bytes`-byte load.
 fn word_type(bytes: usize) -> &'static str {
-    match bytes {
-        16 => "uint4",
-        8 => "uint2",
-        4 => "unsigned int",
-        _ => "unsigned short",
+    if bytes == 16 {
+        "uint4"
+    } else if bytes == 8 {
+        "uint2"
+    } else if bytes == 4 {
+        "unsigned int"
+    } else {
+        "unsigned short"
     }
 }
 

@@ -234,10 +234,12 @@ fn gemv_f32(node: &Node, p: &PackedSpec, name: &str) -> Result<Kernel> {
     let (bias, formula) = bias_code(p);
     let cols = (F32_BLOCK / l.lanes) * l.cols;
     let grid = nb.n.div_ceil(cols);
-    let aword = match ae {
-        4 => "float4",
-        2 => "float2",
-        _ => "float",
+    let aword = if ae == 4 {
+        "float4"
+    } else if ae == 2 {
+        "float2"
+    } else {
+        "float"
     };
     let mut holes = common(p);
     holes.extend([

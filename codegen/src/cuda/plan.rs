@@ -123,10 +123,10 @@ pub fn build_with_options(
     for (i, (n, low)) in g.nodes.iter().zip(&lowered).enumerate() {
         let done: Result<()> = match low {
             Lowered::View | Lowered::Window(_) | Lowered::Absorbed | Lowered::Folded(_) => Ok(()),
-            Lowered::ConvGemm => {
+            Lowered::ConvGemm(s) => {
                 let (wid, sid) = (next, next + 1);
                 next += 2;
-                conv_gemm::lower(g, n, &format!("k{i}"), &mut kernels, wid, sid).map(|cg| {
+                conv_gemm::lower(g, n, s, &format!("k{i}"), &mut kernels, wid, sid).map(|cg| {
                     if let Some(k) = cg.im2col {
                         kernels.push(k);
                         steps.push(Step::Kernel(kernels.len() - 1));

@@ -13,30 +13,12 @@
 use super::elementwise::storage;
 use super::support::{blocks, store};
 use super::Kernel;
-use crate::lower::pool::{spec, Mode, PoolSpec};
+use crate::lower::dialect::Dialect;
+use crate::lower::pool::{Mode, PoolSpec};
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
 
 const TEMPLATE: &str = include_str!("pool.cu");
-
-/// The window walk of `sp`: loops opening one per spatial dim (skipping taps outside
-/// the input), their closing braces, and the tap's offset in its plane.
-fn walk(sp: &PoolSpec) -> (String, String, String) {
-    let mut open = String::new();
-    let mut close = String::new();
-    let mut offset = String::from("0LL");
-    for (i, d) in sp.dims.iter().enumerate() {
-        let ind = " ".repeat(8 + 4 * i);
-        open += &format!(
-            "{ind}for (int t{i} = 0; t{i} < {k}; ++t{i}) {{\n{ind}    const long long c{i} = o{i} * {s}LL - {pb}LL + t{i} * {dl}LL;\n{ind}    if (c{i} < 0 || c{i} >= {inp}LL) continue;\n",
-            k = d.kernel, s = d.stride, pb = d.pad_begin, dl = d.dilation, inp = d.input
-        );
-        close = format!("{ind}}}\n") + &close;
-        offset = format!("({offset}) * {}LL + c{i}", d.input);
-    }
-    (open, close, offset)
-}
 
 /// Statements multiplying `padded` by the taps of each dim before the end of the
 /// explicitly padded input (AveragePool's `count_include_pad` divisor).
@@ -75,15 +57,16 @@ fn body(sp: &PoolSpec, offset: &str) -> (String, String, String, String) {
                     )
                 }
             };
-            let (init, step) = match dt {
-                DType::I8 | DType::U8 => (
+            let (init, step) = if sp.as_stored() {
+                (
                     format!("        {t} best = 0; bool any = false;\n", t = storage(dt)),
                     format!("{inner}const {t} v = xp[{offset}];\n{inner}if (!any || v > best) {{ best = v; any = true;{arg_set} }}\n", t = storage(dt)),
-                ),
-                _ => (
+                )
+            } else {
+                (
                     "        float best = 0.0f; bool any = false;\n".to_string(),
                     format!("{inner}const float v = gopt_ld(xp[{offset}]);\n{inner}if (!any || v > best) {{ best = v; any = true;{arg_set} }}\n"),
-                ),
+                )
             };
             (format!("{init}{arg_init}"), step, "best".into(), arg_store)
         }
@@ -105,10 +88,12 @@ fn body(sp: &PoolSpec, offset: &str) -> (String, String, String, String) {
         Mode::Lp { p } => (
             "        float sum = 0.0f;\n".to_string(),
             format!("{inner}const float a = fabsf(gopt_ld(xp[{offset}]));\n{inner}float q = a;\n{inner}for (int e = 1; e < {p}; ++e) q *= a;\n{inner}sum += q;\n"),
-            match p {
-                1 => "sum".into(),
-                2 => "sqrtf(sum)".into(),
-                _ => format!("(sum == 0.0f ? 0.0f : powf(sum, 1.0f / {p}.0f))"),
+            if p == 1 {
+                "sum".into()
+            } else if p == 2 {
+                "sqrtf(sum)".into()
+            } else {
+                format!("(sum == 0.0f ? 0.0f : powf(sum, 1.0f / {p}.0f))")
             },
             String::new(),
         ),
@@ -116,8 +101,7 @@ fn body(sp: &PoolSpec, offset: &str) -> (String, String, String, String) {
 }
 
 /// Emits the kernel for a MaxPool, AveragePool, LpPool or GlobalLpPool node.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let sp = spec(g, node)?;
+pub fn emit(sp: &PoolSpec, name: &str) -> Result<Kernel> {
     let dt = sp.dtype;
     // Output coordinates o{i} (innermost last), then the plane index.
     let mut decode = String::from("long long r_ = i;\n");
@@ -132,8 +116,8 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         t = storage(dt),
         plane = sp.plane
     );
-    let (open, close, offset) = walk(&sp);
-    let (init, step, result, after) = body(&sp, &offset);
+    let (open, close, offset) = sp.walk(Dialect::Cuda);
+    let (init, step, result, after) = body(sp, &offset);
     let mut params = format!(
         "const {t}* __restrict__ x, {t}* __restrict__ out",
         t = storage(dt)
@@ -146,15 +130,16 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         params += ", long long* __restrict__ idx";
         outputs.push(ix.out.0);
     }
-    let stored = match dt {
-        DType::I8 | DType::U8 => result,
-        _ => store(dt, &result),
+    let stored = if sp.as_stored() {
+        result
+    } else {
+        store(dt, &result)
     };
     let block = 256u32;
     let src = fill(
         TEMPLATE,
         &[
-            ("what", node.op.name()),
+            ("what", sp.site.op),
             ("name", name),
             ("params", &params),
             ("total", &sp.total.to_string()),
@@ -165,7 +150,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     )?;
     Ok(Kernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: sp.site.node.clone(),
         source: src,
         threads: sp.total,
         vectorized: false,

@@ -8,16 +8,17 @@
 //! the exact product instead).
 
 use super::elementwise::storage;
-use super::support::{store, unsupported};
+use super::support::store;
 use super::Kernel;
 use crate::lower::index::Lit;
 use crate::lower::quant::{
-    spec, Affine, DequantizeSpec, DynamicSpec, IntConvSpec, IntMatMulSpec, IntOperand, QuantSpec,
+    Affine, DequantizeSpec, DynamicSpec, Form, IntConvSpec, IntMatMulSpec, IntOperand, QuantSpec,
     QuantizeSpec, Requant, Scale,
 };
+use crate::lower::support::Site;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node, ValueId};
+use gopt_ir::{DType, ValueId};
 
 const LINEAR: &str = include_str!("quant_linear.cu");
 const DYNAMIC: &str = include_str!("quant_dynamic.cu");
@@ -28,14 +29,15 @@ const REQUANT: &str = include_str!("quant_requant.cu");
 /// Integer literals of index arithmetic (long long).
 const L: Lit = Lit("LL");
 
-/// Emits the kernel for quantization node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    match spec(g, node)? {
-        QuantSpec::Quantize(sp) => quantize(node, name, &sp),
-        QuantSpec::Dequantize(sp) => dequantize(node, name, &sp),
-        QuantSpec::Dynamic(sp) => dynamic(node, name, &sp),
-        QuantSpec::MatMul(sp) => matmul(node, name, &sp),
-        QuantSpec::Conv(sp) => conv(node, name, &sp),
+/// Emits the kernel of a quantization node.
+pub fn emit(spec: &QuantSpec, name: &str) -> Result<Kernel> {
+    let site = &spec.site;
+    match &spec.form {
+        Form::Quantize(sp) => quantize(site, name, sp),
+        Form::Dequantize(sp) => dequantize(site, name, sp),
+        Form::Dynamic(sp) => dynamic(site, name, sp),
+        Form::MatMul(sp) => matmul(site, name, sp),
+        Form::Conv(sp) => conv(site, name, sp),
     }
 }
 
@@ -70,18 +72,18 @@ impl Params {
     }
 
     /// The kernel of `source` over `threads` threads in blocks of 256.
-    fn kernel(self, name: &str, node: &Node, source: String, threads: usize) -> Kernel {
-        Kernel::flat(name, &node.name, source, threads, self.inputs, self.outputs)
+    fn kernel(self, name: &str, site: &Site, source: String, threads: usize) -> Kernel {
+        Kernel::flat(name, &site.node, source, threads, self.inputs, self.outputs)
     }
 }
 
 /// `e` (a float expression) rounded to `dt` and back.
-fn rounded(node: &Node, dt: DType, e: &str) -> Result<String> {
+fn rounded(site: &Site, dt: DType, e: &str) -> Result<String> {
     match dt {
         DType::F32 => Ok(e.to_string()),
         DType::F16 => Ok(format!("__half2float(__float2half_rn({e}))")),
         DType::BF16 => Ok(format!("__bfloat162float(__float2bfloat16_rn({e}))")),
-        other => Err(unsupported(node, &format!("rounding to {other}"))),
+        other => Err(site.unsupported(&format!("rounding to {other}"))),
     }
 }
 
@@ -104,21 +106,17 @@ fn affine(p: &mut Params, a: &Affine) -> String {
 /// Fills the element-wise template for QuantizeLinear or DequantizeLinear.
 fn linear(
     p: Params,
-    node: &Node,
+    site: &Site,
     name: &str,
     a: &Affine,
     zero: &str,
     body: &str,
 ) -> Result<Kernel> {
-    let params = match a.zero {
-        Some(z) if !z.map.is_scalar() => "per axis or block",
-        _ if !a.scale.map.is_scalar() => "per axis or block",
-        _ => "one for the tensor",
-    };
+    let params = a.params_note();
     let source = fill(
         LINEAR,
         &[
-            ("what", node.op.name()),
+            ("what", site.op),
             ("n", &a.n.to_string()),
             ("params", params),
             ("name", name),
@@ -128,16 +126,16 @@ fn linear(
             ("body", body),
         ],
     )?;
-    Ok(p.kernel(name, node, source, a.n))
+    Ok(p.kernel(name, site, source, a.n))
 }
 
 /// QuantizeLinear: `saturate(rint(x / scale) + zero_point)`, the data, the scale and
 /// their quotient rounded to the precision type.
-fn quantize(node: &Node, name: &str, sp: &QuantizeSpec) -> Result<Kernel> {
+fn quantize(site: &Site, name: &str, sp: &QuantizeSpec) -> Result<Kernel> {
     let a = &sp.affine;
     let mut p = Params::new();
     let zero = affine(&mut p, a);
-    let r = |e: &str| rounded(node, sp.prec, e);
+    let r = |e: &str| rounded(site, sp.prec, e);
     let body = format!(
         "        const float v = {};\n        const float q = {};\n        \
          const float r = rintf(q) + z;\n        \
@@ -148,11 +146,11 @@ fn quantize(node: &Node, name: &str, sp: &QuantizeSpec) -> Result<Kernel> {
         sp.lo,
         sp.hi
     );
-    linear(p, node, name, a, &zero, &body)
+    linear(p, site, name, a, &zero, &body)
 }
 
 /// DequantizeLinear: `(x - zero_point) * scale` in float, stored as the output's type.
-fn dequantize(node: &Node, name: &str, sp: &DequantizeSpec) -> Result<Kernel> {
+fn dequantize(site: &Site, name: &str, sp: &DequantizeSpec) -> Result<Kernel> {
     let a = &sp.affine;
     let mut p = Params::new();
     let zero = affine(&mut p, a);
@@ -160,11 +158,11 @@ fn dequantize(node: &Node, name: &str, sp: &DequantizeSpec) -> Result<Kernel> {
         "        y[i] = {};\n",
         store(a.out_dt, "((float)x[i] - z) * s")
     );
-    linear(p, node, name, a, &zero, &body)
+    linear(p, site, name, a, &zero, &body)
 }
 
 /// DynamicQuantizeLinear in one block of 256 threads.
-fn dynamic(node: &Node, name: &str, sp: &DynamicSpec) -> Result<Kernel> {
+fn dynamic(site: &Site, name: &str, sp: &DynamicSpec) -> Result<Kernel> {
     let source = fill(
         DYNAMIC,
         &[
@@ -178,7 +176,7 @@ fn dynamic(node: &Node, name: &str, sp: &DynamicSpec) -> Result<Kernel> {
         grid: 1,
         ..Kernel::flat(
             name,
-            &node.name,
+            &site.node,
             source,
             256,
             vec![sp.x.0],
@@ -204,7 +202,7 @@ fn zero_point(p: &mut Params, op: &IntOperand, var: &str, at: &str) -> String {
 /// `at1`, the second by `at2` where they are per axis), and Y's zero point.
 fn requant(
     p: &mut Params,
-    node: &Node,
+    site: &Site,
     name: &str,
     rq: &Requant,
     (at1, at2): (&str, &str),
@@ -216,7 +214,7 @@ fn requant(
     let s1 = scale(&rq.s1, "s1", at1);
     let s2 = scale(&rq.s2, "s2", at2);
     let sy = scale(&rq.sy, "sy", "0");
-    let r = |e: &str| rounded(node, rq.round, e);
+    let r = |e: &str| rounded(site, rq.round, e);
     let mult = r(&format!("({}) / {sy}", r(&format!("{s1} * {s2}"))?))?;
     let zy = match rq.y_zero {
         Some(z) => {
@@ -244,14 +242,14 @@ fn store_acc(name: &str, out_dt: DType, rq: Option<(&Requant, &str, &str)>) -> S
 }
 
 /// MatMulInteger or QLinearMatMul.
-fn matmul(node: &Node, name: &str, sp: &IntMatMulSpec) -> Result<Kernel> {
+fn matmul(site: &Site, name: &str, sp: &IntMatMulSpec) -> Result<Kernel> {
     let mut p = Params::new();
     p.read("a", sp.a.v, sp.a.dt);
     p.read("b", sp.b.v, sp.b.dt);
     let za = zero_point(&mut p, &sp.a, "a_zero", "row");
     let zb = zero_point(&mut p, &sp.b, "b_zero", "col");
     let rq = match &sp.requant {
-        Some(rq) => Some((rq, requant(&mut p, node, name, rq, ("row", "col"))?)),
+        Some(rq) => Some((rq, requant(&mut p, site, name, rq, ("row", "col"))?)),
         None => None,
     };
     p.write("y", sp.out, sp.out_dt);
@@ -276,7 +274,7 @@ fn matmul(node: &Node, name: &str, sp: &IntMatMulSpec) -> Result<Kernel> {
     let source = fill(
         MATMUL,
         &[
-            ("what", node.op.name()),
+            ("what", site.op),
             ("m", &sp.m.max(1).to_string()),
             ("k", &sp.k.to_string()),
             ("n", &sp.n.max(1).to_string()),
@@ -292,11 +290,11 @@ fn matmul(node: &Node, name: &str, sp: &IntMatMulSpec) -> Result<Kernel> {
             ("store", &st),
         ],
     )?;
-    Ok(p.kernel(name, node, source, sp.count))
+    Ok(p.kernel(name, site, source, sp.count))
 }
 
 /// ConvInteger or QLinearConv.
-fn conv(node: &Node, name: &str, sp: &IntConvSpec) -> Result<Kernel> {
+fn conv(site: &Site, name: &str, sp: &IntConvSpec) -> Result<Kernel> {
     let mut p = Params::new();
     p.read("x", sp.x.v, sp.x.dt);
     p.read("w", sp.w.v, sp.w.dt);
@@ -310,7 +308,7 @@ fn conv(node: &Node, name: &str, sp: &IntConvSpec) -> Result<Kernel> {
         None => "0u",
     };
     let rq = match &sp.requant {
-        Some(rq) => Some((rq, requant(&mut p, node, name, rq, ("0", "oc"))?)),
+        Some(rq) => Some((rq, requant(&mut p, site, name, rq, ("0", "oc"))?)),
         None => None,
     };
     p.write("y", sp.out, sp.out_dt);
@@ -345,7 +343,7 @@ fn conv(node: &Node, name: &str, sp: &IntConvSpec) -> Result<Kernel> {
     let source = fill(
         CONV,
         &[
-            ("what", node.op.name()),
+            ("what", site.op),
             ("spatial", &sp.dims.len().to_string()),
             ("m", &sp.m.max(1).to_string()),
             ("group", &sp.group.to_string()),
@@ -367,5 +365,5 @@ fn conv(node: &Node, name: &str, sp: &IntConvSpec) -> Result<Kernel> {
             ("store", &st),
         ],
     )?;
-    Ok(p.kernel(name, node, source, sp.count))
+    Ok(p.kernel(name, site, source, sp.count))
 }

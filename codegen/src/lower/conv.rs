@@ -3,20 +3,26 @@
 //! channels-last, its dtypes and fused epilogue — read from the node once for every
 //! backend, so the CUDA and WGSL kernels agree on each mode and refuse the same ones.
 
-use super::support::{check_float, input, opt_input, output, plan, typed, unsupported};
+use super::index::{strides, sum};
+use super::pool::ints;
+use super::support::{check_float, input, opt_input, output, plan, typed, unsupported, Site};
 use crate::Result;
 use gopt_ir::ops::fused::{Activation, EpilogueOrder};
 use gopt_ir::ops::FusedOp;
 use gopt_ir::{DType, Graph, Node, Op};
 
-/// The attributes Conv and FusedConv may carry (anything else is refused, not ignored).
-const ATTRS: &[&str] = &[
+/// The attributes a Conv may carry (ConvInteger and QLinearConv too).
+pub const PLAIN_ATTRS: &[&str] = &[
     "auto_pad",
     "dilations",
     "group",
     "kernel_shape",
     "pads",
     "strides",
+];
+
+/// The attributes only FusedConv adds (anything else is refused, not ignored).
+pub const FUSED_ATTRS: &[&str] = &[
     "activation",
     "clip_min",
     "clip_max",
@@ -25,9 +31,20 @@ const ATTRS: &[&str] = &[
     "output_dtype",
 ];
 
+/// The first attribute of Conv or FusedConv node `node` that neither takes.
+pub fn stray_attr(node: &Node) -> Option<&str> {
+    node.attrs
+        .0
+        .keys()
+        .map(String::as_str)
+        .find(|k| !PLAIN_ATTRS.contains(k) && !FUSED_ATTRS.contains(k))
+}
+
 /// One convolution with every size resolved (1-D convolutions have `h = kh = 1`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ConvSpec {
+    /// The node: its name, op and operands.
+    pub site: Site,
     /// Batch, input channels, input height and width.
     pub n: usize,
     /// Input channels.
@@ -91,16 +108,78 @@ impl ConvSpec {
     pub fn taps(&self) -> usize {
         self.kh * self.kw
     }
+
+    /// The one-line description both backends put in the kernel's header comment.
+    pub fn describe(&self) -> String {
+        format!(
+            "{}x{} kernel, stride {:?}, dilation {:?}, pad {:?}, {} -> {} channels in {} group(s), {} {}x{} -> {}x{}",
+            self.kh, self.kw, self.stride, self.dilation, self.pad, self.c, self.m, self.group,
+            self.layout(), self.h, self.w, self.oh, self.ow
+        )
+    }
+
+    /// The layout's name.
+    pub fn layout(&self) -> &'static str {
+        if self.nhwc {
+            "NHWC"
+        } else {
+            "NCHW"
+        }
+    }
+
+    /// Y's offset of output channel `oc`, image `n` and output position `p` (variables
+    /// in scope), integer literals written with suffix `int` (`LL` in CUDA, `u` in WGSL).
+    pub fn y_index(&self, int: &str) -> String {
+        let (m, p) = (self.m, self.p());
+        if self.nhwc {
+            format!("(n * {p}{int} + p) * {m}{int} + oc")
+        } else {
+            format!("(n * {m}{int} + oc) * {p}{int} + p")
+        }
+    }
+
+    /// The residual's offset (shape `rs`) for the output element at `y` under numpy
+    /// broadcasting, literals with suffix `int`, `zero` when it reads one element.
+    pub fn residual_index(&self, rs: &[usize], y: &str, int: &str, zero: &str) -> String {
+        if rs == self.y_shape.as_slice() {
+            return y.to_string();
+        }
+        let ow = self.ow;
+        let sp: Vec<String> = if self.spatial == 1 {
+            vec!["p".into()]
+        } else {
+            vec![format!("(p / {ow}{int})"), format!("(p % {ow}{int})")]
+        };
+        let mut coords = vec!["n".to_string()];
+        if self.nhwc {
+            coords.extend(sp);
+            coords.push("oc".into());
+        } else {
+            coords.push("oc".into());
+            coords.extend(sp);
+        }
+        let lead = coords.len() - rs.len();
+        let st = strides(rs);
+        let terms: Vec<String> = (0..rs.len())
+            .filter(|&a| rs[a] != 1)
+            .map(|a| format!("{} * {}{int}", coords[a + lead], st[a]))
+            .collect();
+        sum(&terms, zero)
+    }
 }
 
-/// Output size and begin padding of one spatial dim (ONNX `auto_pad` rules).
-fn resolve(
+/// Output size and begin padding of one spatial dim (ONNX `auto_pad` rules, as the
+/// interpreter's window resolves them), for the convolutions of every rank.
+pub fn resolve(
     node: &Node,
     auto_pad: &str,
     (input, k, s, d): (usize, usize, usize, usize),
     (pb, pe): (usize, usize),
 ) -> Result<(usize, usize)> {
-    let span = (k - 1) * d + 1;
+    let span = (k - 1)
+        .checked_mul(d)
+        .and_then(|v| v.checked_add(1))
+        .ok_or_else(|| unsupported(node, "a dilated kernel too large"))?;
     match auto_pad {
         "SAME_UPPER" | "SAME_LOWER" => {
             let out = input.div_ceil(s);
@@ -130,7 +209,7 @@ fn resolve(
 
 /// Reads `node` into a [`ConvSpec`].
 pub fn spec(g: &Graph, node: &Node) -> Result<ConvSpec> {
-    if let Some(k) = node.attrs.0.keys().find(|k| !ATTRS.contains(&k.as_str())) {
+    if let Some(k) = stray_attr(node) {
         return Err(unsupported(node, &format!("attribute `{k}`")));
     }
     let fused = node.op == Op::Fused(FusedOp::FusedConv);
@@ -147,18 +226,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvSpec> {
         "NHWC" => true,
         other => return Err(unsupported(node, &format!("layout `{other}`"))),
     };
-    if !fused
-        && [
-            "activation",
-            "layout",
-            "output_dtype",
-            "clip_min",
-            "clip_max",
-            "epilogue",
-        ]
-        .iter()
-        .any(|a| node.attrs.has(a))
-    {
+    if !fused && FUSED_ATTRS.iter().any(|a| node.attrs.has(a)) {
         return Err(unsupported(node, "FusedConv attributes on a plain Conv"));
     }
     let rank = xs.len();
@@ -187,15 +255,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvSpec> {
     if group == 0 || c % group != 0 || m % group != 0 || ws[1] * group != c {
         return Err(unsupported(node, "channels that do not match the group"));
     }
-    let ints = |name: &str, default: usize, len: usize| -> Result<Vec<usize>> {
-        match node.attrs.ints(name).map_err(plan)? {
-            None => Ok(vec![default; len]),
-            Some(v) if v.len() == len && v.iter().all(|&x| x >= 0) => {
-                Ok(v.iter().map(|&x| x as usize).collect())
-            }
-            Some(v) => Err(unsupported(node, &format!("{name} {v:?}"))),
-        }
-    };
+    let ints = |name: &str, default: usize, len: usize| ints(node, name, default, len);
     let kernel = ws[2..].to_vec();
     if ints("kernel_shape", 0, spatial)? != kernel && node.attrs.has("kernel_shape") {
         return Err(unsupported(node, "a kernel_shape that differs from W's"));
@@ -298,6 +358,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvSpec> {
         }
     };
     Ok(ConvSpec {
+        site: Site::of(node),
         n,
         c,
         h: two(&sp, 1).0,
@@ -326,13 +387,24 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvSpec> {
 /// Whether a convolution runs as a GEMM over an im2col matrix where the backend has a
 /// GEMM library: a channels-last 2-D `FusedConv` of one group with constant weights
 /// (the layout pass makes these for tensor-core GEMMs).
-pub fn as_gemm(g: &Graph, node: &Node) -> bool {
+pub fn as_gemm(g: &Graph, node: &Node, s: &ConvSpec) -> bool {
     node.op == Op::Fused(FusedOp::FusedConv)
-        && spec(g, node).is_ok_and(|s| s.nhwc && s.group == 1 && s.spatial == 2)
+        && s.nhwc
+        && s.group == 1
+        && s.spatial == 2
         && node
             .inputs
             .get(1)
             .copied()
             .flatten()
             .is_some_and(|w| g.konst(w).is_some())
+}
+
+/// The lowering of Conv or FusedConv node `node` of `g` (1-D or 2-D): a convolution
+/// run as a GEMM where [`as_gemm`] says so, its kernel otherwise, or why it has none.
+pub fn lowered(g: &Graph, node: &Node) -> Result<super::Lowered> {
+    match spec(g, node) {
+        Ok(s) if as_gemm(g, node, &s) => Ok(super::Lowered::ConvGemm(Box::new(s))),
+        parsed => super::typed(parsed, |s| super::Spec::Conv(Box::new(s))),
+    }
 }

@@ -9,7 +9,10 @@
 //! residual, in the node's `epilogue` order), so the CUDA and WGSL kernels accept and
 //! refuse the same nodes and index the same way.
 
-use super::support::{check_float, input, opt_input, output, plan, typed, unsupported};
+use super::conv::{resolve, stray_attr, FUSED_ATTRS};
+use super::dialect::Dialect;
+use super::pool::ints;
+use super::support::{check_float, input, opt_input, output, plan, typed, unsupported, Site};
 use crate::Result;
 use gopt_ir::ops::fused::{Activation, EpilogueOrder, CONV_ACTIVATIONS};
 use gopt_ir::ops::FusedOp;
@@ -18,31 +21,9 @@ use gopt_ir::{DType, Graph, Node, Op, ValueId};
 /// Spatial dims this family convolves over.
 pub const SPATIAL: usize = 3;
 
-/// The attributes Conv and FusedConv may carry (anything else is refused, not ignored).
-const ATTRS: &[&str] = &[
-    "auto_pad",
-    "dilations",
-    "group",
-    "kernel_shape",
-    "pads",
-    "strides",
-    "activation",
-    "clip_min",
-    "clip_max",
-    "epilogue",
-    "layout",
-    "output_dtype",
-];
-
-/// The attributes only FusedConv has.
-const FUSED_ATTRS: &[&str] = &[
-    "activation",
-    "clip_min",
-    "clip_max",
-    "epilogue",
-    "layout",
-    "output_dtype",
-];
+/// Spatial sizes, strides and pads at or above this are refused (both kernels compute
+/// the tap coordinates in 32-bit signed integers).
+const COORD_LIMIT: usize = 1 << 24;
 
 /// Whether `n` convolves over 3 spatial dims (X of rank 5): the 1-D and 2-D kernels of
 /// [`super::conv`] do not cover it.
@@ -76,8 +57,10 @@ pub struct Residual {
 }
 
 /// One 3-D convolution with every size resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ConvNdSpec {
+    /// The node: its name, op and operands.
+    pub site: Site,
     /// The input `[N, C, D, H, W]` (or `[N, D, H, W, C]`).
     pub x: ValueId,
     /// The weights `[M, C/group, KD, KH, KW]` (in every layout).
@@ -184,6 +167,145 @@ impl ConvNdSpec {
             self.output
         )
     }
+
+    /// The output coordinates `n, oc, od, oh, ow` of element `i` (Y's layout order, last
+    /// axis fastest).
+    pub fn decode(&self, d: Dialect) -> String {
+        let [od, oh, ow] = self.output.map(|v| d.lit(v));
+        let m = d.lit(self.m);
+        let (l, v, p) = (d.let_(), d.var(), " ".repeat(8));
+        if self.channels_last {
+            format!(
+                "{p}{l}oc = i % {m}; {v}r = i / {m};\n{p}{l}ow = r % {ow}; r = r / {ow};\n{p}{l}oh = r % {oh}; r = r / {oh};\n{p}{l}od = r % {od}; {l}n = r / {od};\n"
+            )
+        } else {
+            format!(
+                "{p}{l}ow = i % {ow}; {v}r = i / {ow};\n{p}{l}oh = r % {oh}; r = r / {oh};\n{p}{l}od = r % {od}; r = r / {od};\n{p}{l}oc = r % {m}; {l}n = r / {m};\n"
+            )
+        }
+    }
+
+    /// X's offset of the output's image and group's first channel (`xbase`), of input
+    /// position (`xd`, `xh`, `xw`) from there (`xoff`), and the stride between channels.
+    pub fn x_index(&self, d: Dialect) -> (String, String, usize) {
+        let ([_, h, w], c, cg, pos) = (self.input, self.c, self.cg(), self.in_positions());
+        let (xd, xh, xw) = (
+            d.index("xd", true),
+            d.index("xh", false),
+            d.index("xw", false),
+        );
+        let spatial = format!("({xd} * {} + {xh}) * {} + {xw}", d.lit(h), d.lit(w));
+        let (c_, cg_) = (d.lit(c), d.lit(cg));
+        if self.channels_last {
+            (
+                format!("n * {} + g * {cg_}", d.lit(pos * c)),
+                format!("({spatial}) * {c_}"),
+                1,
+            )
+        } else {
+            (
+                format!("(n * {c_} + g * {cg_}) * {}", d.lit(pos)),
+                spatial,
+                pos,
+            )
+        }
+    }
+
+    /// The residual's offset for output element `i` (numpy broadcasting).
+    fn residual_index(&self, d: Dialect, r: &Residual) -> String {
+        if r.full {
+            return "i".into();
+        }
+        let coords = if self.channels_last {
+            ["n", "od", "oh", "ow", "oc"]
+        } else {
+            ["n", "oc", "od", "oh", "ow"]
+        };
+        let terms: Vec<String> = coords
+            .iter()
+            .zip(&r.strides)
+            .filter(|(_, &st)| st != 0)
+            .map(|(c, &st)| format!("{c} * {}", d.lit(st)))
+            .collect();
+        super::index::sum(&terms, d.zero())
+    }
+
+    /// The epilogue for `acc_`, one statement a line: `decl` declares `v` from it, then
+    /// bias, activation (the statement `act`, empty for none) and residual in the
+    /// node's order, and `store` (the statement storing `v`); `load(e)` is element `e`
+    /// read as f32.
+    pub fn epilogue(
+        &self,
+        d: Dialect,
+        decl: &str,
+        load: impl Fn(&str) -> String,
+        act: String,
+        store: String,
+    ) -> String {
+        let mut lines = vec![decl.to_string()];
+        if self.bias.is_some() {
+            lines.push(format!("v = v + {};", load("bias[oc]")));
+        }
+        let res = self
+            .residual
+            .as_ref()
+            .map(|r| {
+                let at = self.residual_index(d, r);
+                format!("v = v + {};", load(&format!("res[{at}]")))
+            })
+            .unwrap_or_default();
+        match self.order {
+            EpilogueOrder::ActThenResidual => lines.extend([act, res]),
+            EpilogueOrder::ResidualThenAct => lines.extend([res, act]),
+        }
+        lines.push(store);
+        lines
+            .iter()
+            .filter(|l| !l.is_empty())
+            .map(|l| format!("        {l}\n"))
+            .collect()
+    }
+
+    /// The template holes both kernels (`conv_nd.cu`, `conv_nd.wgsl`) fill the same
+    /// way: the description, sizes, window and index expressions.
+    pub fn holes(&self, d: Dialect) -> Vec<(&'static str, String)> {
+        let (xbase, xoff, xcs) = self.x_index(d);
+        let ([dd_, h, w], [kd, kh, kw]) = (self.input, self.kernel);
+        let ([sd, sh, sw], [dd, dh, dw], [pd, ph, pw]) = (self.stride, self.dilation, self.pad);
+        let mut holes = vec![
+            ("desc", self.describe()),
+            ("decode", self.decode(d)),
+            ("xbase", xbase),
+            ("xoff", xoff),
+        ];
+        holes.extend(
+            [
+                ("total", self.total()),
+                ("mg", self.mg()),
+                ("wrow", self.cg() * self.taps()),
+                ("kd", kd),
+                ("kh", kh),
+                ("kw", kw),
+                ("sd", sd),
+                ("sh", sh),
+                ("sw", sw),
+                ("dd", dd),
+                ("dh", dh),
+                ("dw", dw),
+                ("pd", pd),
+                ("ph", ph),
+                ("pw", pw),
+                ("d", dd_),
+                ("h", h),
+                ("w", w),
+                ("cg", self.cg()),
+                ("xcs", xcs),
+                ("taps", self.taps()),
+            ]
+            .map(|(k, v)| (k, v.to_string())),
+        );
+        holes
+    }
 }
 
 /// `[n, c, *s]`, or `[n, *s, c]` channels-last.
@@ -197,56 +319,6 @@ fn layout_shape(n: usize, c: usize, s: &[usize], channels_last: bool) -> Vec<usi
         v.extend(s);
     }
     v
-}
-
-/// Output size and begin padding of one spatial dim (ONNX `auto_pad` rules, as the
-/// interpreter's window resolves them).
-fn resolve(
-    node: &Node,
-    auto_pad: &str,
-    (input, k, s, d): (usize, usize, usize, usize),
-    (pb, pe): (usize, usize),
-) -> Result<(usize, usize)> {
-    let span = (k - 1)
-        .checked_mul(d)
-        .and_then(|v| v.checked_add(1))
-        .ok_or_else(|| unsupported(node, "a dilated kernel too large"))?;
-    match auto_pad {
-        "SAME_UPPER" | "SAME_LOWER" => {
-            let out = input.div_ceil(s);
-            let total = ((out.max(1) - 1) * s + span).saturating_sub(input);
-            let begin = if auto_pad == "SAME_UPPER" {
-                total / 2
-            } else {
-                total - total / 2
-            };
-            Ok((out, begin))
-        }
-        "NOTSET" | "VALID" => {
-            let (pb, pe) = if auto_pad == "VALID" {
-                (0, 0)
-            } else {
-                (pb, pe)
-            };
-            let avail = input + pb + pe;
-            if avail < span {
-                return Err(unsupported(node, "a kernel larger than the padded input"));
-            }
-            Ok(((avail - span) / s + 1, pb))
-        }
-        other => Err(unsupported(node, &format!("auto_pad `{other}`"))),
-    }
-}
-
-/// A list attribute of `len` non-negative values, or `default` repeated.
-fn ints(node: &Node, name: &str, default: usize, len: usize) -> Result<Vec<usize>> {
-    match node.attrs.ints(name).map_err(plan)? {
-        None => Ok(vec![default; len]),
-        Some(v) if v.len() == len && v.iter().all(|&x| x >= 0) => {
-            Ok(v.iter().map(|&x| x as usize).collect())
-        }
-        Some(v) => Err(unsupported(node, &format!("{name} {v:?}"))),
-    }
 }
 
 /// The first three values of `v` (callers pass exactly [`SPATIAL`] of them).
@@ -289,7 +361,7 @@ fn residual(node: &Node, op: Operand, rs: &[usize], ys: &[usize]) -> Result<Resi
 
 /// Reads Conv or FusedConv node `node` of `g` (X of rank 5) into a [`ConvNdSpec`].
 pub fn spec(g: &Graph, node: &Node) -> Result<ConvNdSpec> {
-    if let Some(k) = node.attrs.0.keys().find(|k| !ATTRS.contains(&k.as_str())) {
+    if let Some(k) = stray_attr(node) {
         return Err(unsupported(node, &format!("attribute `{k}`")));
     }
     let fused = node.op == Op::Fused(FusedOp::FusedConv);
@@ -344,6 +416,9 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvNdSpec> {
         return Err(unsupported(node, "zero strides, dilations or kernel dims"));
     }
     let auto_pad = node.attrs.str_or("auto_pad", "NOTSET").map_err(plan)?;
+    if auto_pad.is_empty() {
+        return Err(unsupported(node, "auto_pad ``"));
+    }
     let (mut out, mut pad) = ([0; SPATIAL], [0; SPATIAL]);
     for i in 0..SPATIAL {
         (out[i], pad[i]) = resolve(
@@ -376,6 +451,17 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvNdSpec> {
     } else {
         None
     };
+    let too_far = (0..SPATIAL).any(|i| {
+        sp[i].max(out[i] * stride[i]) >= COORD_LIMIT
+            || kernel[i] * dilation[i] >= COORD_LIMIT
+            || pad[i] >= COORD_LIMIT
+    });
+    if too_far {
+        return Err(unsupported(
+            node,
+            "spatial sizes, strides or pads of 2^24 or more",
+        ));
+    }
     let (act, order) = if fused {
         (
             Activation::from_node(node, CONV_ACTIVATIONS)
@@ -386,6 +472,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvNdSpec> {
         (Activation::None, EpilogueOrder::ActThenResidual)
     };
     Ok(ConvNdSpec {
+        site: Site::of(node),
         x,
         w,
         bias: bias.map(|b| b.0),

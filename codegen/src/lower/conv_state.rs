@@ -4,13 +4,15 @@
 //! bias and fused SiLU; its second output is the new state, the last `k - 1` positions
 //! of the past and the input joined. One invocation per element of either output.
 
-use super::support::{check_float, input, opt_input, output, plan, typed, unsupported};
+use super::support::{check_float, input, opt_input, output, plan, typed, unsupported, Site};
 use crate::Result;
 use gopt_ir::{DType, Graph, Node, ValueId};
 
 /// A CausalConvWithState node, resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ConvStateSpec {
+    /// The node: its name, op and operands.
+    pub site: Site,
     /// The input `[batch, channels, length]`.
     pub x: ValueId,
     /// The taps `[channels, 1, k]`.
@@ -43,6 +45,22 @@ impl ConvStateSpec {
         self.batch * self.channels * self.len
     }
 
+    /// The template holes both kernels fill the same way: sizes and the header note.
+    pub fn holes(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("k", self.k.to_string()),
+            ("km1", (self.k - 1).to_string()),
+            ("len", self.len.max(1).to_string()),
+            ("channels", self.channels.max(1).to_string()),
+            (
+                "silu_note",
+                if self.silu { ", SiLU" } else { "" }.to_string(),
+            ),
+            ("ny", self.y_elems().to_string()),
+            ("ns", self.state_elems().to_string()),
+        ]
+    }
+
     /// Elements of the new state (0 when it is not an output).
     pub fn state_elems(&self) -> usize {
         self.state
@@ -61,9 +79,10 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvStateSpec> {
     };
     let (wdt, ws) = typed(g, node, w)?;
     let k = match ws[..] {
-        [c, 1, k] if c == channels && k >= 1 => k,
-        _ => return Err(unsupported(node, &format!("weights {ws:?}"))),
-    };
+        [c, 1, k] if c == channels && k >= 1 => Some(k),
+        [..] => None,
+    }
+    .ok_or_else(|| unsupported(node, &format!("weights {ws:?}")))?;
     let same = |v: ValueId, what: &str, want: &[usize]| -> Result<ValueId> {
         let (dt, s) = typed(g, node, v)?;
         if dt != dtype || s != want {
@@ -89,6 +108,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvStateSpec> {
         a => return Err(unsupported(node, &format!("activation {a:?}"))),
     };
     Ok(ConvStateSpec {
+        site: Site::of(node),
         x,
         w,
         bias,

@@ -18,9 +18,10 @@
 //! (`ir/src/ops/nn/conv_transpose.rs`, `pool.rs`, `deform.rs`, `image/roi.rs`); every
 //! attribute a node carries is either read here or refused.
 
+use super::dialect::Dialect;
 use super::pool::resolve;
 use super::support::{
-    check_float, const_input, input, opt_input, output, plan, typed, unsupported,
+    check_float, const_input, input, opt_input, output, plan, typed, unsupported, Site,
 };
 use crate::Result;
 use gopt_ir::ops::{ImageOp, NnOp};
@@ -45,6 +46,48 @@ pub struct TapDim {
     pub pad: usize,
 }
 
+/// The tap walk over `dims` at indentation `depth` in dialect `d`: one loop per dim
+/// over its taps `k{a}`, skipping those whose input coordinate `i{a}` is fractional or
+/// outside the input, with `body(input offset, tap offset)` (flat row-major signed
+/// expressions) innermost. Output coordinates `o{a}` are signed variables in scope.
+pub fn walk(
+    dims: &[TapDim],
+    d: Dialect,
+    depth: usize,
+    body: impl Fn(&str, &str) -> String,
+) -> String {
+    let mut open = String::new();
+    let mut close = String::new();
+    let int = d.signed();
+    let zero = format!("0{int}");
+    let (mut ioff, mut koff) = (zero.clone(), zero);
+    for (a, dim) in dims.iter().enumerate() {
+        let ind = " ".repeat(4 * (depth + a));
+        let (k, s, dl, pad, inp) = (dim.kernel, dim.stride, dim.dilation, dim.pad, dim.input);
+        let frac = if s == 1 {
+            String::new()
+        } else {
+            format!(" || q{a} % {s}{int} != 0")
+        };
+        let l = d.let_();
+        open += &format!(
+            "{ind}{}\n\
+             {ind}    {l}q{a} = o{a} + {pad}{int} - k{a} * {dl}{int};\n\
+             {ind}    {}\n\
+             {ind}    {l}i{a} = q{a} / {s}{int};\n\
+             {ind}    {}\n",
+            d.count_loop(&format!("k{a}"), k),
+            d.continue_if(&format!("q{a} < 0{frac}")),
+            d.continue_if(&format!("i{a} >= {inp}{int}")),
+        );
+        close = format!("{ind}}}\n") + &close;
+        ioff = format!("({ioff}) * {inp}{int} + i{a}");
+        koff = format!("({koff}) * {k}{int} + k{a}");
+    }
+    let inner = " ".repeat(4 * (depth + dims.len()));
+    format!("{open}{inner}{}\n{close}", body(&ioff, &koff))
+}
+
 /// Products of the dims' sizes: (output plane, input plane, taps).
 fn planes(dims: &[TapDim]) -> (usize, usize, usize) {
     dims.iter().fold((1, 1, 1), |(o, i, k), d| {
@@ -54,7 +97,7 @@ fn planes(dims: &[TapDim]) -> (usize, usize, usize) {
 
 /// A ConvTranspose node, resolved: `Y[n, m, o] = B[m] + sum over the channels `c` of
 /// m's group and the taps `k` of X[n, c, i] * W[c, m mod M/group, k]`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ConvTransposeSpec {
     /// X, `[N, C, *S]`.
     pub x: ValueId,
@@ -102,7 +145,7 @@ impl ConvTransposeSpec {
 
 /// A Col2Im node, resolved: `Y[n, c, p] = sum over the block taps `k` of
 /// X[n, c * taps + k, l]`, `l` the block position (column) that puts tap `k` at `p`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Col2ImSpec {
     /// X, `[N, C * taps, L]`.
     pub x: ValueId,
@@ -133,7 +176,7 @@ impl Col2ImSpec {
 /// A MaxUnpool node, resolved: the default-sized output (`inferred`) gets X's elements
 /// at the flat positions in I (zero elsewhere), and is placed at the start of the
 /// output (cut or padded with zeros where the shapes differ).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct MaxUnpoolSpec {
     /// X.
     pub x: ValueId,
@@ -145,6 +188,8 @@ pub struct MaxUnpoolSpec {
     pub dtype: DType,
     /// I's dtype (i64, or i32).
     pub index_dtype: DType,
+    /// The node's code in the run's error word ([`crate::plan::index_code`]).
+    pub code: u32,
     /// X's elements.
     pub len: usize,
     /// The default output shape: `(in - 1) * stride - pads + kernel` per spatial dim.
@@ -186,7 +231,7 @@ impl MaxUnpoolSpec {
 /// A DeformConv node (2-D), resolved: `Y[n, m, oy, ox] = B[m] + sum over the channels
 /// `c` of m's group and taps `(ki, kj)` of W[m, c, ki, kj] * mask * X[n, c] sampled
 /// bilinearly at (oy * stride - pad + ki * dilation + offset_y, the same along x)`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct DeformConvSpec {
     /// X, `[N, C, H, W]`.
     pub x: ValueId,
@@ -253,9 +298,18 @@ impl DeformConvSpec {
     }
 }
 
-/// A node of this family, resolved.
-#[derive(Clone, Debug)]
-pub enum Spec {
+/// A node of this family, resolved: where it is, and which op with what.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Spec {
+    /// The node: its name, op and operands.
+    pub site: Site,
+    /// The op and its parameters.
+    pub form: Form,
+}
+
+/// The op of a node of this family, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Form {
     /// ConvTranspose.
     ConvTranspose(ConvTransposeSpec),
     /// Col2Im.
@@ -268,12 +322,20 @@ pub enum Spec {
 
 /// Reads node `node` of `g` (ConvTranspose, Col2Im, MaxUnpool or DeformConv).
 pub fn spec(g: &Graph, node: &Node) -> Result<Spec> {
+    Ok(Spec {
+        site: Site::of(node),
+        form: form(g, node)?,
+    })
+}
+
+/// Reads the op of node `node` of `g`.
+fn form(g: &Graph, node: &Node) -> Result<Form> {
     let other = || Err(plan(format!("{}: not a transposed convolution", node.name)));
     match node.op {
         Op::Nn(o) => match o {
-            NnOp::ConvTranspose => conv_transpose(g, node).map(Spec::ConvTranspose),
-            NnOp::MaxUnpool => max_unpool(g, node).map(Spec::MaxUnpool),
-            NnOp::DeformConv => deform_conv(g, node).map(Spec::DeformConv),
+            NnOp::ConvTranspose => conv_transpose(g, node).map(Form::ConvTranspose),
+            NnOp::MaxUnpool => max_unpool(g, node).map(Form::MaxUnpool),
+            NnOp::DeformConv => deform_conv(g, node).map(Form::DeformConv),
             NnOp::MatMul
             | NnOp::Gemm
             | NnOp::Conv
@@ -295,7 +357,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<Spec> {
             | NnOp::Det => other(),
         },
         Op::Image(i) => match i {
-            ImageOp::Col2Im => col2im(g, node).map(Spec::Col2Im),
+            ImageOp::Col2Im => col2im(g, node).map(Form::Col2Im),
             ImageOp::Resize
             | ImageOp::GridSample
             | ImageOp::AffineGrid
@@ -359,13 +421,13 @@ fn tail_ints(node: &Node, name: &str, d: usize) -> Result<Option<Vec<i64>>> {
 /// weights' spatial dims.
 fn kernel(node: &Node, from_weights: &[usize]) -> Result<Vec<usize>> {
     let k = ints(node, "kernel_shape", from_weights.len(), 0, 1)?;
-    match node.attrs.has("kernel_shape") {
-        true if k != from_weights => Err(unsupported(
+    if node.attrs.has("kernel_shape") && k != from_weights {
+        return Err(unsupported(
             node,
             &format!("kernel_shape {k:?} other than the weights' {from_weights:?}"),
-        )),
-        _ => Ok(from_weights.to_vec()),
+        ));
     }
+    Ok(from_weights.to_vec())
 }
 
 /// The float dtype every operand in `vs` of `node` has.
@@ -386,10 +448,12 @@ fn same_float(g: &Graph, node: &Node, vs: &[ValueId]) -> Result<DType> {
 fn bias(g: &Graph, node: &Node, k: usize, m: usize) -> Result<Option<ValueId>> {
     match opt_input(node, k) {
         None => Ok(None),
-        Some(b) => match typed(g, node, b)?.1[..] {
-            [len] if len == m => Ok(Some(b)),
-            _ => Err(unsupported(node, "a bias other than [M]")),
-        },
+        Some(b) => {
+            if typed(g, node, b)?.1 != [m] {
+                return Err(unsupported(node, "a bias other than [M]"));
+            }
+            Ok(Some(b))
+        }
     }
 }
 
@@ -480,9 +544,12 @@ fn transposed_dims(
             let full = s * (input[i] as i128 - 1)
                 + adj[i] as i128
                 + ((kernel[i] as i128 - 1) * dilations[i] as i128 + 1);
-            let split = |total: i128| match auto_pad {
-                "SAME_UPPER" => total / 2,
-                _ => total - total / 2,
+            let split = |total: i128| {
+                if auto_pad == "SAME_UPPER" {
+                    total / 2
+                } else {
+                    total - total / 2
+                }
             };
             let (o, pad) = match &out_shape {
                 Some(os) if !explicit_pads || same => {
@@ -636,6 +703,7 @@ fn max_unpool(g: &Graph, node: &Node) -> Result<MaxUnpoolSpec> {
         out,
         dtype,
         index_dtype,
+        code: crate::plan::index_code(g, node)?,
         len: xs.iter().product(),
         inferred,
         target,
@@ -743,8 +811,8 @@ mod tests {
   %2 "y": f32{y} = ConvTranspose "ct"(%0, %1) {{{attrs}}}
 }}"#
         ));
-        match spec(&g, &g.nodes[0]) {
-            Ok(Spec::ConvTranspose(s)) => s.dims,
+        match spec(&g, &g.nodes[0]).map(|s| s.form) {
+            Ok(Form::ConvTranspose(s)) => s.dims,
             other => panic!("not a ConvTranspose: {other:?}"),
         }
     }
@@ -793,8 +861,8 @@ mod tests {
   %2 "y": f32[1,1,4,4] = MaxUnpool "u"(%0, %1) {kernel_shape=ints[2,2], strides=ints[2,2]}
 }"#,
         );
-        match spec(&g, &g.nodes[0]) {
-            Ok(Spec::MaxUnpool(s)) => {
+        match spec(&g, &g.nodes[0]).map(|s| s.form) {
+            Ok(Form::MaxUnpool(s)) => {
                 assert_eq!(s.inferred, vec![1, 1, 4, 4]);
                 assert_eq!(s.axes_rev()[0], (4, 4, 1));
             }

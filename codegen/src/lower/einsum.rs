@@ -15,7 +15,7 @@
 //! the last of equally large pivots, a zero pivot gives 0).
 
 use super::index::strides;
-use super::support::{input, output, plan, typed, unsupported};
+use super::support::{input, output, plan, typed, unsupported, Site};
 use crate::Result;
 use gopt_ir::ops::NnOp;
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
@@ -26,9 +26,18 @@ use gopt_ir::ops::nn::EinsumLabel as Label;
 /// memory).
 pub const DET_MAX: usize = 32;
 
-/// An Einsum or Det node, resolved.
+/// An Einsum or Det node, resolved: where it is, and which op with what.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum EinsumSpec {
+pub struct EinsumSpec {
+    /// The node: its name, op and operands.
+    pub site: Site,
+    /// The op and its parameters.
+    pub form: Form,
+}
+
+/// The op of an Einsum or Det node, resolved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Form {
     /// Einsum.
     Einsum(Contraction),
     /// Det.
@@ -50,6 +59,8 @@ pub struct Axis {
 pub struct Contraction {
     /// The operands, in input order.
     pub inputs: Vec<ValueId>,
+    /// Their element counts.
+    pub lens: Vec<usize>,
     /// The output.
     pub out: ValueId,
     /// The dtype of every operand and of the output.
@@ -89,11 +100,17 @@ pub struct DetSpec {
 
 /// Reads Einsum or Det node `node` of `g`.
 pub fn spec(g: &Graph, node: &Node) -> Result<EinsumSpec> {
-    match node.op {
-        Op::Nn(NnOp::Einsum) => einsum(g, node).map(EinsumSpec::Einsum),
-        Op::Nn(NnOp::Det) => det(g, node).map(EinsumSpec::Det),
-        _ => Err(unsupported(node, "an op other than Einsum and Det")),
-    }
+    let form = if node.op == Op::Nn(NnOp::Einsum) {
+        Form::Einsum(einsum(g, node)?)
+    } else if node.op == Op::Nn(NnOp::Det) {
+        Form::Det(det(g, node)?)
+    } else {
+        return Err(unsupported(node, "an op other than Einsum and Det"));
+    };
+    Ok(EinsumSpec {
+        site: Site::of(node),
+        form,
+    })
 }
 
 fn det(g: &Graph, node: &Node) -> Result<DetSpec> {
@@ -178,9 +195,10 @@ fn einsum(g: &Graph, node: &Node) -> Result<Contraction> {
             if dims.clone().any(|((_, &d), _)| Some(d) != first) {
                 return Err(unsupported(node, "a diagonal over dims of different sizes"));
             }
-            per.push(match first {
-                Some(d) if d == size => dims.map(|(_, &s)| s).sum(),
-                _ => 0,
+            per.push(if first == Some(size) {
+                dims.map(|(_, &s)| s).sum()
+            } else {
+                0
             });
             if first.is_some_and(|d| d != size && d != 1) {
                 return Err(plan(format!("{}: Einsum label sizes", node.name)));
@@ -204,6 +222,7 @@ fn einsum(g: &Graph, node: &Node) -> Result<Contraction> {
         )));
     }
     let c = Contraction {
+        lens: shapes.iter().map(|s| s.iter().product()).collect(),
         inputs,
         out,
         dtype,

@@ -40,8 +40,8 @@ pub fn parts(node: &Node) -> Result<Parts> {
     let err = |e: gopt_ir::IrError| unsupported(node, &e.to_string());
     let flag = |name: &str| a.int_or(name, 0).map(|v| v != 0).map_err(err);
     let float = |name: &str| a.float_or(name, 1.0).map_err(err);
-    match node.op {
-        Op::Nn(NnOp::MatMul) => Ok(Parts {
+    if node.op == Op::Nn(NnOp::MatMul) {
+        Ok(Parts {
             act: Activation::None,
             alpha: 1.0,
             beta: 1.0,
@@ -49,8 +49,9 @@ pub fn parts(node: &Node) -> Result<Parts> {
             trans_b: false,
             bias: None,
             residual: None,
-        }),
-        Op::Fused(FusedOp::FusedMatMul) => Ok(Parts {
+        })
+    } else if node.op == Op::Fused(FusedOp::FusedMatMul) {
+        Ok(Parts {
             act: Activation::from_node(node, MATMUL_ACTIVATIONS).map_err(err)?,
             alpha: float("alpha")?,
             beta: 1.0,
@@ -58,20 +59,20 @@ pub fn parts(node: &Node) -> Result<Parts> {
             trans_b: flag("trans_b")?,
             bias: at(2),
             residual: at(3),
-        }),
-        Op::Nn(NnOp::Gemm) => {
-            let beta = float("beta")?;
-            Ok(Parts {
-                act: Activation::None,
-                alpha: float("alpha")?,
-                beta,
-                trans_a: flag("transA")?,
-                trans_b: flag("transB")?,
-                bias: at(2).filter(|_| beta != 0.0),
-                residual: None,
-            })
-        }
-        _ => Err(unsupported(node, "this op (not a GEMM)")),
+        })
+    } else if node.op == Op::Nn(NnOp::Gemm) {
+        let beta = float("beta")?;
+        Ok(Parts {
+            act: Activation::None,
+            alpha: float("alpha")?,
+            beta,
+            trans_a: flag("transA")?,
+            trans_b: flag("transB")?,
+            bias: at(2).filter(|_| beta != 0.0),
+            residual: None,
+        })
+    } else {
+        Err(unsupported(node, "this op (not a GEMM)"))
     }
 }
 
@@ -189,7 +190,7 @@ pub fn gemm_c(g: &Graph, node: &Node, c: ValueId, m: usize, n: usize) -> Result<
         [] => [1, 1],
         [x] => [1, x],
         [x, y] => [x, y],
-        _ => return Err(unsupported(node, "a C of rank above 2")),
+        [_, _, _, ..] => return Err(unsupported(node, "a C of rank above 2")),
     };
     if (rc[0] != 1 && rc[0] != m) || (rc[1] != 1 && rc[1] != n) {
         return Err(unsupported(

@@ -30,6 +30,7 @@ pub mod conv_state;
 pub mod conv_transpose;
 pub mod counted;
 pub mod cumulative;
+pub mod dialect;
 pub mod einsum;
 pub mod elementwise;
 pub mod gather_elements;
@@ -212,6 +213,20 @@ pub enum Spec {
     Norm(Box<norm::NormSpec>),
     /// The ops whose output size the device counts ([`counted`]).
     Counted(Box<counted::CountedSpec>),
+    /// A 1-D or 2-D convolution ([`conv`]).
+    Conv(Box<conv::ConvSpec>),
+    /// Einsum or Det ([`einsum`]).
+    Einsum(Box<einsum::EinsumSpec>),
+    /// A quantization op ([`quant`]).
+    Quant(Box<quant::QuantSpec>),
+    /// ConvTranspose, Col2Im, MaxUnpool or DeformConv ([`conv_transpose`]).
+    ConvTranspose(Box<conv_transpose::Spec>),
+    /// A convolution of 3 spatial dims ([`conv_nd`]).
+    ConvNd(Box<conv_nd::ConvNdSpec>),
+    /// CausalConvWithState ([`conv_state`]).
+    ConvState(Box<conv_state::ConvStateSpec>),
+    /// A windowed pool ([`pool`]).
+    Pool(Box<pool::PoolSpec>),
 }
 
 impl Spec {
@@ -234,6 +249,13 @@ impl Spec {
             Spec::TopK(_) => Kind::TopK,
             Spec::Norm(_) => Kind::Norm,
             Spec::Counted(_) => Kind::Counted,
+            Spec::Conv(_) => Kind::Conv,
+            Spec::Einsum(_) => Kind::Einsum,
+            Spec::Quant(_) => Kind::Quant,
+            Spec::ConvTranspose(_) => Kind::ConvTranspose,
+            Spec::ConvNd(_) => Kind::ConvNd,
+            Spec::ConvState(_) => Kind::ConvState,
+            Spec::Pool(_) => Kind::Pool,
         }
     }
 }
@@ -268,7 +290,7 @@ pub enum Lowered {
     /// A channels-last FusedConv with constant weights, run as a GEMM over an im2col
     /// matrix where the backend has a GEMM library (CUDA); a convolution kernel
     /// elsewhere.
-    ConvGemm,
+    ConvGemm(Box<conv::ConvSpec>),
     /// The output is a contiguous run of input 0's bytes starting this many bytes in
     /// (a multiple of [`crate::memory::ALIGN`]): no step runs ([`window`]).
     Window(usize),
@@ -584,9 +606,10 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
         Op::Fused(f) => match f {
             FusedOp::FusedElementwise => elementwise()?,
             FusedOp::FusedMatMul => Lowered::Gemm(GemmForm::MatMul),
-            FusedOp::FusedConv if conv_nd::applies(g, n) => k(ConvNd),
-            FusedOp::FusedConv if conv::as_gemm(g, n) => Lowered::ConvGemm,
-            FusedOp::FusedConv => k(Conv),
+            FusedOp::FusedConv if conv_nd::applies(g, n) => {
+                typed(conv_nd::spec(g, n), |s| Spec::ConvNd(Box::new(s)))?
+            }
+            FusedOp::FusedConv => conv::lowered(g, n)?,
         },
         Op::Reduce(r) => match r {
             ReduceOp::ReduceSum => reduction(ReduceKind::Sum)?,
@@ -685,9 +708,13 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
             NnOp::MatMul => Lowered::Gemm(GemmForm::MatMul),
             NnOp::Gemm => Lowered::Gemm(GemmForm::Gemm),
             NnOp::MatMulNBits => Lowered::PackedGemm,
-            NnOp::Conv if conv_nd::applies(g, n) => k(ConvNd),
-            NnOp::Conv => k(Conv),
-            NnOp::MaxPool | NnOp::AveragePool => k(Pool),
+            NnOp::Conv if conv_nd::applies(g, n) => {
+                typed(conv_nd::spec(g, n), |s| Spec::ConvNd(Box::new(s)))?
+            }
+            NnOp::Conv => typed(conv::spec(g, n), |s| Spec::Conv(Box::new(s)))?,
+            NnOp::MaxPool | NnOp::AveragePool => {
+                typed(pool::spec(g, n), |s| Spec::Pool(Box::new(s)))?
+            }
             NnOp::GlobalAveragePool => reduction(ReduceKind::GlobalAverage)?,
             NnOp::GlobalMaxPool => reduction(ReduceKind::GlobalMax)?,
             NnOp::MatMulInteger
@@ -696,10 +723,18 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
             | NnOp::QLinearConv
             | NnOp::QuantizeLinear
             | NnOp::DequantizeLinear
-            | NnOp::DynamicQuantizeLinear => k(Quant),
-            NnOp::ConvTranspose | NnOp::DeformConv | NnOp::MaxUnpool => k(ConvTranspose),
-            NnOp::LpPool | NnOp::GlobalLpPool => k(Pool),
-            NnOp::Einsum | NnOp::Det => k(Einsum),
+            | NnOp::DynamicQuantizeLinear => {
+                typed(quant::spec(g, n), |s| Spec::Quant(Box::new(s)))?
+            }
+            NnOp::ConvTranspose | NnOp::DeformConv | NnOp::MaxUnpool => {
+                typed(conv_transpose::spec(g, n), |s| {
+                    Spec::ConvTranspose(Box::new(s))
+                })?
+            }
+            NnOp::LpPool | NnOp::GlobalLpPool => {
+                typed(pool::spec(g, n), |s| Spec::Pool(Box::new(s)))?
+            }
+            NnOp::Einsum | NnOp::Det => typed(einsum::spec(g, n), |s| Spec::Einsum(Box::new(s)))?,
         },
         Op::Attention(a) => match a {
             AttentionOp::Attention => k(Attention),
@@ -708,14 +743,18 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
             }
             AttentionOp::SwiGLU => typed(glu::spec(g, n, views), |s| Spec::Glu(Box::new(s)))?,
             AttentionOp::TensorScatter => k(Scatter),
-            AttentionOp::CausalConvWithState => k(ConvState),
+            AttentionOp::CausalConvWithState => {
+                typed(conv_state::spec(g, n), |s| Spec::ConvState(Box::new(s)))?
+            }
             AttentionOp::LinearAttention => k(LinearAttention),
             AttentionOp::FlexAttention => none("this op"),
         },
         Op::Image(i) => match i {
             ImageOp::Resize => k(Resize),
             ImageOp::GridSample | ImageOp::AffineGrid | ImageOp::RoiAlign => k(Sample),
-            ImageOp::Col2Im => k(ConvTranspose),
+            ImageOp::Col2Im => typed(conv_transpose::spec(g, n), |s| {
+                Spec::ConvTranspose(Box::new(s))
+            })?,
             ImageOp::DFT | ImageOp::STFT => k(Spectral),
             ImageOp::NonMaxSuppression => counted::lower(g, n, counted::CountedOp::Nms)?,
             ImageOp::HannWindow

@@ -5,7 +5,8 @@
 //! `count_include_pad`, LpPool's `p`), once for every backend. [`resolve`] is the same
 //! window arithmetic for a convolution-like op whose kernel comes from its weights.
 
-use super::support::{check_float, input, output, plan, typed, unsupported};
+use super::dialect::Dialect;
+use super::support::{check_float, input, output, plan, typed, unsupported, Site};
 use crate::Result;
 use gopt_ir::ops::NnOp;
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
@@ -23,7 +24,7 @@ pub const ATTRS: &[&str] = &[
 ];
 
 /// One spatial dim of the window, resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Dim {
     /// Input size.
     pub input: usize,
@@ -54,6 +55,18 @@ pub fn window(node: &Node, sp: &[usize], out: &[usize]) -> Result<Vec<Dim>> {
     resolve(node, &kernel, sp, out)
 }
 
+/// List attribute `name` of `node`: `len` non-negative values, or `default` repeated
+/// when absent (strides, dilations, pads, kernel shapes).
+pub fn ints(node: &Node, name: &str, default: usize, len: usize) -> Result<Vec<usize>> {
+    match node.attrs.ints(name).map_err(plan)? {
+        None => Ok(vec![default; len]),
+        Some(v) if v.len() == len && v.iter().all(|&x| x >= 0) => {
+            Ok(v.iter().map(|&x| x as usize).collect())
+        }
+        Some(v) => Err(unsupported(node, &format!("{name} {v:?}"))),
+    }
+}
+
 /// The window of `kernel` per spatial dim (`sp` in, `out` out): strides, dilations,
 /// pads or `auto_pad`, `ceil_mode` read from `node`, as the interpreter resolves them
 /// (a resolved output size other than `out` is a plan error).
@@ -62,15 +75,7 @@ pub fn resolve(node: &Node, kernel: &[usize], sp: &[usize], out: &[usize]) -> Re
     if kernel.len() != d || out.len() != d {
         return Err(unsupported(node, "a kernel of another rank than the input"));
     }
-    let ints = |name: &str, default: usize, len: usize| -> Result<Vec<usize>> {
-        match node.attrs.ints(name).map_err(plan)? {
-            None => Ok(vec![default; len]),
-            Some(v) if v.len() == len && v.iter().all(|&x| x >= 0) => {
-                Ok(v.iter().map(|&x| x as usize).collect())
-            }
-            Some(v) => Err(unsupported(node, &format!("{name} {v:?}"))),
-        }
-    };
+    let ints = |name: &str, default: usize, len: usize| ints(node, name, default, len);
     let strides = ints("strides", 1, d)?;
     let dil = ints("dilations", 1, d)?;
     let pads = ints("pads", 0, 2 * d)?;
@@ -135,7 +140,7 @@ pub fn resolve(node: &Node, kernel: &[usize], sp: &[usize], out: &[usize]) -> Re
 }
 
 /// MaxPool's second output: the flat index of each maximum in X.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Indices {
     /// The i64 output.
     pub out: ValueId,
@@ -145,7 +150,7 @@ pub struct Indices {
 }
 
 /// What a pool computes over its window.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     /// MaxPool: the first of equal maxima (0, and index -1, for a window without
     /// input elements), optionally with its index.
@@ -168,8 +173,10 @@ pub enum Mode {
 
 /// A windowed pool node, read once for every backend: `[N, C, spatial...]` in and
 /// out, the resolved window per spatial dim, and the mode.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct PoolSpec {
+    /// The node: its name, op and operands.
+    pub site: Site,
     /// What it computes.
     pub mode: Mode,
     /// X's (and Y's) dtype: a float, or i8/u8 for MaxPool.
@@ -191,6 +198,34 @@ pub struct PoolSpec {
 }
 
 impl PoolSpec {
+    /// Whether the data are compared as stored (MaxPool of i8 or u8), not in f32.
+    pub fn as_stored(&self) -> bool {
+        matches!(self.dtype, DType::I8 | DType::U8)
+    }
+
+    /// The window walk in dialect `d`: loops opening one per spatial dim (skipping taps
+    /// outside the input), their closing braces, and the tap's offset in its plane
+    /// (output coordinates `o{i}` are signed variables in scope).
+    pub fn walk(&self, d: Dialect) -> (String, String, String) {
+        let mut open = String::new();
+        let mut close = String::new();
+        let sg = d.signed();
+        let mut offset = format!("0{sg}");
+        for (i, dim) in self.dims.iter().enumerate() {
+            let (input, s, dl, pb) = (dim.input, dim.stride, dim.dilation, dim.pad_begin);
+            let ind = " ".repeat(8 + 4 * i);
+            open += &format!(
+                "{ind}{}\n{ind}    {}c{i} = o{i} * {s}{sg} - {pb}{sg} + t{i} * {dl}{sg};\n{ind}    {}\n",
+                d.int_loop(&format!("t{i}"), dim.kernel),
+                d.let_(),
+                d.continue_if(&format!("c{i} < 0 || c{i} >= {input}{sg}")),
+            );
+            close = format!("{ind}}}\n") + &close;
+            offset = format!("({offset}) * {input}{sg} + c{i}");
+        }
+        (open, close, offset)
+    }
+
     /// The flat index of input element `coords` (expressions of its spatial
     /// coordinates) within its plane when the plane is stored column-major: the first
     /// spatial dim fastest (`storage_order` 1).
@@ -287,9 +322,10 @@ fn mode(node: &Node, op: NnOp) -> Result<Mode> {
 /// The dtypes a pool's data may have: floats (computed in f32); MaxPool also takes
 /// i8 and u8 (compared as stored), as the interpreter does.
 fn check_dtype(node: &Node, mode: Mode, dt: DType) -> Result<()> {
-    match (mode, dt) {
-        (Mode::Max { .. }, DType::I8 | DType::U8) => Ok(()),
-        _ => check_float(node, dt, "pools"),
+    if matches!(mode, Mode::Max { .. }) && matches!(dt, DType::I8 | DType::U8) {
+        Ok(())
+    } else {
+        check_float(node, dt, "pools")
     }
 }
 
@@ -334,6 +370,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<PoolSpec> {
     let total: usize = ys.iter().product();
     let plane: usize = xs[2..].iter().product();
     Ok(PoolSpec {
+        site: Site::of(node),
         mode,
         dtype,
         x,

@@ -21,7 +21,7 @@
 
 use super::index::{strides, sum, Lit};
 use super::pool::{resolve, Dim};
-use super::support::{input, opt_input, output, plan, typed, unsupported};
+use super::support::{input, opt_input, output, plan, typed, unsupported, Site};
 use crate::Result;
 use gopt_ir::ops::NnOp;
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
@@ -30,16 +30,6 @@ use gopt_ir::{DType, Graph, Node, Op, ValueId};
 /// to its minimum and maximum, then quantizes it, so larger tensors would leave the
 /// device idle (a multi-block form is not written).
 pub const DYNAMIC_MAX: usize = 1 << 22;
-
-/// The attributes ConvInteger and QLinearConv may carry (anything else is refused).
-const CONV_ATTRS: &[&str] = &[
-    "auto_pad",
-    "dilations",
-    "group",
-    "kernel_shape",
-    "pads",
-    "strides",
-];
 
 /// The value range of a quantized integer dtype (8/16-bit integers only).
 pub fn range(dt: DType) -> Option<(i32, i32)> {
@@ -189,7 +179,7 @@ pub struct Param {
 }
 
 /// The operands QuantizeLinear and DequantizeLinear share.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Affine {
     /// The data.
     pub x: ValueId,
@@ -207,8 +197,19 @@ pub struct Affine {
     pub n: usize,
 }
 
+impl Affine {
+    /// How the scales and zero points map to the data, for the kernel's header.
+    pub fn params_note(&self) -> &'static str {
+        if self.zero.is_some_and(|z| !z.map.is_scalar()) || !self.scale.map.is_scalar() {
+            "per axis or block"
+        } else {
+            "one for the tensor"
+        }
+    }
+}
+
 /// QuantizeLinear, resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct QuantizeSpec {
     /// Data (f32, f16, bf16), scales, zero points and the quantized output.
     pub affine: Affine,
@@ -223,14 +224,14 @@ pub struct QuantizeSpec {
 
 /// DequantizeLinear, resolved: computed in f32 (8/16-bit data, f32/f16/bf16 scales),
 /// stored as the output's float dtype.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct DequantizeSpec {
     /// Data (u8, i8, u16, i16), scales, zero points (the data's dtype) and output.
     pub affine: Affine,
 }
 
 /// DynamicQuantizeLinear, resolved.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct DynamicSpec {
     /// The data (f32, f16 or bf16; at most [`DYNAMIC_MAX`] elements).
     pub x: ValueId,
@@ -247,7 +248,7 @@ pub struct DynamicSpec {
 }
 
 /// An 8/16-bit integer operand of a product and its zero point.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct IntOperand {
     /// The tensor.
     pub v: ValueId,
@@ -260,7 +261,7 @@ pub struct IntOperand {
 
 /// One scale of a requantization: its tensor and dtype, and whether it holds one value
 /// per row of A, per column of B or per output channel of W (else one value).
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Scale {
     /// The tensor.
     pub v: ValueId,
@@ -272,7 +273,7 @@ pub struct Scale {
 
 /// The requantization of a QLinear op: `mult = round(round(s1 * s2) / sy)` (rounded to
 /// `round`, the first scale's dtype) and `saturate(rint(acc * mult + zy))`.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Requant {
     /// A's or X's scale.
     pub s1: Scale,
@@ -294,7 +295,7 @@ pub struct Requant {
 
 /// MatMulInteger or QLinearMatMul, resolved: numpy's batched product of A (`[..., M,
 /// K]`, or `[K]` as one row) and B (`[..., K, N]`, or `[K]` as one column).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct IntMatMulSpec {
     /// A and its zero point (per tensor or per row).
     pub a: IntOperand,
@@ -322,7 +323,7 @@ pub struct IntMatMulSpec {
 
 /// ConvInteger or QLinearConv, resolved: a direct convolution of X (`[N, C, *S]`) by
 /// W (`[M, C / group, *K]`), accumulated in i32.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct IntConvSpec {
     /// X and its zero point (one value).
     pub x: IntOperand,
@@ -374,9 +375,18 @@ impl IntConvSpec {
     }
 }
 
-/// A quantization node, resolved.
-#[derive(Clone, Debug)]
-pub enum QuantSpec {
+/// A quantization node, resolved: where it is, and which op with what.
+#[derive(Clone, Debug, PartialEq)]
+pub struct QuantSpec {
+    /// The node: its name, op and operands.
+    pub site: Site,
+    /// The op and its parameters.
+    pub form: Form,
+}
+
+/// The op of a quantization node, resolved.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Form {
     /// QuantizeLinear.
     Quantize(QuantizeSpec),
     /// DequantizeLinear.
@@ -391,6 +401,14 @@ pub enum QuantSpec {
 
 /// Reads quantization node `node` of `g`.
 pub fn spec(g: &Graph, node: &Node) -> Result<QuantSpec> {
+    Ok(QuantSpec {
+        site: Site::of(node),
+        form: form(g, node)?,
+    })
+}
+
+/// Reads the op of quantization node `node` of `g`.
+fn form(g: &Graph, node: &Node) -> Result<Form> {
     let other = || {
         Err(plan(format!(
             "node `{}` ({}) is not a quantization op",
@@ -399,11 +417,11 @@ pub fn spec(g: &Graph, node: &Node) -> Result<QuantSpec> {
     };
     match node.op {
         Op::Nn(o) => match o {
-            NnOp::QuantizeLinear => quantize(g, node).map(QuantSpec::Quantize),
-            NnOp::DequantizeLinear => dequantize(g, node).map(QuantSpec::Dequantize),
-            NnOp::DynamicQuantizeLinear => dynamic(g, node).map(QuantSpec::Dynamic),
-            NnOp::MatMulInteger | NnOp::QLinearMatMul => matmul(g, node).map(QuantSpec::MatMul),
-            NnOp::ConvInteger | NnOp::QLinearConv => conv(g, node).map(QuantSpec::Conv),
+            NnOp::QuantizeLinear => quantize(g, node).map(Form::Quantize),
+            NnOp::DequantizeLinear => dequantize(g, node).map(Form::Dequantize),
+            NnOp::DynamicQuantizeLinear => dynamic(g, node).map(Form::Dynamic),
+            NnOp::MatMulInteger | NnOp::QLinearMatMul => matmul(g, node).map(Form::MatMul),
+            NnOp::ConvInteger | NnOp::QLinearConv => conv(g, node).map(Form::Conv),
             NnOp::MatMul
             | NnOp::Gemm
             | NnOp::MatMulNBits
@@ -588,16 +606,13 @@ fn int_operand(
                 )));
             }
             let len: usize = zs.iter().product();
-            let per_axis = match axis {
-                _ if len == 1 => false,
-                Some(a) if zs.len() == 1 && s.get(a) == Some(&len) => true,
-                _ => {
-                    return Err(unsupported(
-                        node,
-                        &format!("a zero point of shape {zs:?} for data of shape {s:?}"),
-                    ))
-                }
-            };
+            let per_axis = len != 1;
+            if per_axis && !axis.is_some_and(|a| zs.len() == 1 && s.get(a) == Some(&len)) {
+                return Err(unsupported(
+                    node,
+                    &format!("a zero point of shape {zs:?} for data of shape {s:?}"),
+                ));
+            }
             Some((z, per_axis))
         }
     };
@@ -612,16 +627,13 @@ fn scale(g: &Graph, node: &Node, k: usize, per_axis_len: Option<usize>) -> Resul
         return Err(unsupported(node, &format!("{dt} scales")));
     }
     let len: usize = s.iter().product();
-    let per_axis = match per_axis_len {
-        _ if len == 1 => false,
-        Some(l) if l == len => true,
-        _ => {
-            return Err(unsupported(
-                node,
-                &format!("a scale of shape {s:?} (input {k})"),
-            ))
-        }
-    };
+    let per_axis = len != 1;
+    if per_axis && per_axis_len != Some(len) {
+        return Err(unsupported(
+            node,
+            &format!("a scale of shape {s:?} (input {k})"),
+        ));
+    }
     Ok(Scale { v, dt, per_axis })
 }
 
@@ -751,7 +763,7 @@ fn conv(g: &Graph, node: &Node) -> Result<IntConvSpec> {
         .attrs
         .0
         .keys()
-        .find(|k| !CONV_ATTRS.contains(&k.as_str()))
+        .find(|k| !super::conv::PLAIN_ATTRS.contains(&k.as_str()))
     {
         return Err(unsupported(node, &format!("attribute `{k}`")));
     }

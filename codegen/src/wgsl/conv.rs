@@ -13,14 +13,12 @@
 //! channels for NHWC when a group's channels come in fours. Sizes are baked into the source so index math divides by constants.
 
 use super::gemm_tile::{tile, Operand};
-use super::unsupported;
 use super::WgslKernel;
 use crate::lower::conv::ConvSpec;
-use crate::lower::index::strides;
 use crate::template::fill;
-use crate::{CodegenError, Result};
+use crate::Result;
 use gopt_ir::ops::fused::{Activation, EpilogueOrder};
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const GEMM: &str = include_str!("conv.wgsl");
 const DIRECT: &str = include_str!("conv_direct.wgsl");
@@ -28,11 +26,11 @@ const DIRECT: &str = include_str!("conv_direct.wgsl");
 /// The activation helpers every convolution shader carries.
 const HELPERS: &str = include_str!("conv_act.wgsl");
 
-fn storage(node: &Node, dt: DType, what: &str) -> Result<&'static str> {
+fn storage(s: &ConvSpec, dt: DType, what: &str) -> Result<&'static str> {
     match dt {
         DType::F32 => Ok("f32"),
         DType::F16 => Ok("f16"),
-        other => Err(unsupported(node, format!("{other} {what}"))),
+        other => Err(s.site.unsupported(&format!("{other} {what}"))),
     }
 }
 
@@ -60,41 +58,14 @@ fn activation(act: Activation) -> String {
 /// scope): bias, then activation and broadcast residual in the node's order, one
 /// rounding at the store.
 fn epilogue(s: &ConvSpec, ost: &str, indent: usize) -> String {
-    let (m, p) = (s.m, s.p());
-    let y = if s.nhwc {
-        format!("(n * {p}u + p) * {m}u + oc")
-    } else {
-        format!("(n * {m}u + oc) * {p}u + p")
-    };
+    let y = s.y_index("u");
     let mut lines = vec!["var v: f32 = acc_;".to_string()];
     if s.bias.is_some() {
         lines.push("v = v + f32(bias[oc]);".into());
     }
     let act_at = lines.len();
     if let Some((_, rs)) = &s.residual {
-        let idx = if rs == &s.y_shape {
-            y.clone()
-        } else {
-            let ow = s.ow;
-            let sp: Vec<String> = if s.spatial == 1 {
-                vec!["p".into()]
-            } else {
-                vec![format!("(p / {ow}u)"), format!("(p % {ow}u)")]
-            };
-            let n = || vec!["n".to_string()];
-            let coords: Vec<String> = if s.nhwc {
-                [n(), sp, vec!["oc".into()]].concat()
-            } else {
-                [n(), vec!["oc".into()], sp].concat()
-            };
-            let lead = coords.len() - rs.len();
-            let st = strides(rs);
-            let terms: Vec<String> = (0..rs.len())
-                .filter(|&a| rs[a] != 1)
-                .map(|a| format!("{} * {}u", coords[a + lead], st[a]))
-                .collect();
-            crate::lower::index::sum(&terms, "0u")
-        };
+        let idx = s.residual_index(rs, &y, "u", "0u");
         lines.push(format!("v = v + f32(res[{idx}]);"));
     }
     match s.order {
@@ -110,21 +81,9 @@ fn epilogue(s: &ConvSpec, ost: &str, indent: usize) -> String {
         .collect()
 }
 
-fn describe(s: &ConvSpec) -> String {
-    format!(
-        "{}x{} kernel, stride {:?}, dilation {:?}, pad {:?}, {} -> {} channels in {} group(s), {} {}x{} -> {}x{}",
-        s.kh, s.kw, s.stride, s.dilation, s.pad, s.c, s.m, s.group,
-        if s.nhwc { "NHWC" } else { "NCHW" }, s.h, s.w, s.oh, s.ow
-    )
-}
-
 /// Emits the shader for a Conv or FusedConv node.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let s = crate::lower::conv::spec(g, node).map_err(|e| match e {
-        CodegenError::Unsupported { what, .. } => unsupported(node, what),
-        e => e,
-    })?;
-    let ost = storage(node, s.out_dt, "outputs")?;
+pub fn emit(s: &ConvSpec, name: &str) -> Result<WgslKernel> {
+    let ost = storage(s, s.out_dt, "outputs")?;
     let mut operands = vec![("x", s.x_dt, "convolutions"), ("w", s.x_dt, "convolutions")];
     operands.extend(s.bias.map(|b| ("bias", b, "biases")));
     operands.extend(s.residual.as_ref().map(|r| ("res", r.0, "residuals")));
@@ -132,10 +91,10 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let (w_vec, x_vec) = if s.cg() == 1 {
         (false, false)
     } else {
-        vec_loads(&s)
+        vec_loads(s)
     };
     for (i, &(v, dt, what)) in operands.iter().enumerate() {
-        let t = storage(node, dt, what)?;
+        let t = storage(s, dt, what)?;
         let vec = (v == "w" && w_vec) || (v == "x" && x_vec);
         let t = if vec {
             format!("vec4<{t}>")
@@ -155,26 +114,26 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         .max(s.y_shape.iter().product())
         .max(s.m * s.cg() * s.taps());
     if big >= 1 << 31 || s.h.max(s.w) * s.stride.0.max(s.stride.1) >= 1 << 20 {
-        return Err(unsupported(node, "tensors of 2^31 elements or more"));
+        return Err(s.site.unsupported("tensors of 2^31 elements or more"));
     }
     let common = [
         ("enable", super::enable_f16(f16).to_string()),
-        ("what", node.op.name().to_string()),
+        ("what", s.site.op.to_string()),
         ("bindings", bindings.join("\n")),
         ("helpers", HELPERS.to_string()),
     ];
     let (source, workgroups) = if s.cg() == 1 {
-        direct(&s, ost, &common)?
+        direct(s, ost, &common)?
     } else {
-        gemm(&s, node, ost, &common)?
+        gemm(s, ost, &common)?
     };
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: s.site.node.clone(),
         source,
         workgroups,
-        inputs: node.inputs.iter().flatten().map(|v| v.0).collect(),
-        outputs: vec![node.outputs[0].0],
+        inputs: s.site.inputs.iter().flatten().copied().collect(),
+        outputs: vec![s.site.output(0)?],
         index_check: None,
         loop_iterations: None,
     })
@@ -213,7 +172,7 @@ fn direct(s: &ConvSpec, ost: &str, common: &Holes) -> Result<(String, [u32; 3])>
         DIRECT,
         common,
         &[
-            ("desc", describe(s)),
+            ("desc", s.describe()),
             ("total", n(total)),
             ("decode", decode),
             ("mult", n(s.mg())),
@@ -244,14 +203,14 @@ fn direct(s: &ConvSpec, ost: &str, common: &Holes) -> Result<(String, [u32; 3])>
 fn vec_loads(s: &ConvSpec) -> (bool, bool) {
     let permuted = s.nhwc && s.taps() > 1;
     (
-        !permuted && s.cg() * s.taps() % 4 == 0,
-        s.nhwc && s.cg() % 4 == 0,
+        !permuted && (s.cg() * s.taps()).is_multiple_of(4),
+        s.nhwc && s.cg().is_multiple_of(4),
     )
 }
 
 /// Every other convolution: the register-tiled implicit GEMM of `conv.wgsl` (the
 /// tiling of `gemm_tile.rs`), with W as the A operand and im2col(X) as B.
-fn gemm(s: &ConvSpec, node: &Node, ost: &str, common: &Holes) -> Result<(String, [u32; 3])> {
+fn gemm(s: &ConvSpec, ost: &str, common: &Holes) -> Result<(String, [u32; 3])> {
     let (k, mg, ncol) = (s.cg() * s.taps(), s.mg(), s.n * s.p());
     let t = tile(s.group, mg, ncol);
     let (w_vec, x_vec) = vec_loads(s);
@@ -345,10 +304,9 @@ fn gemm(s: &ConvSpec, node: &Node, ost: &str, common: &Holes) -> Result<(String,
     let (fma, decls, out) = t.body();
     let (tiles_m, tiles_n) = (mg.div_ceil(t.bm), ncol.div_ceil(t.bn));
     if tiles_m > 65535 || s.group > 65535 {
-        return Err(unsupported(
-            node,
-            "more than 65535 tiles of output channels or groups",
-        ));
+        return Err(s
+            .site
+            .unsupported("more than 65535 tiles of output channels or groups"));
     }
     let korder = if s.nhwc {
         "(kernel tap, channel)"
@@ -358,7 +316,7 @@ fn gemm(s: &ConvSpec, node: &Node, ost: &str, common: &Holes) -> Result<(String,
     let n = |v: usize| v.to_string();
     let mut rest = t.holes();
     rest.extend([
-        ("desc", describe(s)),
+        ("desc", s.describe()),
         ("korder", korder.to_string()),
         ("k", n(k)),
         ("mg", n(mg)),

@@ -2,32 +2,32 @@
 //! index arithmetic as the CUDA kernel (`cuda/conv_state.rs`), f32 and f16 data.
 
 use super::types::{load, store};
-use super::{unsupported, WgslKernel};
-use crate::lower::conv_state::spec;
-use crate::template::fill;
+use super::WgslKernel;
+use crate::lower::conv_state::ConvStateSpec;
+use crate::template::fill_owned;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("conv_state.wgsl");
 
 /// `v` rounded to `dt` and back (the interpreter rounds the sum and the SiLU).
 fn round(dt: DType, v: &str) -> String {
-    match dt {
-        DType::F16 => format!("f32(f16({v}))"),
-        _ => v.to_string(),
+    if dt == DType::F16 {
+        format!("f32(f16({v}))")
+    } else {
+        v.to_string()
     }
 }
 
-/// Emits the shader for CausalConvWithState node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let sp = spec(g, node)?;
+/// Emits the shader of a CausalConvWithState node.
+pub fn emit(sp: &ConvStateSpec, name: &str) -> Result<WgslKernel> {
     let t = match sp.dtype {
         DType::F32 => "f32",
         DType::F16 => "f16",
-        other => return Err(unsupported(node, format!("{other} data"))),
+        other => return Err(sp.site.unsupported(&format!("{other} data"))),
     };
     let total = u32::try_from(sp.y_elems() + sp.state_elems())
-        .map_err(|_| unsupported(node, "more than 2^32 elements"))?;
+        .map_err(|_| sp.site.unsupported("more than 2^32 elements"))?;
     let mut inputs = vec![sp.x.0, sp.w.0];
     let mut names = vec!["x", "w"];
     if let Some(b) = sp.bias {
@@ -83,34 +83,29 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     } else {
         String::new()
     };
-    let source = fill(
-        TEMPLATE,
-        &[
+    let mut holes = sp.holes();
+    holes.extend(
+        [
             ("enable", super::enable_f16(t == "f16")),
             ("bindings", &bindings.join("\n")),
-            ("k", &sp.k.to_string()),
-            ("km1", &km1.to_string()),
-            ("len", &sp.len.max(1).to_string()),
-            ("channels", &sp.channels.max(1).to_string()),
-            ("silu_note", if sp.silu { ", SiLU" } else { "" }),
             ("past", &past),
             (
                 "load_x",
                 &load(sp.dtype, &format!("x[bc * {}u + p - {km1}u]", sp.len)),
             ),
             ("load_w", &load(sp.dtype, &format!("w[c * {}u + j]", sp.k))),
-            ("ny", &sp.y_elems().to_string()),
-            ("ns", &sp.state_elems().to_string()),
             ("bias", &bias),
             ("round_acc", &round(sp.dtype, "acc")),
             ("silu", &silu),
             ("store_v", &store(sp.dtype, "v")),
             ("state", &state),
-        ],
-    )?;
+        ]
+        .map(|(k, v): (&'static str, &str)| (k, v.to_string())),
+    );
+    let source = fill_owned(TEMPLATE, &holes)?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: sp.site.node.clone(),
         source,
         workgroups: [total.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs,

@@ -14,51 +14,52 @@
 //! - DeformConv: one invocation per output element sums weight times the bilinear
 //!   sample (zero outside the image) at each tap's offset position, times the mask.
 
-use super::unsupported;
 use super::WgslKernel;
 use crate::lower::conv_transpose::{
-    spec, Col2ImSpec, ConvTransposeSpec, DeformConvSpec, MaxUnpoolSpec, Spec, TapDim,
+    walk, Col2ImSpec, ConvTransposeSpec, DeformConvSpec, Form, MaxUnpoolSpec, Spec, TapDim,
 };
+use crate::lower::dialect::Dialect;
+use crate::lower::support::Site;
+use crate::plan::IndexCheck;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const CONV_TRANSPOSE: &str = include_str!("conv_transpose.wgsl");
 const COL2IM: &str = include_str!("conv_transpose_col2im.wgsl");
 const UNPOOL: &str = include_str!("conv_transpose_unpool.wgsl");
 const DEFORM: &str = include_str!("conv_transpose_deform.wgsl");
 
-/// Emits the shader for node `node` of `g` (ConvTranspose, Col2Im, MaxUnpool or
-/// DeformConv).
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let sp = spec(g, node).map_err(|e| e.for_backend(super::BACKEND))?;
-    match sp {
-        Spec::ConvTranspose(s) => conv_transpose(node, name, &s),
-        Spec::Col2Im(s) => col2im(node, name, &s),
-        Spec::MaxUnpool(s) => max_unpool(g, node, name, &s),
-        Spec::DeformConv(s) => deform_conv(node, name, &s),
+/// Emits the shader of a ConvTranspose, Col2Im, MaxUnpool or DeformConv node.
+pub fn emit(spec: &Spec, name: &str) -> Result<WgslKernel> {
+    let site = &spec.site;
+    match &spec.form {
+        Form::ConvTranspose(s) => conv_transpose(site, name, s),
+        Form::Col2Im(s) => col2im(site, name, s),
+        Form::MaxUnpool(s) => max_unpool(site, name, s),
+        Form::DeformConv(s) => deform_conv(site, name, s),
     }
 }
 
 /// The WGSL storage type of float data of `dt`.
-fn float_type(node: &Node, dt: DType) -> Result<&'static str> {
+fn float_type(site: &Site, dt: DType) -> Result<&'static str> {
     match dt {
         DType::F32 => Ok("f32"),
         DType::F16 => Ok("f16"),
-        other => Err(unsupported(node, format!("{other} data"))),
+        other => Err(site.unsupported(&format!("{other} data"))),
     }
 }
 
 /// The output's element count `total` as u32, refusing it, or any of the operands'
 /// sizes in `others`, where WGSL's u32 (and i32 coordinate) arithmetic cannot index.
-fn check_size(node: &Node, total: usize, others: &[usize]) -> Result<u32> {
+fn check_size(site: &Site, total: usize, others: &[usize]) -> Result<u32> {
     if others.iter().any(|&s| s >= 1 << 31) {
-        return Err(unsupported(node, "tensors of 2^31 elements or more"));
+        return Err(site.unsupported("tensors of 2^31 elements or more"));
     }
     u32::try_from(total)
         .ok()
         .filter(|&t| t < 1 << 31)
-        .ok_or_else(|| unsupported(node, "tensors of 2^31 elements or more"))
+        .ok_or_else(|| site.unsupported("tensors of 2^31 elements or more"))
 }
 
 /// Storage bindings in order: the read-only ones (name, element type), then the
@@ -87,36 +88,6 @@ fn decode(dims: &[TapDim]) -> String {
     s
 }
 
-/// The tap walk over `dims` at indentation `depth`: one loop per dim over its taps
-/// `k{a}`, skipping those whose input coordinate `i{a}` is fractional or outside the
-/// input, with `body(input offset, tap offset)` (flat row-major i32 expressions)
-/// innermost.
-fn walk(dims: &[TapDim], depth: usize, body: impl Fn(&str, &str) -> String) -> String {
-    let mut open = String::new();
-    let mut close = String::new();
-    let (mut ioff, mut koff) = (String::from("0"), String::from("0"));
-    for (a, d) in dims.iter().enumerate() {
-        let ind = " ".repeat(4 * (depth + a));
-        let (k, s, dl, pad, inp) = (d.kernel, d.stride, d.dilation, d.pad, d.input);
-        let frac = match s {
-            1 => String::new(),
-            _ => format!(" || q{a} % {s} != 0"),
-        };
-        open += &format!(
-            "{ind}for (var k{a}: i32 = 0; k{a} < {k}; k{a} = k{a} + 1) {{\n\
-             {ind}    let q{a} = o{a} + {pad} - k{a} * {dl};\n\
-             {ind}    if (q{a} < 0{frac}) {{ continue; }}\n\
-             {ind}    let i{a} = q{a} / {s};\n\
-             {ind}    if (i{a} >= {inp}) {{ continue; }}\n"
-        );
-        close = format!("{ind}}}\n") + &close;
-        ioff = format!("({ioff}) * {inp} + i{a}");
-        koff = format!("({koff}) * {k} + k{a}");
-    }
-    let inner = " ".repeat(4 * (depth + dims.len()));
-    format!("{open}{inner}{}\n{close}", body(&ioff, &koff))
-}
-
 /// The kernel's dispatch: enough workgroups of 256 for `n` invocations (a grid-stride
 /// loop covers the rest).
 fn workgroups(n: u32) -> [u32; 3] {
@@ -124,11 +95,11 @@ fn workgroups(n: u32) -> [u32; 3] {
 }
 
 /// ConvTranspose: the gather over the group's input channels and the kernel taps.
-fn conv_transpose(node: &Node, name: &str, sp: &ConvTransposeSpec) -> Result<WgslKernel> {
-    let t = float_type(node, sp.dtype)?;
+fn conv_transpose(site: &Site, name: &str, sp: &ConvTransposeSpec) -> Result<WgslKernel> {
+    let t = float_type(site, sp.dtype)?;
     let (_, pin, taps) = sp.planes();
     let total = check_size(
-        node,
+        site,
         sp.total(),
         &[sp.n * sp.c * pin, sp.c * sp.mg() * taps],
     )?;
@@ -138,7 +109,7 @@ fn conv_transpose(node: &Node, name: &str, sp: &ConvTransposeSpec) -> Result<Wgs
         reads.push(("b", t));
         inputs.push(b.0);
     }
-    let walk = walk(&sp.dims, 3, |io, ko| {
+    let walk = walk(&sp.dims, Dialect::Wgsl, 3, |io, ko| {
         format!("acc = acc + f32(x[xb + u32({io})]) * f32(w[wb + u32({ko})]);")
     });
     let bias = match sp.bias {
@@ -167,7 +138,7 @@ fn conv_transpose(node: &Node, name: &str, sp: &ConvTransposeSpec) -> Result<Wgs
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: site.node.clone(),
         source,
         workgroups: workgroups(total),
         inputs,
@@ -178,11 +149,11 @@ fn conv_transpose(node: &Node, name: &str, sp: &ConvTransposeSpec) -> Result<Wgs
 }
 
 /// Col2Im: the gather over the block taps of each channel.
-fn col2im(node: &Node, name: &str, sp: &Col2ImSpec) -> Result<WgslKernel> {
-    let t = float_type(node, sp.dtype)?;
+fn col2im(site: &Site, name: &str, sp: &Col2ImSpec) -> Result<WgslKernel> {
+    let t = float_type(site, sp.dtype)?;
     let (_, cols, taps) = sp.planes();
-    let total = check_size(node, sp.total(), &[sp.n * sp.c * taps * cols])?;
-    let walk = walk(&sp.dims, 2, |io, ko| {
+    let total = check_size(site, sp.total(), &[sp.n * sp.c * taps * cols])?;
+    let walk = walk(&sp.dims, Dialect::Wgsl, 2, |io, ko| {
         format!("acc = acc + f32(x[xb + u32({ko}) * {cols}u + u32({io})]);")
     });
     let source = fill(
@@ -200,7 +171,7 @@ fn col2im(node: &Node, name: &str, sp: &Col2ImSpec) -> Result<WgslKernel> {
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: site.node.clone(),
         source,
         workgroups: workgroups(total),
         inputs: vec![sp.x.0],
@@ -228,19 +199,27 @@ fn unpool_place(sp: &MaxUnpoolSpec) -> String {
 }
 
 /// MaxUnpool: one workgroup zeroes the output, then places the input in order.
-fn max_unpool(g: &Graph, node: &Node, name: &str, sp: &MaxUnpoolSpec) -> Result<WgslKernel> {
+fn max_unpool(site: &Site, name: &str, sp: &MaxUnpoolSpec) -> Result<WgslKernel> {
     let dt = sp.dtype;
-    let (t, _) = super::storage_type(dt).ok_or_else(|| unsupported(node, format!("{dt} data")))?;
+    let (t, _) = super::storage_type(dt).ok_or_else(|| site.unsupported(&format!("{dt} data")))?;
     let it = super::bounds::index_type(sp.index_dtype)
-        .ok_or_else(|| unsupported(node, format!("{} indices", sp.index_dtype)))?;
-    let total = check_size(node, sp.total(), &[sp.len, sp.inferred_len()])?;
+        .ok_or_else(|| site.unsupported(&format!("{} indices", sp.index_dtype)))?;
+    let total = check_size(site, sp.total(), &[sp.len, sp.inferred_len()])?;
     let len = sp.inferred_len();
-    let check = super::bounds::check(g, node, len, sp.out_of_range())?;
-    let load = match sp.index_dtype {
-        DType::I64 => "            let fw = idx[j];\n            var f: i32 = bitcast<i32>(fw.x);\n            \
+    if i32::try_from(len).is_err() {
+        return Err(site.unsupported("an axis of 2^31 elements or more"));
+    }
+    let check = IndexCheck {
+        code: sp.code,
+        op: site.op.into(),
+        what: sp.out_of_range(),
+    };
+    let load = if sp.index_dtype == DType::I64 {
+        "            let fw = idx[j];\n            var f: i32 = bitcast<i32>(fw.x);\n            \
              if (fw.y != select(0u, 0xffffffffu, f < 0i)) { f = -1i; }\n"
-            .to_string(),
-        _ => "            let f: i32 = idx[j];\n".to_string(),
+            .to_string()
+    } else {
+        "            let f: i32 = idx[j];\n".to_string()
     };
     let source = fill(
         UNPOOL,
@@ -262,7 +241,7 @@ fn max_unpool(g: &Graph, node: &Node, name: &str, sp: &MaxUnpoolSpec) -> Result<
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: site.node.clone(),
         source,
         workgroups: [1, 1, 1],
         inputs: vec![sp.x.0, sp.indices.0],
@@ -273,12 +252,12 @@ fn max_unpool(g: &Graph, node: &Node, name: &str, sp: &MaxUnpoolSpec) -> Result<
 }
 
 /// DeformConv: bilinear samples at offset positions, weighted and summed.
-fn deform_conv(node: &Node, name: &str, sp: &DeformConvSpec) -> Result<WgslKernel> {
-    let t = float_type(node, sp.dtype)?;
+fn deform_conv(site: &Site, name: &str, sp: &DeformConvSpec) -> Result<WgslKernel> {
+    let t = float_type(site, sp.dtype)?;
     let (h, w) = sp.hw;
     let (oh, ow) = sp.o;
     let total = check_size(
-        node,
+        site,
         sp.total(),
         &[
             sp.n * sp.c * h * w,
@@ -339,7 +318,7 @@ fn deform_conv(node: &Node, name: &str, sp: &DeformConvSpec) -> Result<WgslKerne
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: site.node.clone(),
         source,
         workgroups: workgroups(total),
         inputs,

@@ -7,21 +7,21 @@
 //! [`crate::lower::einsum`].
 
 use super::types::{self, kind, Kind};
-use super::unsupported;
 use super::WgslKernel;
-use crate::lower::einsum::{spec, Axis, Contraction, DetSpec, EinsumSpec};
+use crate::lower::einsum::{Axis, Contraction, DetSpec, EinsumSpec, Form};
+use crate::lower::support::Site;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const EINSUM: &str = include_str!("einsum.wgsl");
 const DET: &str = include_str!("det.wgsl");
 
-/// Emits the shader for Einsum or Det node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    match spec(g, node)? {
-        EinsumSpec::Einsum(c) => einsum(g, node, name, &c),
-        EinsumSpec::Det(d) => det(node, name, &d),
+/// Emits the shader of an Einsum or Det node.
+pub fn emit(spec: &EinsumSpec, name: &str) -> Result<WgslKernel> {
+    match &spec.form {
+        Form::Einsum(c) => einsum(&spec.site, name, c),
+        Form::Det(d) => det(&spec.site, name, d),
     }
 }
 
@@ -44,21 +44,20 @@ fn decode(axes: &[Axis], var: &str, off: &str, pad: &str) -> String {
     code
 }
 
-fn einsum(g: &Graph, node: &Node, name: &str, c: &Contraction) -> Result<WgslKernel> {
+fn einsum(site: &Site, name: &str, c: &Contraction) -> Result<WgslKernel> {
     let dt = c.dtype;
     let (t, _) =
-        super::storage_type(dt).ok_or_else(|| unsupported(node, format!("{dt} operands")))?;
-    let n = u32::try_from(c.n()).map_err(|_| unsupported(node, "2^32 output elements"))?;
-    let terms = u32::try_from(c.terms()).map_err(|_| unsupported(node, "2^32 terms per output"))?;
-    for &v in &c.inputs {
-        let (_, s) = super::typed(g, node, v)?;
-        if s.iter().product::<usize>() >= 1 << 31 {
-            return Err(unsupported(node, "an operand of 2^31 elements or more"));
+        super::storage_type(dt).ok_or_else(|| site.unsupported(&format!("{dt} operands")))?;
+    let n = u32::try_from(c.n()).map_err(|_| site.unsupported("2^32 output elements"))?;
+    let terms = u32::try_from(c.terms()).map_err(|_| site.unsupported("2^32 terms per output"))?;
+    for &len in &c.lens {
+        if len >= 1 << 31 {
+            return Err(site.unsupported("an operand of 2^31 elements or more"));
         }
     }
     let ops = c.inputs.len();
     if ops == 0 {
-        return Err(unsupported(node, "no operands"));
+        return Err(site.unsupported("no operands"));
     }
     let mut bindings = String::new();
     for k in 0..ops {
@@ -107,7 +106,7 @@ fn einsum(g: &Graph, node: &Node, name: &str, c: &Contraction) -> Result<WgslKer
                 format!("gopt_add64(acc, {term})"),
             )
         }
-        Some(Kind::Bool) | None => return Err(unsupported(node, format!("{dt} operands"))),
+        Some(Kind::Bool) | None => return Err(site.unsupported(&format!("{dt} operands"))),
     };
     let source = fill(
         EINSUM,
@@ -128,7 +127,7 @@ fn einsum(g: &Graph, node: &Node, name: &str, c: &Contraction) -> Result<WgslKer
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: site.node.clone(),
         source,
         workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs: c.inputs.iter().map(|v| v.0).collect(),
@@ -138,15 +137,15 @@ fn einsum(g: &Graph, node: &Node, name: &str, c: &Contraction) -> Result<WgslKer
     })
 }
 
-fn det(node: &Node, name: &str, d: &DetSpec) -> Result<WgslKernel> {
+fn det(site: &Site, name: &str, d: &DetSpec) -> Result<WgslKernel> {
     let t = match d.dtype {
         DType::F32 => "f32",
         DType::F16 => "f16",
-        other => return Err(unsupported(node, format!("{other} data"))),
+        other => return Err(site.unsupported(&format!("{other} data"))),
     };
-    let batch = u32::try_from(d.batch).map_err(|_| unsupported(node, "2^32 matrices"))?;
+    let batch = u32::try_from(d.batch).map_err(|_| site.unsupported("2^32 matrices"))?;
     if d.batch * d.m * d.m >= 1 << 31 {
-        return Err(unsupported(node, "2^31 elements or more"));
+        return Err(site.unsupported("2^31 elements or more"));
     }
     let source = fill(
         DET,
@@ -161,7 +160,7 @@ fn det(node: &Node, name: &str, d: &DetSpec) -> Result<WgslKernel> {
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: site.node.clone(),
         source,
         workgroups: [batch.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs: vec![d.x.0],

@@ -203,7 +203,9 @@ impl Operand<'_> {
                         );
                     }
                 }
-                _ => store += &format!("{p16}{smem}[k * {stride} + t / 4u][t % 4u] = {reg}{r};\n"),
+                (true | false, false) => {
+                    store += &format!("{p16}{smem}[k * {stride} + t / 4u][t % 4u] = {reg}{r};\n")
+                }
             }
             store += &format!("{p12}}}\n");
         }

@@ -183,6 +183,13 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel
         Spec::TopK(s) => topk::emit(s, name),
         Spec::Norm(s) => norm::emit(s, name),
         Spec::Counted(s) => counted::emit(s, name),
+        Spec::Conv(s) => conv::emit(s, name),
+        Spec::Einsum(s) => einsum::emit(s, name),
+        Spec::Quant(s) => quant::emit(s, name),
+        Spec::ConvTranspose(s) => conv_transpose::emit(s, name),
+        Spec::ConvNd(s) => conv_nd::emit(s, name),
+        Spec::ConvState(s) => conv_state::emit(s, name),
+        Spec::Pool(s) => pool::emit(s, name),
     }
 }
 
@@ -203,8 +210,6 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::Attention => attention::emit,
         Kind::Recurrent => recurrent::emit,
         Kind::Spectral => spectral::emit,
-        Kind::ConvState => conv_state::emit,
-        Kind::ConvNd => conv_nd::emit,
         Kind::LinearAttention => linear_attention::emit,
         Kind::Resize => resize::emit,
         Kind::Sample => sample::emit,
@@ -236,7 +241,7 @@ pub fn write(g: &Graph, i: usize, n: &Node, lowered: &Lowered) -> Result<Option<
             .and_then(|s| movement::emit(&s, &name)),
         Lowered::Gemm(GemmForm::Gemm) => gemm::emit(g, n, &name),
         Lowered::Gemm(GemmForm::MatMul) => matmul::emit(g, n, &name),
-        Lowered::ConvGemm => conv::emit(g, n, &name),
+        Lowered::ConvGemm(s) => conv::emit(s, &name),
         Lowered::PackedGemm => packed::emit(g, n, &name),
         Lowered::Kernel(spec) => kernel(g, n, spec, &name),
         Lowered::Unsupported(why) => Err(crate::lower::support::unsupported(n, why)),

@@ -11,32 +11,14 @@
 //! past it count less); an Lp pool sums `|x|^p` (p multiplications) and takes the
 //! p-th root. The Indices are i64, written as two 32-bit words.
 
-use super::unsupported;
 use super::WgslKernel;
+use crate::lower::dialect::Dialect;
 use crate::lower::pool::{Mode, PoolSpec};
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("pool.wgsl");
-
-/// The window walk of `sp`: loops opening one per spatial dim (skipping taps outside
-/// the input), their closing braces, and the tap's offset in its plane.
-fn walk(sp: &PoolSpec) -> (String, String, String) {
-    let mut open = String::new();
-    let mut close = String::new();
-    let mut offset = String::from("0");
-    for (i, d) in sp.dims.iter().enumerate() {
-        let (input, k, s, dl, pb) = (d.input, d.kernel, d.stride, d.dilation, d.pad_begin);
-        let ind = " ".repeat(8 + 4 * i);
-        open += &format!(
-            "{ind}for (var t{i}: i32 = 0; t{i} < {k}; t{i} = t{i} + 1) {{\n{ind}    let c{i} = o{i} * {s} - {pb} + t{i} * {dl};\n{ind}    if (c{i} < 0 || c{i} >= {input}) {{ continue; }}\n"
-        );
-        close = format!("{ind}}}\n") + &close;
-        offset = format!("({offset}) * {input} + c{i}");
-    }
-    (open, close, offset)
-}
 
 /// Statements multiplying `padded` by the taps of each dim before the end of the
 /// explicitly padded input (AveragePool's `count_include_pad` divisor).
@@ -76,15 +58,16 @@ fn body(sp: &PoolSpec, t: &str, offset: &str) -> (String, String, String, String
                     )
                 }
             };
-            let (init, step) = match sp.dtype {
-                DType::I8 | DType::U8 => (
+            let (init, step) = if sp.as_stored() {
+                (
                     format!("        var best: {t} = {t}();\n        var any: bool = false;\n"),
                     format!("{inner}let v = x[base + u32({offset})];\n{inner}if (!any || v > best) {{ best = v; any = true;{arg_set} }}\n"),
-                ),
-                _ => (
+                )
+            } else {
+                (
                     "        var best: f32 = 0.0;\n        var any: bool = false;\n".to_string(),
                     format!("{inner}let v = {load};\n{inner}if (!any || v > best) {{ best = v; any = true;{arg_set} }}\n"),
-                ),
+                )
             };
             (format!("{init}{arg_init}"), step, "best".into(), arg_store)
         }
@@ -106,10 +89,12 @@ fn body(sp: &PoolSpec, t: &str, offset: &str) -> (String, String, String, String
         Mode::Lp { p } => (
             "        var sum: f32 = 0.0;\n".to_string(),
             format!("{inner}let a = abs({load});\n{inner}var q: f32 = a;\n{inner}for (var e: i32 = 1; e < {p}; e = e + 1) {{ q = q * a; }}\n{inner}sum = sum + q;\n"),
-            match p {
-                1 => "sum".into(),
-                2 => "sqrt(sum)".into(),
-                _ => format!("select(pow(sum, 1.0 / {p}.0), 0.0, sum == 0.0)"),
+            if p == 1 {
+                "sum".into()
+            } else if p == 2 {
+                "sqrt(sum)".into()
+            } else {
+                format!("select(pow(sum, 1.0 / {p}.0), 0.0, sum == 0.0)")
             },
             String::new(),
         ),
@@ -117,18 +102,17 @@ fn body(sp: &PoolSpec, t: &str, offset: &str) -> (String, String, String, String
 }
 
 /// Emits the shader for a MaxPool, AveragePool, LpPool or GlobalLpPool node.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let sp = crate::lower::pool::spec(g, node).map_err(|e| e.for_backend(super::BACKEND))?;
+pub fn emit(sp: &PoolSpec, name: &str) -> Result<WgslKernel> {
     let dt = sp.dtype;
     let t = match dt {
         DType::F32 => "f32",
         DType::F16 => "f16",
         DType::I8 => "i32",
         DType::U8 => "u32",
-        other => return Err(unsupported(node, format!("{other} pools"))),
+        other => return Err(sp.site.unsupported(&format!("{other} pools"))),
     };
     if sp.total >= 1 << 31 || sp.xs.iter().product::<usize>() >= 1 << 31 {
-        return Err(unsupported(node, "tensors of 2^31 elements or more"));
+        return Err(sp.site.unsupported("tensors of 2^31 elements or more"));
     }
     // Output coordinates o{i} (innermost last), then the plane's first element.
     let mut decode = String::from("        var r: u32 = i;\n");
@@ -139,8 +123,8 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         );
     }
     decode += &format!("        let base = r * {}u;\n", sp.plane);
-    let (open, close, offset) = walk(&sp);
-    let (init, step, result, after) = body(&sp, t, &offset);
+    let (open, close, offset) = sp.walk(Dialect::Wgsl);
+    let (init, step, result, after) = body(sp, t, &offset);
     let mut outputs = vec![sp.y.0];
     let mut idx_binding = String::new();
     if let Mode::Max {
@@ -151,15 +135,16 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
             "@group(0) @binding(2) var<storage, read_write> idx: array<vec2<u32>>;\n".into();
         outputs.push(ix.out.0);
     }
-    let stored = match dt {
-        DType::I8 | DType::U8 => result,
-        _ => format!("{t}({result})"),
+    let stored = if sp.as_stored() {
+        result
+    } else {
+        format!("{t}({result})")
     };
     let source = fill(
         TEMPLATE,
         &[
             ("enable", super::enable_f16(dt == DType::F16)),
-            ("what", node.op.name()),
+            ("what", sp.site.op),
             ("t", t),
             ("idx", &idx_binding),
             ("total", &sp.total.to_string()),
@@ -170,7 +155,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: sp.site.node.clone(),
         source,
         workgroups: [sp.total.div_ceil(256).clamp(1, 65535) as u32, 1, 1],
         inputs: vec![sp.x.0],

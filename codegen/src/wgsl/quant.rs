@@ -9,16 +9,16 @@
 //! data and `precision` have no WGSL form and are refused.
 
 use super::types::helpers_for;
-use super::unsupported;
 use super::WgslKernel;
 use crate::lower::index::Lit;
 use crate::lower::quant::{
-    spec, Affine, DequantizeSpec, DynamicSpec, IntConvSpec, IntMatMulSpec, IntOperand, QuantSpec,
+    Affine, DequantizeSpec, DynamicSpec, Form, IntConvSpec, IntMatMulSpec, IntOperand, QuantSpec,
     QuantizeSpec, Requant, Scale,
 };
+use crate::lower::support::Site;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node, ValueId};
+use gopt_ir::{DType, ValueId};
 
 const LINEAR: &str = include_str!("quant_linear.wgsl");
 const DYNAMIC: &str = include_str!("quant_dynamic.wgsl");
@@ -29,21 +29,22 @@ const REQUANT: &str = include_str!("quant_requant.wgsl");
 /// Integer literals of index arithmetic (u32).
 const U: Lit = Lit("u");
 
-/// Emits the shader for quantization node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    match spec(g, node)? {
-        QuantSpec::Quantize(sp) => quantize(node, name, &sp),
-        QuantSpec::Dequantize(sp) => dequantize(node, name, &sp),
-        QuantSpec::Dynamic(sp) => dynamic(node, name, &sp),
-        QuantSpec::MatMul(sp) => matmul(node, name, &sp),
-        QuantSpec::Conv(sp) => conv(node, name, &sp),
+/// Emits the shader of a quantization node.
+pub fn emit(spec: &QuantSpec, name: &str) -> Result<WgslKernel> {
+    let site = &spec.site;
+    match &spec.form {
+        Form::Quantize(sp) => quantize(site, name, sp),
+        Form::Dequantize(sp) => dequantize(site, name, sp),
+        Form::Dynamic(sp) => dynamic(site, name, sp),
+        Form::MatMul(sp) => matmul(site, name, sp),
+        Form::Conv(sp) => conv(site, name, sp),
     }
 }
 
 /// A shader's storage bindings: the read-only inputs, then the outputs, numbered in
 /// that order.
 struct Binds<'n> {
-    node: &'n Node,
+    site: &'n Site,
     decls: String,
     inputs: Vec<u32>,
     outputs: Vec<u32>,
@@ -51,9 +52,9 @@ struct Binds<'n> {
 }
 
 impl<'n> Binds<'n> {
-    fn new(node: &'n Node) -> Self {
+    fn new(site: &'n Site) -> Self {
         Binds {
-            node,
+            site,
             decls: String::new(),
             inputs: Vec::new(),
             outputs: Vec::new(),
@@ -64,7 +65,7 @@ impl<'n> Binds<'n> {
     /// Declares `name`, a tensor of `dt`, at the next binding.
     fn bind(&mut self, name: &str, dt: DType, access: &str) -> Result<&'static str> {
         let (t, _) = super::storage_type(dt)
-            .ok_or_else(|| unsupported(self.node, format!("{dt} operands")))?;
+            .ok_or_else(|| self.site.unsupported(&format!("{dt} operands")))?;
         self.f16 |= dt == DType::F16;
         self.decls += &format!(
             "@group(0) @binding({}) var<storage, {access}> {name}: array<{t}>;\n",
@@ -91,7 +92,7 @@ impl<'n> Binds<'n> {
     fn kernel(self, name: &str, source: String, threads: u32) -> WgslKernel {
         WgslKernel {
             name: name.to_string(),
-            node: self.node.name.clone(),
+            node: self.site.node.clone(),
             source,
             workgroups: [threads.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
             inputs: self.inputs,
@@ -103,16 +104,16 @@ impl<'n> Binds<'n> {
 }
 
 /// A count the shader indexes with u32.
-fn count32(node: &Node, n: usize) -> Result<u32> {
-    u32::try_from(n).map_err(|_| unsupported(node, "more than 2^32 elements"))
+fn count32(site: &Site, n: usize) -> Result<u32> {
+    u32::try_from(n).map_err(|_| site.unsupported("more than 2^32 elements"))
 }
 
 /// `e` (an f32 expression) rounded to `dt` and back, for the float types WGSL has.
-fn rounded(node: &Node, dt: DType, e: &str) -> Result<String> {
+fn rounded(site: &Site, dt: DType, e: &str) -> Result<String> {
     match dt {
         DType::F32 => Ok(e.to_string()),
         DType::F16 => Ok(format!("f32(f16({e}))")),
-        other => Err(unsupported(node, format!("rounding to {other}"))),
+        other => Err(site.unsupported(&format!("rounding to {other}"))),
     }
 }
 
@@ -140,12 +141,8 @@ fn linear(
     zero: &str,
     body: &str,
 ) -> Result<WgslKernel> {
-    let n = count32(b.node, a.n)?;
-    let params = match a.zero {
-        Some(z) if !z.map.is_scalar() => "per axis or block",
-        _ if !a.scale.map.is_scalar() => "per axis or block",
-        _ => "one for the tensor",
-    };
+    let n = count32(b.site, a.n)?;
+    let params = a.params_note();
     let source = fill(
         LINEAR,
         &[
@@ -165,11 +162,11 @@ fn linear(
 
 /// QuantizeLinear: `saturate(rint(x / scale) + zero_point)`, the data, the scale and
 /// their quotient rounded to the precision type.
-fn quantize(node: &Node, name: &str, sp: &QuantizeSpec) -> Result<WgslKernel> {
+fn quantize(site: &Site, name: &str, sp: &QuantizeSpec) -> Result<WgslKernel> {
     let a = &sp.affine;
-    let mut b = Binds::new(node);
+    let mut b = Binds::new(site);
     let (yt, zero) = affine(&mut b, a)?;
-    let r = |e: &str| rounded(node, sp.prec, e);
+    let r = |e: &str| rounded(site, sp.prec, e);
     let body = format!(
         "        let v = {};\n        let q = {};\n        let r = round(q) + z;\n        \
          y[i] = {yt}(select(clamp(r, {}.0, {}.0), 0.0, gopt_isnan(r)));\n",
@@ -182,22 +179,22 @@ fn quantize(node: &Node, name: &str, sp: &QuantizeSpec) -> Result<WgslKernel> {
 }
 
 /// DequantizeLinear: `(x - zero_point) * scale` in f32, stored as the output's type.
-fn dequantize(node: &Node, name: &str, sp: &DequantizeSpec) -> Result<WgslKernel> {
+fn dequantize(site: &Site, name: &str, sp: &DequantizeSpec) -> Result<WgslKernel> {
     let a = &sp.affine;
-    let mut b = Binds::new(node);
+    let mut b = Binds::new(site);
     let (yt, zero) = affine(&mut b, a)?;
     let body = format!("        y[i] = {yt}((f32(x[i]) - z) * s);\n");
     linear(b, name, "DequantizeLinear", a, &zero, &body)
 }
 
 /// DynamicQuantizeLinear in one workgroup.
-fn dynamic(node: &Node, name: &str, sp: &DynamicSpec) -> Result<WgslKernel> {
-    let mut b = Binds::new(node);
+fn dynamic(site: &Site, name: &str, sp: &DynamicSpec) -> Result<WgslKernel> {
+    let mut b = Binds::new(site);
     let xt = b.read("x", sp.x, sp.x_dt)?;
     b.write("y", sp.y, DType::U8)?;
     b.write("y_scale", sp.scale, sp.x_dt)?;
     b.write("y_zero", sp.zero, DType::U8)?;
-    let n = count32(node, sp.n)?;
+    let n = count32(site, sp.n)?;
     let source = fill(
         DYNAMIC,
         &[
@@ -233,7 +230,7 @@ fn requant(
     rq: &Requant,
     (at1, at2): (&str, &str),
 ) -> Result<(String, String, String)> {
-    let node = b.node;
+    let site = b.site;
     let mut scale = |s: &Scale, var: &str, at: &str| -> Result<String> {
         b.read(var, s.v, s.dt)?;
         Ok(format!(
@@ -244,7 +241,7 @@ fn requant(
     let s1 = scale(&rq.s1, "s1", at1)?;
     let s2 = scale(&rq.s2, "s2", at2)?;
     let sy = scale(&rq.sy, "sy", "0u")?;
-    let r = |e: &str| rounded(node, rq.round, e);
+    let r = |e: &str| rounded(site, rq.round, e);
     let mult = r(&format!("({}) / {sy}", r(&format!("{s1} * {s2}"))?))?;
     let zy = match rq.y_zero {
         Some(z) => {
@@ -271,9 +268,9 @@ fn store(yt: &str, rq: Option<(&Requant, &str, &str)>) -> String {
 }
 
 /// MatMulInteger or QLinearMatMul.
-fn matmul(node: &Node, name: &str, sp: &IntMatMulSpec) -> Result<WgslKernel> {
-    let count = count32(node, sp.count)?;
-    let mut b = Binds::new(node);
+fn matmul(site: &Site, name: &str, sp: &IntMatMulSpec) -> Result<WgslKernel> {
+    let count = count32(site, sp.count)?;
+    let mut b = Binds::new(site);
     b.read("a", sp.a.v, sp.a.dt)?;
     b.read("b", sp.b.v, sp.b.dt)?;
     let za = zero_point(&mut b, &sp.a, "a_zero", "row")?;
@@ -305,7 +302,7 @@ fn matmul(node: &Node, name: &str, sp: &IntMatMulSpec) -> Result<WgslKernel> {
         MATMUL,
         &[
             ("enable", super::enable_f16(b.f16)),
-            ("what", node.op.name()),
+            ("what", site.op),
             ("m", &sp.m.max(1).to_string()),
             ("k", &sp.k.to_string()),
             ("n", &sp.n.max(1).to_string()),
@@ -324,9 +321,9 @@ fn matmul(node: &Node, name: &str, sp: &IntMatMulSpec) -> Result<WgslKernel> {
 }
 
 /// ConvInteger or QLinearConv.
-fn conv(node: &Node, name: &str, sp: &IntConvSpec) -> Result<WgslKernel> {
-    let count = count32(node, sp.count)?;
-    let mut b = Binds::new(node);
+fn conv(site: &Site, name: &str, sp: &IntConvSpec) -> Result<WgslKernel> {
+    let count = count32(site, sp.count)?;
+    let mut b = Binds::new(site);
     b.read("x", sp.x.v, sp.x.dt)?;
     b.read("w", sp.w.v, sp.w.dt)?;
     let zx = zero_point(&mut b, &sp.x, "x_zero", "0u")?;
@@ -364,7 +361,7 @@ fn conv(node: &Node, name: &str, sp: &IntConvSpec) -> Result<WgslKernel> {
         in_stride *= dim.input;
     }
     if i32::try_from(in_stride).is_err() || i32::try_from(sp.count).is_err() {
-        return Err(unsupported(node, "planes of 2^31 elements or more"));
+        return Err(site.unsupported("planes of 2^31 elements or more"));
     }
     let (fun, how, st) = match &rq {
         None => (String::new(), "", store(yt, None)),
@@ -378,7 +375,7 @@ fn conv(node: &Node, name: &str, sp: &IntConvSpec) -> Result<WgslKernel> {
         CONV,
         &[
             ("enable", super::enable_f16(b.f16)),
-            ("what", node.op.name()),
+            ("what", site.op),
             ("spatial", &sp.dims.len().to_string()),
             ("m", &sp.m.max(1).to_string()),
             ("group", &sp.group.to_string()),
