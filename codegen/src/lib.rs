@@ -15,6 +15,7 @@ pub mod memory;
 pub mod peak;
 pub mod plan;
 pub mod template;
+pub mod twin;
 pub mod wgsl;
 
 /// Errors of code generation.

@@ -50,6 +50,7 @@ pub mod reduce;
 pub mod spectral;
 pub mod split_pad;
 pub mod support;
+pub mod syntax;
 
 use crate::lower::{lower, Kind, Lowered, Spec, Views};
 use crate::{CodegenError, Result};
@@ -106,6 +107,7 @@ pub struct Kernel {
 pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
     match spec {
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
+        Spec::Resize(s) => resize::emit(s, name),
     }
 }
 
@@ -130,7 +132,6 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::ConvState => conv_state::emit(g, n, name),
         Kind::ConvNd => conv_nd::emit(g, n, name),
         Kind::LinearAttention => linear_attention::emit(g, n, name),
-        Kind::Resize => resize::emit(g, n, name),
         Kind::Sample => sample::emit(g, n, name),
         Kind::Scatter => scatter::emit(g, n, name),
         Kind::Indexed => indexed::emit(g, n, name),
@@ -142,6 +143,7 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::Glu => glu::emit(g, n, name),
         Kind::Rotary => rotary::emit(g, n, name),
         Kind::Counted => counted::emit(g, n, name),
+        Kind::Resize => Err(crate::lower::typed_elsewhere(kind)),
     }
 }
 

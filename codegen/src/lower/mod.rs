@@ -176,6 +176,8 @@ impl Kind {
 pub enum Spec {
     /// A family whose writers still read the graph and the node themselves.
     Untyped(Kind),
+    /// Resize.
+    Resize(Box<resize::ResizeSpec>),
 }
 
 impl Spec {
@@ -183,6 +185,7 @@ impl Spec {
     pub fn kind(&self) -> Kind {
         match self {
             Spec::Untyped(k) => *k,
+            Spec::Resize(_) => Kind::Resize,
         }
     }
 }
@@ -572,7 +575,7 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             AttentionOp::FlexAttention => none("this op"),
         },
         Op::Image(i) => match i {
-            ImageOp::Resize => k(Resize),
+            ImageOp::Resize => return typed(resize::spec(g, n), |s| Spec::Resize(Box::new(s))),
             ImageOp::GridSample | ImageOp::AffineGrid | ImageOp::RoiAlign => k(Sample),
             ImageOp::Col2Im => k(ConvTranspose),
             ImageOp::DFT | ImageOp::STFT => k(Spectral),

@@ -45,6 +45,7 @@ pub mod scatter;
 pub mod spectral;
 pub mod split;
 pub mod split_pad;
+pub mod syntax;
 pub mod topk;
 pub mod trilu;
 pub mod types;
@@ -159,6 +160,7 @@ pub const VIEWS: Views = Views {
 pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel> {
     match spec {
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
+        Spec::Resize(s) => resize::emit(s, name),
     }
 }
 
@@ -184,7 +186,6 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::ConvState => conv_state::emit,
         Kind::ConvNd => conv_nd::emit,
         Kind::LinearAttention => linear_attention::emit,
-        Kind::Resize => resize::emit,
         Kind::Sample => sample::emit,
         Kind::Scatter => scatter::emit,
         Kind::Indexed => indexed::emit,
@@ -196,6 +197,7 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::Glu => glu::emit,
         Kind::Rotary => rotary::emit,
         Kind::Counted => counted::emit,
+        Kind::Resize => return Err(crate::lower::typed_elsewhere(kind)),
     };
     emit(g, n, name)
 }

@@ -1,0 +1,76 @@
+//! WGSL's spelling of the statements both writers share ([`crate::twin`]): `let` and
+//! typed `var` declarations, `for (var ...)` loops, conversions by constructor,
+//! `select`, `clamp`, and `gopt_div` for a division the reference rounds exactly.
+
+use super::types::f32_literal;
+use crate::twin::{Syntax, Ty};
+
+/// WGSL.
+pub struct Wgsl;
+
+impl Syntax for Wgsl {
+    fn ty(&self, t: Ty) -> &'static str {
+        match t {
+            Ty::F32 => "f32",
+            Ty::F32x4 => "vec4<f32>",
+            Ty::I32 => "i32",
+            Ty::Bool => "bool",
+            Ty::Index => "u32",
+            Ty::Named(n) => n,
+        }
+    }
+    fn f32(&self, v: f32) -> String {
+        f32_literal(v)
+    }
+    fn fl(&self, dec: &str) -> String {
+        dec.to_string()
+    }
+    fn index(&self, v: usize) -> String {
+        format!("{v}u")
+    }
+    fn let_(&self, _: Ty, name: &str, e: &str) -> String {
+        format!("let {name} = {e};")
+    }
+    fn var(&self, t: Ty, name: &str, e: &str) -> String {
+        format!("var {name}: {} = {e};", self.ty(t))
+    }
+    fn array(&self, t: Ty, name: &str, n: usize) -> String {
+        format!("var {name}: array<{}, {n}>;", self.ty(t))
+    }
+    fn for_(&self, k: &str, n: usize) -> String {
+        format!("for (var {k}: i32 = 0; {k} < {n}; {k} = {k} + 1)")
+    }
+    fn select(&self, c: &str, t: &str, f: &str) -> String {
+        format!("select({f}, {t}, {c})")
+    }
+    fn to_f32(&self, e: &str) -> String {
+        format!("f32({e})")
+    }
+    fn to_index(&self, e: &str) -> String {
+        format!("u32({e})")
+    }
+    fn div(&self, a: &str, b: &str) -> String {
+        format!("gopt_div({a}, {b})")
+    }
+    fn load_f32(&self, e: &str) -> String {
+        format!("f32({e})")
+    }
+    fn floor(&self, e: &str) -> String {
+        format!("floor({e})")
+    }
+    fn abs(&self, e: &str) -> String {
+        format!("abs({e})")
+    }
+    fn clamp_f(&self, e: &str, lo: &str, hi: &str) -> String {
+        format!("clamp({e}, {lo}, {hi})")
+    }
+    fn clamp_i(&self, e: &str, lo: &str, hi: &str) -> String {
+        format!("clamp({e}, {lo}, {hi})")
+    }
+    fn unused(&self, _: &str) -> String {
+        String::new()
+    }
+    fn helper(&self, f: &str) -> String {
+        f.to_string()
+    }
+}
