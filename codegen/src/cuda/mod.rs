@@ -108,6 +108,7 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
     match spec {
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
         Spec::Resize(s) => resize::emit(s, name),
+        Spec::Recurrent(s) => recurrent::emit(s, name),
     }
 }
 
@@ -127,7 +128,6 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::Conv => conv::emit(g, n, name),
         Kind::Pool => pool::emit(g, n, name),
         Kind::Attention => attention::emit(g, n, name),
-        Kind::Recurrent => recurrent::emit(g, n, name),
         Kind::Spectral => spectral::emit(g, n, name),
         Kind::ConvState => conv_state::emit(g, n, name),
         Kind::ConvNd => conv_nd::emit(g, n, name),
@@ -143,7 +143,7 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::Glu => glu::emit(g, n, name),
         Kind::Rotary => rotary::emit(g, n, name),
         Kind::Counted => counted::emit(g, n, name),
-        Kind::Resize => Err(crate::lower::typed_elsewhere(kind)),
+        Kind::Resize | Kind::Recurrent => Err(crate::lower::typed_elsewhere(kind)),
     }
 }
 

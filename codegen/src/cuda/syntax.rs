@@ -3,7 +3,7 @@
 //! functions, helper functions prefixed with the kernel's name.
 
 use super::support::flit;
-use crate::twin::{paren, Syntax, Ty};
+use crate::twin::{paren, Math, Syntax, Ty};
 
 /// CUDA C, in the kernel named `name` (its helper functions carry the name).
 pub struct Cuda<'a> {
@@ -30,6 +30,23 @@ impl Syntax for Cuda<'_> {
     }
     fn index(&self, v: usize) -> String {
         format!("{v}LL")
+    }
+    fn count(&self, v: usize) -> String {
+        v.to_string()
+    }
+    fn math(&self, f: Math, e: &str) -> String {
+        match f {
+            Math::Exp => format!("expf({e})"),
+            Math::Log => format!("logf({e})"),
+            Math::Tanh => format!("tanhf({e})"),
+            Math::Sigmoid => format!("gopt_sigmoid({e})"),
+        }
+    }
+    fn max_f(&self, a: &str, b: &str) -> String {
+        format!("fmaxf({a}, {b})")
+    }
+    fn min_f(&self, a: &str, b: &str) -> String {
+        format!("fminf({a}, {b})")
     }
     fn let_(&self, t: Ty, name: &str, e: &str) -> String {
         format!("const {} {name} = {e};", self.ty(t))

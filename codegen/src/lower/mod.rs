@@ -178,6 +178,8 @@ pub enum Spec {
     Untyped(Kind),
     /// Resize.
     Resize(Box<resize::ResizeSpec>),
+    /// RNN, GRU, LSTM.
+    Recurrent(Box<recurrent::RecurrentSpec>),
 }
 
 impl Spec {
@@ -186,6 +188,7 @@ impl Spec {
         match self {
             Spec::Untyped(k) => *k,
             Spec::Resize(_) => Kind::Resize,
+            Spec::Recurrent(_) => Kind::Recurrent,
         }
     }
 }
@@ -594,7 +597,9 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             | ImageOp::TreeEnsemble => none("this op"),
         },
         Op::Control(c) => match c {
-            ControlOp::RNN | ControlOp::GRU | ControlOp::LSTM => k(Recurrent),
+            ControlOp::RNN | ControlOp::GRU | ControlOp::LSTM => {
+                return typed(recurrent::spec(g, n), |s| Spec::Recurrent(Box::new(s)))
+            }
             ControlOp::If | ControlOp::Loop | ControlOp::Scan => {
                 match n.attrs.str(gopt_ir::unroll::LEFT_ATTR) {
                     Ok(Some(why)) => none(&format!("control flow kept as it is: {why}")),

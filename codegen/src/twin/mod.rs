@@ -5,6 +5,7 @@
 //! (`crate::cuda::syntax`, `crate::wgsl::syntax`). What a backend does its own way
 //! (storage loads and stores, helper functions, bindings) stays in its writer.
 
+pub mod recurrent;
 pub mod resize;
 
 /// The value types of the shared statements.
@@ -24,6 +25,19 @@ pub enum Ty {
     Named(&'static str),
 }
 
+/// The f32 functions the shared statements call, spelled per backend.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Math {
+    /// `e^x`.
+    Exp,
+    /// `ln x`.
+    Log,
+    /// `tanh x`.
+    Tanh,
+    /// The prelude's sigmoid.
+    Sigmoid,
+}
+
 /// How one backend spells the constructs the shared statements use.
 pub trait Syntax {
     /// The type's name.
@@ -34,6 +48,14 @@ pub trait Syntax {
     fn fl(&self, dec: &str) -> String;
     /// An index literal: `5LL` or `5u`.
     fn index(&self, v: usize) -> String;
+    /// A literal of the loop counters and ids (`int` on CUDA, `u32` on WGSL).
+    fn count(&self, v: usize) -> String;
+    /// `f(e)` in f32.
+    fn math(&self, f: Math, e: &str) -> String;
+    /// The larger of `a` and `b` in f32.
+    fn max_f(&self, a: &str, b: &str) -> String;
+    /// The smaller of `a` and `b` in f32.
+    fn min_f(&self, a: &str, b: &str) -> String;
     /// An immutable local.
     fn let_(&self, t: Ty, name: &str, e: &str) -> String;
     /// A mutable local of type `t`.
@@ -98,4 +120,10 @@ fn call(v: &str) -> bool {
         }
     }
     false
+}
+
+/// [`crate::template::fill`] with owned values.
+pub fn fill(template: &str, values: &[(&str, String)]) -> crate::Result<String> {
+    let refs: Vec<(&str, &str)> = values.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    crate::template::fill(template, &refs)
 }

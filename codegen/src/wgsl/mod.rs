@@ -161,6 +161,7 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel
     match spec {
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
         Spec::Resize(s) => resize::emit(s, name),
+        Spec::Recurrent(s) => recurrent::emit(s, name),
     }
 }
 
@@ -181,7 +182,6 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::Conv => conv::emit,
         Kind::Pool => pool::emit,
         Kind::Attention => attention::emit,
-        Kind::Recurrent => recurrent::emit,
         Kind::Spectral => spectral::emit,
         Kind::ConvState => conv_state::emit,
         Kind::ConvNd => conv_nd::emit,
@@ -197,7 +197,7 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::Glu => glu::emit,
         Kind::Rotary => rotary::emit,
         Kind::Counted => counted::emit,
-        Kind::Resize => return Err(crate::lower::typed_elsewhere(kind)),
+        Kind::Resize | Kind::Recurrent => return Err(crate::lower::typed_elsewhere(kind)),
     };
     emit(g, n, name)
 }

@@ -3,7 +3,7 @@
 //! `select`, `clamp`, and `gopt_div` for a division the reference rounds exactly.
 
 use super::types::f32_literal;
-use crate::twin::{Syntax, Ty};
+use crate::twin::{Math, Syntax, Ty};
 
 /// WGSL.
 pub struct Wgsl;
@@ -27,6 +27,23 @@ impl Syntax for Wgsl {
     }
     fn index(&self, v: usize) -> String {
         format!("{v}u")
+    }
+    fn count(&self, v: usize) -> String {
+        format!("{v}u")
+    }
+    fn math(&self, f: Math, e: &str) -> String {
+        match f {
+            Math::Exp => format!("exp({e})"),
+            Math::Log => format!("gopt_log({e})"),
+            Math::Tanh => format!("gopt_tanh({e})"),
+            Math::Sigmoid => format!("gopt_sigmoid({e})"),
+        }
+    }
+    fn max_f(&self, a: &str, b: &str) -> String {
+        format!("max({a}, {b})")
+    }
+    fn min_f(&self, a: &str, b: &str) -> String {
+        format!("min({a}, {b})")
     }
     fn let_(&self, _: Ty, name: &str, e: &str) -> String {
         format!("let {name} = {e};")
