@@ -109,6 +109,7 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
         Spec::Resize(s) => resize::emit(s, name),
         Spec::Recurrent(s) => recurrent::emit(s, name),
+        Spec::Sample(s) => sample::emit(s, name),
     }
 }
 
@@ -132,7 +133,6 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::ConvState => conv_state::emit(g, n, name),
         Kind::ConvNd => conv_nd::emit(g, n, name),
         Kind::LinearAttention => linear_attention::emit(g, n, name),
-        Kind::Sample => sample::emit(g, n, name),
         Kind::Scatter => scatter::emit(g, n, name),
         Kind::Indexed => indexed::emit(g, n, name),
         Kind::ConvTranspose => conv_transpose::emit(g, n, name),
@@ -143,7 +143,7 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::Glu => glu::emit(g, n, name),
         Kind::Rotary => rotary::emit(g, n, name),
         Kind::Counted => counted::emit(g, n, name),
-        Kind::Resize | Kind::Recurrent => Err(crate::lower::typed_elsewhere(kind)),
+        Kind::Resize | Kind::Recurrent | Kind::Sample => Err(crate::lower::typed_elsewhere(kind)),
     }
 }
 

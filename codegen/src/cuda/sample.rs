@@ -7,47 +7,26 @@
 //! batch raises the node's code in the run's error word and reads batch 0.
 
 use super::elementwise::storage;
-use super::support::{flit, store, unsupported};
+use super::support::{flit, store};
 use super::Kernel;
 use crate::lower::sample::{
-    spec, AffineGridSpec, GridSampleSpec, Interp, Padding, RoiAlignSpec, SampleSpec,
+    AffineGridSpec, GridSampleSpec, Interp, Padding, RoiAlignSpec, SampleSpec,
 };
-use crate::plan::{index_code, IndexCheck};
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
 
 const GRID_SAMPLE: &str = include_str!("grid_sample.cu");
 const AFFINE_GRID: &str = include_str!("affine_grid.cu");
 const ROI_ALIGN: &str = include_str!("roi_align.cu");
 
-/// Emits the kernel for sampling node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    match spec(g, node)? {
-        SampleSpec::Grid(sp) => grid_sample(node, name, &sp),
-        SampleSpec::Affine(sp) => affine_grid(node, name, &sp),
-        SampleSpec::Roi(sp) => roi_align(g, node, name, &sp),
+/// Emits the kernel of sampling spec `sp` (its float dtypes are f32, f16 or bf16 and
+/// its images below 2^31 elements, as [`crate::lower::sample`] checks).
+pub fn emit(sp: &SampleSpec, name: &str) -> Result<Kernel> {
+    match sp {
+        SampleSpec::Grid(sp) => grid_sample(name, sp),
+        SampleSpec::Affine(sp) => affine_grid(name, sp),
+        SampleSpec::Roi(sp) => roi_align(name, sp),
     }
-}
-
-/// The storage of float `dt` computed in f32 (f64 is refused: the kernels compute in
-/// f32).
-fn float(node: &Node, dt: DType, what: &str) -> Result<&'static str> {
-    match dt {
-        DType::F32 | DType::F16 | DType::BF16 => Ok(storage(dt)),
-        other => Err(unsupported(node, &format!("{other} {what}"))),
-    }
-}
-
-/// `len` below 2^31 (tap indices go through `int`).
-fn small(node: &Node, len: usize, what: &str) -> Result<()> {
-    if len >= 1 << 31 {
-        return Err(unsupported(
-            node,
-            &format!("{what} of 2^31 elements or more"),
-        ));
-    }
-    Ok(())
 }
 
 /// GridSample's body of `_pad`: a tap index mapped by the padding rule.
@@ -172,10 +151,8 @@ fn loops_code(sp: &GridSampleSpec) -> String {
 }
 
 /// The GridSample kernel.
-fn grid_sample(node: &Node, name: &str, sp: &GridSampleSpec) -> Result<Kernel> {
-    let t = float(node, sp.dtype, "data")?;
-    let gt = float(node, sp.grid_dtype, "grids")?;
-    small(node, sp.x_len, "an image")?;
+fn grid_sample(name: &str, sp: &GridSampleSpec) -> Result<Kernel> {
+    let (t, gt) = (storage(sp.dtype), storage(sp.grid_dtype));
     let denorm = if sp.align {
         "__fmul_rn((v + 1.0f) / 2.0f, len - 1.0f)"
     } else {
@@ -206,7 +183,7 @@ fn grid_sample(node: &Node, name: &str, sp: &GridSampleSpec) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        &node.name,
+        &sp.site.node,
         source,
         sp.n,
         vec![sp.x.0, sp.grid.0],
@@ -215,12 +192,9 @@ fn grid_sample(node: &Node, name: &str, sp: &GridSampleSpec) -> Result<Kernel> {
 }
 
 /// The AffineGrid kernel.
-fn affine_grid(node: &Node, name: &str, sp: &AffineGridSpec) -> Result<Kernel> {
-    let t = float(node, sp.dtype, "matrices")?;
+fn affine_grid(name: &str, sp: &AffineGridSpec) -> Result<Kernel> {
+    let t = storage(sp.dtype);
     let k = sp.k();
-    if sp.sizes.iter().any(|&s| s >= 1 << 22) {
-        return Err(unsupported(node, "a grid dim of 2^22 samples or more"));
-    }
     let mut coords = String::new();
     for d in (0..k).rev() {
         let (b, s) = (sp.base(sp.sizes[d]), sp.sizes[d]);
@@ -259,7 +233,7 @@ fn affine_grid(node: &Node, name: &str, sp: &AffineGridSpec) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        &node.name,
+        &sp.site.node,
         source,
         sp.n,
         vec![sp.theta.0],
@@ -268,15 +242,13 @@ fn affine_grid(node: &Node, name: &str, sp: &AffineGridSpec) -> Result<Kernel> {
 }
 
 /// The RoiAlign kernel.
-fn roi_align(g: &Graph, node: &Node, name: &str, sp: &RoiAlignSpec) -> Result<Kernel> {
-    let t = float(node, sp.dtype, "data")?;
-    let rt = float(node, sp.rois_dtype, "regions")?;
-    let bt = match sp.batch_dtype {
-        DType::I32 | DType::I64 => storage(sp.batch_dtype),
-        other => return Err(unsupported(node, &format!("{other} batch indices"))),
-    };
-    small(node, sp.x_len(), "an image")?;
-    let code = index_code(g, node)?;
+fn roi_align(name: &str, sp: &RoiAlignSpec) -> Result<Kernel> {
+    let (t, rt, bt) = (
+        storage(sp.dtype),
+        storage(sp.rois_dtype),
+        storage(sp.batch_dtype),
+    );
+    let code = sp.check.code;
     let off = if sp.half_pixel { "0.5f" } else { "0.0f" };
     let least = if sp.half_pixel {
         ""
@@ -350,14 +322,10 @@ fn roi_align(g: &Graph, node: &Node, name: &str, sp: &RoiAlignSpec) -> Result<Ke
         ],
     )?;
     Ok(Kernel {
-        index_check: Some(IndexCheck {
-            code,
-            op: node.op.name().into(),
-            what: sp.out_of_range(),
-        }),
+        index_check: Some(sp.check.clone()),
         ..Kernel::flat(
             name,
-            &node.name,
+            &sp.site.node,
             source,
             sp.n,
             vec![sp.x.0, sp.rois.0, sp.batch.0],

@@ -180,6 +180,8 @@ pub enum Spec {
     Resize(Box<resize::ResizeSpec>),
     /// RNN, GRU, LSTM.
     Recurrent(Box<recurrent::RecurrentSpec>),
+    /// GridSample, AffineGrid, RoiAlign.
+    Sample(Box<sample::SampleSpec>),
 }
 
 impl Spec {
@@ -189,6 +191,7 @@ impl Spec {
             Spec::Untyped(k) => *k,
             Spec::Resize(_) => Kind::Resize,
             Spec::Recurrent(_) => Kind::Recurrent,
+            Spec::Sample(_) => Kind::Sample,
         }
     }
 }
@@ -378,6 +381,11 @@ fn counted_kernel(g: &Graph, n: &Node) -> Lowered {
         None => Lowered::Kernel(Spec::Untyped(Kind::Counted)),
         Some(why) => Lowered::Unsupported(why),
     }
+}
+
+/// The sampling kernel of node `n`, op `op` ([`sample`]).
+fn sampled(g: &Graph, n: &Node, op: sample::SampleOp) -> crate::Result<Lowered> {
+    typed(sample::spec(g, n, op), |s| Spec::Sample(Box::new(s)))
 }
 
 /// What node `n` of `g` becomes on a GPU. An error is one no backend can report as a
@@ -579,7 +587,9 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
         },
         Op::Image(i) => match i {
             ImageOp::Resize => return typed(resize::spec(g, n), |s| Spec::Resize(Box::new(s))),
-            ImageOp::GridSample | ImageOp::AffineGrid | ImageOp::RoiAlign => k(Sample),
+            ImageOp::GridSample => return sampled(g, n, sample::SampleOp::Grid),
+            ImageOp::AffineGrid => return sampled(g, n, sample::SampleOp::Affine),
+            ImageOp::RoiAlign => return sampled(g, n, sample::SampleOp::Roi),
             ImageOp::Col2Im => k(ConvTranspose),
             ImageOp::DFT | ImageOp::STFT => k(Spectral),
             ImageOp::NonMaxSuppression => counted_kernel(g, n),

@@ -162,6 +162,7 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel
         Spec::Untyped(kind) => untyped(g, n, *kind, name),
         Spec::Resize(s) => resize::emit(s, name),
         Spec::Recurrent(s) => recurrent::emit(s, name),
+        Spec::Sample(s) => sample::emit(s, name),
     }
 }
 
@@ -186,7 +187,6 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::ConvState => conv_state::emit,
         Kind::ConvNd => conv_nd::emit,
         Kind::LinearAttention => linear_attention::emit,
-        Kind::Sample => sample::emit,
         Kind::Scatter => scatter::emit,
         Kind::Indexed => indexed::emit,
         Kind::ConvTranspose => conv_transpose::emit,
@@ -197,7 +197,7 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::Glu => glu::emit,
         Kind::Rotary => rotary::emit,
         Kind::Counted => counted::emit,
-        Kind::Resize | Kind::Recurrent => return Err(crate::lower::typed_elsewhere(kind)),
+        Kind::Resize | Kind::Recurrent | Kind::Sample => return Err(crate::lower::typed_elsewhere(kind)),
     };
     emit(g, n, name)
 }

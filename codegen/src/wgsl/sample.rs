@@ -7,49 +7,59 @@
 //! The nodes are read once, for both backends, by [`crate::lower::sample`].
 
 use super::types::f32_literal;
-use super::unsupported;
 use super::WgslKernel;
 use crate::lower::sample::{
-    spec, AffineGridSpec, GridSampleSpec, Interp, Padding, RoiAlignSpec, SampleSpec,
+    AffineGridSpec, GridSampleSpec, Interp, Padding, RoiAlignSpec, SampleSpec,
 };
-use crate::plan::{index_code, IndexCheck};
+use crate::lower::support::Site;
+use crate::plan::IndexCheck;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const GRID_SAMPLE: &str = include_str!("grid_sample.wgsl");
 const AFFINE_GRID: &str = include_str!("affine_grid.wgsl");
 const ROI_ALIGN: &str = include_str!("roi_align.wgsl");
 
-/// Emits the shader for sampling node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    match spec(g, node)? {
-        SampleSpec::Grid(sp) => grid_sample(node, name, &sp),
-        SampleSpec::Affine(sp) => affine_grid(node, name, &sp),
-        SampleSpec::Roi(sp) => roi_align(g, node, name, &sp),
+/// Emits the shader of sampling spec `sp`.
+pub fn emit(sp: &SampleSpec, name: &str) -> Result<WgslKernel> {
+    match sp {
+        SampleSpec::Grid(sp) => grid_sample(name, sp),
+        SampleSpec::Affine(sp) => affine_grid(name, sp),
+        SampleSpec::Roi(sp) => roi_align(name, sp),
     }
 }
 
-/// The WGSL storage of float `dt` (f32 or f16).
-fn float(node: &Node, dt: DType, what: &str) -> Result<&'static str> {
+/// The WGSL storage of float `dt` (f32 or f16; bf16 has no WGSL form).
+fn float(site: &Site, dt: DType, what: &str) -> Result<&'static str> {
     match dt {
         DType::F32 => Ok("f32"),
         DType::F16 => Ok("f16"),
-        other => Err(unsupported(node, format!("{other} {what}"))),
+        DType::BF16
+        | DType::F64
+        | DType::Bool
+        | DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::I64
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::U64 => Err(site.unsupported(&format!("{dt} {what}"))),
     }
 }
 
 /// `len` as a u32 below 2^31 (WGSL indexes with u32 and converts taps through i32).
-fn small(node: &Node, len: usize, what: &str) -> Result<u32> {
+fn small(site: &Site, len: usize, what: &str) -> Result<u32> {
     u32::try_from(len)
         .ok()
         .filter(|&v| v < 1 << 31)
-        .ok_or_else(|| unsupported(node, format!("{what} of 2^31 elements or more")))
+        .ok_or_else(|| site.unsupported(&format!("{what} of 2^31 elements or more")))
 }
 
-/// The kernel of `node` dispatched over `n` elements.
+/// The kernel of `site` dispatched over `n` elements.
 fn kernel(
-    node: &Node,
+    site: &Site,
     name: &str,
     source: String,
     n: u32,
@@ -59,7 +69,7 @@ fn kernel(
 ) -> WgslKernel {
     WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: site.node.clone(),
         source,
         workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs,
@@ -183,12 +193,12 @@ fn loops_code(sp: &GridSampleSpec) -> String {
 }
 
 /// The GridSample shader.
-fn grid_sample(node: &Node, name: &str, sp: &GridSampleSpec) -> Result<WgslKernel> {
-    let t = float(node, sp.dtype, "data")?;
-    let gt = float(node, sp.grid_dtype, "grids")?;
-    let n = small(node, sp.n, "an output")?;
-    small(node, sp.x_len, "an image")?;
-    small(node, sp.grid_len, "a grid")?;
+fn grid_sample(name: &str, sp: &GridSampleSpec) -> Result<WgslKernel> {
+    let site = &sp.site;
+    let t = float(site, sp.dtype, "data")?;
+    let gt = float(site, sp.grid_dtype, "grids")?;
+    let n = small(site, sp.n, "an output")?;
+    small(site, sp.grid_len, "a grid")?;
     let denorm = if sp.align {
         "(v + 1.0) / 2.0 * (len - 1.0)"
     } else {
@@ -217,7 +227,7 @@ fn grid_sample(node: &Node, name: &str, sp: &GridSampleSpec) -> Result<WgslKerne
         ],
     )?;
     Ok(kernel(
-        node,
+        site,
         name,
         source,
         n,
@@ -228,13 +238,11 @@ fn grid_sample(node: &Node, name: &str, sp: &GridSampleSpec) -> Result<WgslKerne
 }
 
 /// The AffineGrid shader.
-fn affine_grid(node: &Node, name: &str, sp: &AffineGridSpec) -> Result<WgslKernel> {
-    let t = float(node, sp.dtype, "matrices")?;
-    let n = small(node, sp.n, "a grid")?;
+fn affine_grid(name: &str, sp: &AffineGridSpec) -> Result<WgslKernel> {
+    let site = &sp.site;
+    let t = float(site, sp.dtype, "matrices")?;
+    let n = small(site, sp.n, "a grid")?;
     let k = sp.k();
-    if sp.sizes.iter().any(|&s| s >= 1 << 22) {
-        return Err(unsupported(node, "a grid dim of 2^22 samples or more"));
-    }
     let mut coords = String::new();
     for d in (0..k).rev() {
         let (b, s) = (sp.base(sp.sizes[d]), sp.sizes[d]);
@@ -271,7 +279,7 @@ fn affine_grid(node: &Node, name: &str, sp: &AffineGridSpec) -> Result<WgslKerne
         ],
     )?;
     Ok(kernel(
-        node,
+        site,
         name,
         source,
         n,
@@ -284,34 +292,31 @@ fn affine_grid(node: &Node, name: &str, sp: &AffineGridSpec) -> Result<WgslKerne
 /// RoiAlign's statements that read region `ri`'s batch index into `b: u32`, checked.
 fn read_batch(sp: &RoiAlignSpec, code: u32) -> String {
     let nb = sp.batch_len;
-    match sp.batch_dtype {
-        DType::I64 => format!(
+    if sp.batch_dtype == DType::I64 {
+        format!(
             "        let bword = bidx[ri];\n        var b: u32 = bword.x;\n        \
              if (bword.y != 0u || bword.x >= {nb}u) {{\n            atomicMax(&gopt_err, {code}u);\n            b = 0u;\n        }}\n"
-        ),
-        _ => format!(
+        )
+    } else {
+        format!(
             "        var bs: i32 = bidx[ri];\n        \
              if (bs < 0i || bs >= {nb}i) {{\n            atomicMax(&gopt_err, {code}u);\n            bs = 0i;\n        }}\n        let b = u32(bs);\n"
-        ),
+        )
     }
 }
 
 /// The RoiAlign shader.
-fn roi_align(g: &Graph, node: &Node, name: &str, sp: &RoiAlignSpec) -> Result<WgslKernel> {
-    let t = float(node, sp.dtype, "data")?;
-    let rt = float(node, sp.rois_dtype, "regions")?;
+fn roi_align(name: &str, sp: &RoiAlignSpec) -> Result<WgslKernel> {
+    let site = &sp.site;
+    let t = float(site, sp.dtype, "data")?;
+    let rt = float(site, sp.rois_dtype, "regions")?;
     let bt = super::bounds::index_type(sp.batch_dtype)
-        .ok_or_else(|| unsupported(node, format!("{} batch indices", sp.batch_dtype)))?;
-    let n = small(node, sp.n, "an output")?;
-    small(node, sp.x_len(), "an image")?;
+        .ok_or_else(|| site.unsupported(&format!("{} batch indices", sp.batch_dtype)))?;
+    let n = small(site, sp.n, "an output")?;
     if i32::try_from(sp.batch_len).is_err() {
-        return Err(unsupported(node, "a batch of 2^31 or more"));
+        return Err(site.unsupported("a batch of 2^31 or more"));
     }
-    let check = IndexCheck {
-        code: index_code(g, node)?,
-        op: node.op.name().into(),
-        what: sp.out_of_range(),
-    };
+    let check: IndexCheck = sp.check.clone();
     let off = if sp.half_pixel { "0.5" } else { "0.0" };
     let least = if sp.half_pixel {
         ""
@@ -383,7 +388,7 @@ fn roi_align(g: &Graph, node: &Node, name: &str, sp: &RoiAlignSpec) -> Result<Wg
         ],
     )?;
     Ok(kernel(
-        node,
+        site,
         name,
         source,
         n,
