@@ -182,6 +182,8 @@ pub enum Spec {
     Recurrent(Box<recurrent::RecurrentSpec>),
     /// GridSample, AffineGrid, RoiAlign.
     Sample(Box<sample::SampleSpec>),
+    /// Scaled dot-product attention.
+    Attention(Box<attention::Attention>),
 }
 
 impl Spec {
@@ -192,6 +194,7 @@ impl Spec {
             Spec::Resize(_) => Kind::Resize,
             Spec::Recurrent(_) => Kind::Recurrent,
             Spec::Sample(_) => Kind::Sample,
+            Spec::Attention(_) => Kind::Attention,
         }
     }
 }
@@ -577,7 +580,10 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             NnOp::Einsum | NnOp::Det => k(Einsum),
         },
         Op::Attention(a) => match a {
-            AttentionOp::Attention => k(Attention),
+            AttentionOp::Attention => {
+                let a = attention::lower(g, n, views.strided_reads);
+                return typed(a, |s| Spec::Attention(Box::new(s)));
+            }
             AttentionOp::RotaryEmbedding => k(Rotary),
             AttentionOp::SwiGLU => k(Glu),
             AttentionOp::TensorScatter => k(Scatter),
