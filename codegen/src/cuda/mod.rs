@@ -111,6 +111,7 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
         Spec::Recurrent(s) => recurrent::emit(s, name),
         Spec::Sample(s) => sample::emit(s, name),
         Spec::Attention(s) => attention::emit(s, name),
+        Spec::Spectral(s) => spectral::emit(s, name),
     }
 }
 
@@ -129,7 +130,6 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::SplitPad => split_pad::emit(g, n, name),
         Kind::Conv => conv::emit(g, n, name),
         Kind::Pool => pool::emit(g, n, name),
-        Kind::Spectral => spectral::emit(g, n, name),
         Kind::ConvState => conv_state::emit(g, n, name),
         Kind::ConvNd => conv_nd::emit(g, n, name),
         Kind::LinearAttention => linear_attention::emit(g, n, name),
@@ -143,7 +143,7 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::Glu => glu::emit(g, n, name),
         Kind::Rotary => rotary::emit(g, n, name),
         Kind::Counted => counted::emit(g, n, name),
-        Kind::Resize | Kind::Recurrent | Kind::Sample | Kind::Attention => Err(crate::lower::typed_elsewhere(kind)),
+        Kind::Resize | Kind::Recurrent | Kind::Sample | Kind::Attention | Kind::Spectral => Err(crate::lower::typed_elsewhere(kind)),
     }
 }
 

@@ -184,6 +184,8 @@ pub enum Spec {
     Sample(Box<sample::SampleSpec>),
     /// Scaled dot-product attention.
     Attention(Box<attention::Attention>),
+    /// DFT, STFT.
+    Spectral(Box<spectral::SpectralSpec>),
 }
 
 impl Spec {
@@ -195,6 +197,7 @@ impl Spec {
             Spec::Recurrent(_) => Kind::Recurrent,
             Spec::Sample(_) => Kind::Sample,
             Spec::Attention(_) => Kind::Attention,
+            Spec::Spectral(_) => Kind::Spectral,
         }
     }
 }
@@ -389,6 +392,11 @@ fn counted_kernel(g: &Graph, n: &Node) -> Lowered {
 /// The sampling kernel of node `n`, op `op` ([`sample`]).
 fn sampled(g: &Graph, n: &Node, op: sample::SampleOp) -> crate::Result<Lowered> {
     typed(sample::spec(g, n, op), |s| Spec::Sample(Box::new(s)))
+}
+
+/// The DFT or STFT kernel of node `n`, op `op` ([`spectral`]).
+fn spectral_kernel(g: &Graph, n: &Node, op: spectral::SpectralOp) -> crate::Result<Lowered> {
+    typed(spectral::spec(g, n, op), |s| Spec::Spectral(Box::new(s)))
 }
 
 /// What node `n` of `g` becomes on a GPU. An error is one no backend can report as a
@@ -597,7 +605,8 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             ImageOp::AffineGrid => return sampled(g, n, sample::SampleOp::Affine),
             ImageOp::RoiAlign => return sampled(g, n, sample::SampleOp::Roi),
             ImageOp::Col2Im => k(ConvTranspose),
-            ImageOp::DFT | ImageOp::STFT => k(Spectral),
+            ImageOp::DFT => return spectral_kernel(g, n, spectral::SpectralOp::Dft),
+            ImageOp::STFT => return spectral_kernel(g, n, spectral::SpectralOp::Stft),
             ImageOp::NonMaxSuppression => counted_kernel(g, n),
             ImageOp::HannWindow
             | ImageOp::HammingWindow

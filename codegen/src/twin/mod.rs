@@ -7,6 +7,7 @@
 
 pub mod recurrent;
 pub mod resize;
+pub mod spectral;
 
 /// The value types of the shared statements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -164,6 +164,7 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel
         Spec::Recurrent(s) => recurrent::emit(s, name),
         Spec::Sample(s) => sample::emit(s, name),
         Spec::Attention(s) => attention::emit(s, name),
+        Spec::Spectral(s) => spectral::emit(s, name),
     }
 }
 
@@ -183,7 +184,6 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::SplitPad => split_pad::emit,
         Kind::Conv => conv::emit,
         Kind::Pool => pool::emit,
-        Kind::Spectral => spectral::emit,
         Kind::ConvState => conv_state::emit,
         Kind::ConvNd => conv_nd::emit,
         Kind::LinearAttention => linear_attention::emit,
@@ -197,7 +197,7 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::Glu => glu::emit,
         Kind::Rotary => rotary::emit,
         Kind::Counted => counted::emit,
-        Kind::Resize | Kind::Recurrent | Kind::Sample | Kind::Attention => return Err(crate::lower::typed_elsewhere(kind)),
+        Kind::Resize | Kind::Recurrent | Kind::Sample | Kind::Attention | Kind::Spectral => return Err(crate::lower::typed_elsewhere(kind)),
     };
     emit(g, n, name)
 }
