@@ -9,10 +9,9 @@
 use super::elementwise::storage;
 use super::support::{flit, store};
 use super::Kernel;
-use crate::lower::linear_attention::{spec, LinearAttentionSpec, Operand};
+use crate::lower::linear_attention::{LinearAttentionSpec, Operand};
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{Graph, Node};
 
 const TEMPLATE: &str = include_str!("linear_attention.cu");
 
@@ -71,9 +70,8 @@ fn delta_step(sp: &LinearAttentionSpec) -> String {
     }
 }
 
-/// Emits the kernel for LinearAttention node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let sp = spec(g, node)?;
+/// Emits the kernel of LinearAttention spec `sp`.
+pub fn emit(sp: &LinearAttentionSpec, name: &str) -> Result<Kernel> {
     let mut p = Params {
         decls: Vec::new(),
         inputs: Vec::new(),
@@ -122,9 +120,9 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
             ("columns", &sp.columns().to_string()),
             ("past", &past),
             ("kw", &(sp.kv_heads * sp.dk).to_string()),
-            ("decay", &decay_step(&sp)),
+            ("decay", &decay_step(sp)),
             ("vw", &(sp.kv_heads * sp.dv).to_string()),
-            ("delta", &delta_step(&sp)),
+            ("delta", &delta_step(sp)),
             ("qw", &(sp.q_heads * sp.dk).to_string()),
             ("ow", &(sp.q_heads * sp.dv).to_string()),
             (
@@ -136,7 +134,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     )?;
     Ok(Kernel::flat(
         name,
-        &node.name,
+        &sp.site.node,
         source,
         sp.columns(),
         p.inputs,

@@ -186,6 +186,8 @@ pub enum Spec {
     Attention(Box<attention::Attention>),
     /// DFT, STFT.
     Spectral(Box<spectral::SpectralSpec>),
+    /// LinearAttention.
+    LinearAttention(Box<linear_attention::LinearAttentionSpec>),
 }
 
 impl Spec {
@@ -198,6 +200,7 @@ impl Spec {
             Spec::Sample(_) => Kind::Sample,
             Spec::Attention(_) => Kind::Attention,
             Spec::Spectral(_) => Kind::Spectral,
+            Spec::LinearAttention(_) => Kind::LinearAttention,
         }
     }
 }
@@ -596,7 +599,10 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             AttentionOp::SwiGLU => k(Glu),
             AttentionOp::TensorScatter => k(Scatter),
             AttentionOp::CausalConvWithState => k(ConvState),
-            AttentionOp::LinearAttention => k(LinearAttention),
+            AttentionOp::LinearAttention => {
+                let s = linear_attention::spec(g, n);
+                return typed(s, |s| Spec::LinearAttention(Box::new(s)));
+            }
             AttentionOp::FlexAttention => none("this op"),
         },
         Op::Image(i) => match i {
