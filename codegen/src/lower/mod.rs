@@ -188,6 +188,8 @@ pub enum Spec {
     Spectral(Box<spectral::SpectralSpec>),
     /// LinearAttention.
     LinearAttention(Box<linear_attention::LinearAttentionSpec>),
+    /// ScatterND, ScatterElements, Scatter, TensorScatter.
+    Scatter(Box<scatter::Scatter>),
 }
 
 impl Spec {
@@ -201,6 +203,7 @@ impl Spec {
             Spec::Attention(_) => Kind::Attention,
             Spec::Spectral(_) => Kind::Spectral,
             Spec::LinearAttention(_) => Kind::LinearAttention,
+            Spec::Scatter(_) => Kind::Scatter,
         }
     }
 }
@@ -402,6 +405,11 @@ fn spectral_kernel(g: &Graph, n: &Node, op: spectral::SpectralOp) -> crate::Resu
     typed(spectral::spec(g, n, op), |s| Spec::Spectral(Box::new(s)))
 }
 
+/// The scatter kernel of node `n`, op `op` ([`scatter`]).
+fn scattered(g: &Graph, n: &Node, op: scatter::ScatterOp, views: Views) -> crate::Result<Lowered> {
+    typed(scatter::spec(g, n, op, views), |s| Spec::Scatter(Box::new(s)))
+}
+
 /// What node `n` of `g` becomes on a GPU. An error is one no backend can report as a
 /// missing kernel (a size known only at run time, a graph the planner cannot lay out);
 /// a form of an op no kernel covers is [`Lowered::Unsupported`].
@@ -565,7 +573,10 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             | ShapeOp::Range
             | ShapeOp::EyeLike
             | ShapeOp::OneHot => k(Indexed),
-            ShapeOp::ScatterElements | ShapeOp::ScatterND | ShapeOp::Scatter => k(Scatter),
+            ShapeOp::ScatterElements | ShapeOp::Scatter => {
+                return scattered(g, n, scatter::ScatterOp::Elements, views)
+            }
+            ShapeOp::ScatterND => return scattered(g, n, scatter::ScatterOp::Nd, views),
             ShapeOp::Shape | ShapeOp::Size => {
                 none("Shape and Size (constants once shapes are specialized; not on a GPU)")
             }
@@ -597,7 +608,9 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             }
             AttentionOp::RotaryEmbedding => k(Rotary),
             AttentionOp::SwiGLU => k(Glu),
-            AttentionOp::TensorScatter => k(Scatter),
+            AttentionOp::TensorScatter => {
+                return scattered(g, n, scatter::ScatterOp::Cache, views)
+            }
             AttentionOp::CausalConvWithState => k(ConvState),
             AttentionOp::LinearAttention => {
                 let s = linear_attention::spec(g, n);
