@@ -114,6 +114,7 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
         Spec::Spectral(s) => spectral::emit(s, name),
         Spec::LinearAttention(s) => linear_attention::emit(s, name),
         Spec::Scatter(s) => scatter::emit(s, name),
+        Spec::Indexed(s) => indexed::emit(s, name),
     }
 }
 
@@ -134,7 +135,6 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::Pool => pool::emit(g, n, name),
         Kind::ConvState => conv_state::emit(g, n, name),
         Kind::ConvNd => conv_nd::emit(g, n, name),
-        Kind::Indexed => indexed::emit(g, n, name),
         Kind::ConvTranspose => conv_transpose::emit(g, n, name),
         Kind::Norm => norm::emit(g, n, name),
         Kind::TopK => topk::emit(g, n, name),
@@ -143,7 +143,7 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::Glu => glu::emit(g, n, name),
         Kind::Rotary => rotary::emit(g, n, name),
         Kind::Counted => counted::emit(g, n, name),
-        Kind::Resize | Kind::Recurrent | Kind::Sample | Kind::Attention | Kind::Spectral | Kind::LinearAttention | Kind::Scatter => Err(crate::lower::typed_elsewhere(kind)),
+        Kind::Resize | Kind::Recurrent | Kind::Sample | Kind::Attention | Kind::Spectral | Kind::LinearAttention | Kind::Scatter | Kind::Indexed => Err(crate::lower::typed_elsewhere(kind)),
     }
 }
 

@@ -190,6 +190,9 @@ pub enum Spec {
     LinearAttention(Box<linear_attention::LinearAttentionSpec>),
     /// ScatterND, ScatterElements, Scatter, TensorScatter.
     Scatter(Box<scatter::Scatter>),
+    /// GatherND, Tile, DepthToSpace, SpaceToDepth, CenterCropPad, ReverseSequence,
+    /// OneHot, EyeLike, Range, ConstantOfShape.
+    Indexed(Box<indexed::Indexed>),
 }
 
 impl Spec {
@@ -204,6 +207,7 @@ impl Spec {
             Spec::Spectral(_) => Kind::Spectral,
             Spec::LinearAttention(_) => Kind::LinearAttention,
             Spec::Scatter(_) => Kind::Scatter,
+            Spec::Indexed(_) => Kind::Indexed,
         }
     }
 }
@@ -410,6 +414,11 @@ fn scattered(g: &Graph, n: &Node, op: scatter::ScatterOp, views: Views) -> crate
     typed(scatter::spec(g, n, op, views), |s| Spec::Scatter(Box::new(s)))
 }
 
+/// The indexing kernel of node `n`, op `op` ([`indexed`]).
+fn indexed_kernel(g: &Graph, n: &Node, op: indexed::IndexedOp) -> crate::Result<Lowered> {
+    typed(indexed::spec(g, n, op), |s| Spec::Indexed(Box::new(s)))
+}
+
 /// What node `n` of `g` becomes on a GPU. An error is one no backend can report as a
 /// missing kernel (a size known only at run time, a graph the planner cannot lay out);
 /// a form of an op no kernel covers is [`Lowered::Unsupported`].
@@ -563,16 +572,22 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             ShapeOp::Split | ShapeOp::Pad => k(SplitPad),
             ShapeOp::GatherElements => k(GatherElements),
             ShapeOp::Trilu => k(Trilu),
-            ShapeOp::Tile
-            | ShapeOp::DepthToSpace
-            | ShapeOp::SpaceToDepth
-            | ShapeOp::CenterCropPad
-            | ShapeOp::ReverseSequence
-            | ShapeOp::GatherND
-            | ShapeOp::ConstantOfShape
-            | ShapeOp::Range
-            | ShapeOp::EyeLike
-            | ShapeOp::OneHot => k(Indexed),
+            ShapeOp::Tile => return indexed_kernel(g, n, indexed::IndexedOp::Tile),
+            ShapeOp::DepthToSpace => return indexed_kernel(g, n, indexed::IndexedOp::DepthToSpace),
+            ShapeOp::SpaceToDepth => return indexed_kernel(g, n, indexed::IndexedOp::SpaceToDepth),
+            ShapeOp::CenterCropPad => {
+                return indexed_kernel(g, n, indexed::IndexedOp::CenterCropPad)
+            }
+            ShapeOp::ReverseSequence => {
+                return indexed_kernel(g, n, indexed::IndexedOp::ReverseSequence)
+            }
+            ShapeOp::GatherND => return indexed_kernel(g, n, indexed::IndexedOp::GatherNd),
+            ShapeOp::ConstantOfShape => {
+                return indexed_kernel(g, n, indexed::IndexedOp::ConstantOfShape)
+            }
+            ShapeOp::Range => return indexed_kernel(g, n, indexed::IndexedOp::Range),
+            ShapeOp::EyeLike => return indexed_kernel(g, n, indexed::IndexedOp::EyeLike),
+            ShapeOp::OneHot => return indexed_kernel(g, n, indexed::IndexedOp::OneHot),
             ShapeOp::ScatterElements | ShapeOp::Scatter => {
                 return scattered(g, n, scatter::ScatterOp::Elements, views)
             }

@@ -167,6 +167,7 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel
         Spec::Spectral(s) => spectral::emit(s, name),
         Spec::LinearAttention(s) => linear_attention::emit(s, name),
         Spec::Scatter(s) => scatter::emit(s, name),
+        Spec::Indexed(s) => indexed::emit(s, name),
     }
 }
 
@@ -188,7 +189,6 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::Pool => pool::emit,
         Kind::ConvState => conv_state::emit,
         Kind::ConvNd => conv_nd::emit,
-        Kind::Indexed => indexed::emit,
         Kind::ConvTranspose => conv_transpose::emit,
         Kind::Norm => norm::emit,
         Kind::TopK => topk::emit,
@@ -197,7 +197,7 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::Glu => glu::emit,
         Kind::Rotary => rotary::emit,
         Kind::Counted => counted::emit,
-        Kind::Resize | Kind::Recurrent | Kind::Sample | Kind::Attention | Kind::Spectral | Kind::LinearAttention | Kind::Scatter => return Err(crate::lower::typed_elsewhere(kind)),
+        Kind::Resize | Kind::Recurrent | Kind::Sample | Kind::Attention | Kind::Spectral | Kind::LinearAttention | Kind::Scatter | Kind::Indexed => return Err(crate::lower::typed_elsewhere(kind)),
     };
     emit(g, n, name)
 }
