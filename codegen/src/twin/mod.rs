@@ -7,6 +7,7 @@
 
 pub mod recurrent;
 pub mod resize;
+pub mod sample;
 pub mod spectral;
 
 /// The value types of the shared statements.
@@ -22,6 +23,10 @@ pub enum Ty {
     Bool,
     /// An element index or offset (`long long` on CUDA, `u32` on WGSL).
     Index,
+    /// 32-bit unsigned integer.
+    U32,
+    /// The type of the initializer (CUDA's `auto`; WGSL's `let` infers it).
+    Auto,
     /// A type the writer names (a storage element).
     Named(&'static str),
 }
@@ -37,6 +42,10 @@ pub enum Math {
     Tanh,
     /// The prelude's sigmoid.
     Sigmoid,
+    /// The nearest integer, ties to even.
+    RoundEven,
+    /// The least integer not below.
+    Ceil,
 }
 
 /// How one backend spells the constructs the shared statements use.
@@ -51,6 +60,24 @@ pub trait Syntax {
     fn index(&self, v: usize) -> String;
     /// A literal of the loop counters and ids (`int` on CUDA, `u32` on WGSL).
     fn count(&self, v: usize) -> String;
+    /// An `i32` literal.
+    fn int(&self, v: i64) -> String;
+    /// `e` with its decimal literals (`1.0`) made f32 literals.
+    fn floats(&self, e: &str) -> String;
+    /// `e` as i32 (truncated toward zero).
+    fn to_i32(&self, e: &str) -> String;
+    /// `e` as u32 (truncated toward zero).
+    fn to_u32(&self, e: &str) -> String;
+    /// `a * b` in f32, rounded once and never fused with a sum.
+    fn mul_rn(&self, a: &str, b: &str) -> String;
+    /// `a + b` in f32, rounded once and never fused with a product.
+    fn add_rn(&self, a: &str, b: &str) -> String;
+    /// `a - b` in f32, rounded once and never fused with a product.
+    fn sub_rn(&self, a: &str, b: &str) -> String;
+    /// `a * b + c` in f32, fused.
+    fn fma(&self, a: &str, b: &str, c: &str) -> String;
+    /// The line asking the compiler to unroll the next loop, where the language has one.
+    fn unroll(&self) -> Option<&'static str>;
     /// `f(e)` in f32.
     fn math(&self, f: Math, e: &str) -> String;
     /// The larger of `a` and `b` in f32.

@@ -41,13 +41,13 @@ pub fn emit(sp: &RecurrentSpec, name: &str) -> Result<WgslKernel> {
         Cell::Lstm => LSTM,
     };
     let acts = acts(sp);
-    let mut values = fills(sp, &Wgsl);
+    let mut values = fills(sp, &Wgsl::PLAIN);
     values.extend([
         ("enable", super::enable_f16(sp.dtype == DType::F16).to_string()),
         ("bindings", bindings(sp, t)),
         ("t", t.to_string()),
         ("acts", format!("{acts}{}", helpers_for(&acts))),
-        ("cell", fill(cell, &cell_fills(sp, &Wgsl))?),
+        ("cell", fill(cell, &cell_fills(sp, &Wgsl::PLAIN))?),
         ("len", length(sp, sp.check.as_ref())),
         (
             "last",
@@ -136,7 +136,7 @@ fn length(sp: &RecurrentSpec, check: Option<&IndexCheck>) -> String {
 /// `fn actK(v: f32, d: u32) -> f32` for each of the cell's activations: `v` clipped
 /// (with `clip`), then direction `d`'s function K.
 fn acts(sp: &RecurrentSpec) -> String {
-    activations(sp, &Wgsl)
+    activations(sp, &Wgsl::PLAIN)
         .into_iter()
         .enumerate()
         .map(|(k, (clip, returns))| {

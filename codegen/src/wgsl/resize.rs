@@ -38,7 +38,7 @@ pub fn emit(sp: &ResizeSpec, name: &str) -> Result<WgslKernel> {
             store: store_float(dt, "sat(v)"),
         }
     };
-    let tx = texts(sp, &Wgsl, &element)?;
+    let tx = texts(sp, &Wgsl::PLAIN, &element)?;
     let max = sp.float_max().unwrap_or(f32::MAX);
     let source = fill(
         TEMPLATE,

@@ -40,7 +40,7 @@ pub fn emit(sp: &SpectralSpec, name: &str) -> Result<WgslKernel> {
         }
         (Some(_), None) | (None, Some(_)) | (None, None) => String::new(),
     };
-    let mut values = fills(sp, &Wgsl, &|v| store(sp.dtype, v));
+    let mut values = fills(sp, &Wgsl::PLAIN, &|v| store(sp.dtype, v));
     values.extend([
         (
             "enable",

@@ -3,10 +3,19 @@
 //! `select`, `clamp`, and `gopt_div` for a division the reference rounds exactly.
 
 use super::types::f32_literal;
-use crate::twin::{Math, Syntax, Ty};
+use crate::twin::{paren, Math, Syntax, Ty};
 
-/// WGSL.
-pub struct Wgsl;
+/// WGSL, its helper functions named with `prefix` (the shader's own, so they cannot
+/// clash with `helpers.wgsl`'s).
+pub struct Wgsl {
+    /// The helper functions' prefix.
+    pub prefix: &'static str,
+}
+
+impl Wgsl {
+    /// WGSL with unprefixed helper functions.
+    pub const PLAIN: Wgsl = Wgsl { prefix: "" };
+}
 
 impl Syntax for Wgsl {
     fn ty(&self, t: Ty) -> &'static str {
@@ -16,6 +25,8 @@ impl Syntax for Wgsl {
             Ty::I32 => "i32",
             Ty::Bool => "bool",
             Ty::Index => "u32",
+            Ty::U32 => "u32",
+            Ty::Auto => "auto",
             Ty::Named(n) => n,
         }
     }
@@ -37,7 +48,36 @@ impl Syntax for Wgsl {
             Math::Log => format!("gopt_log({e})"),
             Math::Tanh => format!("gopt_tanh({e})"),
             Math::Sigmoid => format!("gopt_sigmoid({e})"),
+            Math::RoundEven => format!("round({e})"),
+            Math::Ceil => format!("ceil({e})"),
         }
+    }
+    fn int(&self, v: i64) -> String {
+        format!("{v}i")
+    }
+    fn floats(&self, e: &str) -> String {
+        e.to_string()
+    }
+    fn to_i32(&self, e: &str) -> String {
+        format!("i32({e})")
+    }
+    fn to_u32(&self, e: &str) -> String {
+        format!("u32({e})")
+    }
+    fn mul_rn(&self, a: &str, b: &str) -> String {
+        format!("({} * {})", paren(a), paren(b))
+    }
+    fn add_rn(&self, a: &str, b: &str) -> String {
+        format!("({} + {})", paren(a), paren(b))
+    }
+    fn sub_rn(&self, a: &str, b: &str) -> String {
+        format!("({} - {})", paren(a), paren(b))
+    }
+    fn fma(&self, a: &str, b: &str, c: &str) -> String {
+        format!("fma({a}, {b}, {c})")
+    }
+    fn unroll(&self) -> Option<&'static str> {
+        None
     }
     fn max_f(&self, a: &str, b: &str) -> String {
         format!("max({a}, {b})")
@@ -88,6 +128,6 @@ impl Syntax for Wgsl {
         String::new()
     }
     fn helper(&self, f: &str) -> String {
-        f.to_string()
+        format!("{}{f}", self.prefix)
     }
 }
