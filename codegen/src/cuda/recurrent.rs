@@ -14,7 +14,7 @@ use super::syntax::Cuda;
 use super::Kernel;
 use crate::lower::recurrent::{Cell, Lengths, RecurrentSpec};
 use crate::plan::IndexCheck;
-use crate::twin::recurrent::{activations, cell_fills, fills, last, Returns};
+use crate::twin::recurrent::{activations, buffers, cell_fills, fills, last, Returns};
 use crate::twin::fill;
 use crate::Result;
 
@@ -66,27 +66,13 @@ pub fn emit(sp: &RecurrentSpec, name: &str) -> Result<Kernel> {
 /// The kernel's parameters in the spec's order (inputs, outputs, then the error word
 /// when the lengths are checked).
 fn params(sp: &RecurrentSpec) -> String {
-    let t = storage(sp.dtype);
-    let read = |name: &str, ty: &str| format!("const {ty}* __restrict__ {name}");
-    let write = |name: &str| format!("{t}* __restrict__ {name}");
-    let mut ps = vec![read("x", t), read("w", t), read("r", t)];
-    if sp.b.is_some() {
-        ps.push(read("bias", t));
-    }
-    if let Lengths::Input(_, dt) = sp.lens {
-        ps.push(read("lens", storage(dt)));
-    }
-    for (v, name) in [(sp.h0, "h0"), (sp.c0, "c0"), (sp.p, "p")] {
-        if v.is_some() {
-            ps.push(read(name, t));
-        }
-    }
-    ps.push(write("y"));
-    for (v, name) in [(sp.y_h, "y_h"), (sp.y_c, "y_c")] {
-        if v.is_some() {
-            ps.push(write(name));
-        }
-    }
+    let mut ps: Vec<String> = buffers(sp)
+        .iter()
+        .map(|b| {
+            let c = if b.written { "" } else { "const " };
+            format!("{c}{}* __restrict__ {}", storage(b.dtype), b.name)
+        })
+        .collect();
     if sp.check.is_some() {
         ps.push("unsigned int* __restrict__ gopt_err".into());
     }

@@ -4,7 +4,8 @@
 //! same algorithm spelled in each backend's [`Syntax`].
 
 use super::{Math, Syntax};
-use crate::lower::recurrent::{ActKind, Activation, Cell, RecurrentSpec};
+use crate::lower::recurrent::{ActKind, Activation, Cell, Lengths, RecurrentSpec};
+use gopt_ir::DType;
 
 /// The template values both backends fill the same way, by name.
 pub fn fills(sp: &RecurrentSpec, sx: &dyn Syntax) -> Vec<(&'static str, String)> {
@@ -145,4 +146,45 @@ fn expr(sx: &dyn Syntax, a: Activation) -> String {
         ActKind::Softsign => format!("u / ({one} + {})", sx.abs("u")),
         ActKind::Softplus => sx.math(Math::Log, &format!("{one} + {}", sx.math(Math::Exp, "u"))),
     }
+}
+
+/// A buffer the kernel binds: its name in the kernel, its dtype, whether it is written.
+pub struct Buffer {
+    /// The parameter's (binding's) name.
+    pub name: &'static str,
+    /// Its elements' dtype.
+    pub dtype: DType,
+    /// Written (an output), else read.
+    pub written: bool,
+}
+
+/// The kernel's buffers in the spec's order ([`RecurrentSpec::inputs`], then
+/// [`RecurrentSpec::outputs`]); the error word follows them when the lengths are
+/// checked.
+pub fn buffers(sp: &RecurrentSpec) -> Vec<Buffer> {
+    let t = sp.dtype;
+    let buf = |name, dtype, written| Buffer {
+        name,
+        dtype,
+        written,
+    };
+    let mut bs = vec![buf("x", t, false), buf("w", t, false), buf("r", t, false)];
+    if sp.b.is_some() {
+        bs.push(buf("bias", t, false));
+    }
+    if let Lengths::Input(_, dt) = sp.lens {
+        bs.push(buf("lens", dt, false));
+    }
+    for (v, name) in [(sp.h0, "h0"), (sp.c0, "c0"), (sp.p, "p")] {
+        if v.is_some() {
+            bs.push(buf(name, t, false));
+        }
+    }
+    bs.push(buf("y", t, true));
+    for (v, name) in [(sp.y_h, "y_h"), (sp.y_c, "y_c")] {
+        if v.is_some() {
+            bs.push(buf(name, t, true));
+        }
+    }
+    bs
 }

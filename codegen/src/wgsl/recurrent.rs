@@ -13,7 +13,7 @@ use super::types::helpers_for;
 use super::WgslKernel;
 use crate::lower::recurrent::{Cell, Lengths, RecurrentSpec};
 use crate::plan::IndexCheck;
-use crate::twin::recurrent::{activations, cell_fills, fills, last, Returns};
+use crate::twin::recurrent::{activations, buffers, cell_fills, fills, last, Returns};
 use crate::twin::fill;
 use crate::Result;
 use gopt_ir::DType;
@@ -68,36 +68,26 @@ pub fn emit(sp: &RecurrentSpec, name: &str) -> Result<WgslKernel> {
 }
 
 /// The bindings in the spec's order (inputs, outputs, then the error word when the
-/// lengths are checked).
+/// lengths are checked); data of storage type `t`.
 fn bindings(sp: &RecurrentSpec, t: &str) -> String {
-    let read = |name: &str, ty: &str| format!("var<storage, read> {name}: array<{ty}>;");
-    let write = |name: &str| format!("var<storage, read_write> {name}: array<{t}>;");
-    let mut decls = vec![read("x", t), read("w", t), read("r", t)];
-    if sp.b.is_some() {
-        decls.push(read("bias", t));
-    }
-    if let Lengths::Input(_, dt) = sp.lens {
-        decls.push(read("lens", length_type(dt)));
-    }
-    for (v, name) in [(sp.h0, "h0"), (sp.c0, "c0"), (sp.p, "p")] {
-        if v.is_some() {
-            decls.push(read(name, t));
-        }
-    }
-    decls.push(write("y"));
-    for (v, name) in [(sp.y_h, "y_h"), (sp.y_c, "y_c")] {
-        if v.is_some() {
-            decls.push(write(name));
-        }
-    }
-    let n = decls.len();
-    let mut text: String = decls
+    let bs = buffers(sp);
+    let mut text: String = bs
         .iter()
         .enumerate()
-        .map(|(k, d)| format!("@group(0) @binding({k}) {d}\n"))
+        .map(|(k, b)| {
+            let (access, ty) = match (b.written, b.name) {
+                (true, _) => ("read_write", t),
+                (false, "lens") => ("read", length_type(b.dtype)),
+                (false, _) => ("read", t),
+            };
+            format!(
+                "@group(0) @binding({k}) var<storage, {access}> {}: array<{ty}>;\n",
+                b.name
+            )
+        })
         .collect();
     if sp.check.is_some() {
-        text += &super::bounds::error_binding(n);
+        text += &super::bounds::error_binding(bs.len());
         text.push('\n');
     }
     text
