@@ -91,6 +91,9 @@ impl Syntax for Cuda<'_> {
     fn for_(&self, k: &str, n: usize) -> String {
         format!("for (int {k} = 0; {k} < {n}; {k} = {k} + 1)")
     }
+    fn for_count(&self, k: &str, n: usize) -> String {
+        format!("for (int {k} = 0; {k} < {n}; {k} = {k} + 1)")
+    }
     fn select(&self, c: &str, t: &str, f: &str) -> String {
         format!("(({c}) ? {t} : {f})")
     }

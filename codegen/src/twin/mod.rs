@@ -5,6 +5,7 @@
 //! (`crate::cuda::syntax`, `crate::wgsl::syntax`). What a backend does its own way
 //! (storage loads and stores, helper functions, bindings) stays in its writer.
 
+pub mod linear_attention;
 pub mod recurrent;
 pub mod resize;
 pub mod sample;
@@ -92,6 +93,8 @@ pub trait Syntax {
     fn array(&self, t: Ty, name: &str, n: usize) -> String;
     /// The head of a loop `k = 0 .. n` over an `i32` counter (the body's `{` follows).
     fn for_(&self, k: &str, n: usize) -> String;
+    /// The head of a loop `k = 0 .. n` over a counter of the ids' type ([`Syntax::count`]).
+    fn for_count(&self, k: &str, n: usize) -> String;
     /// `t` where `c`, else `f`.
     fn select(&self, c: &str, t: &str, f: &str) -> String;
     /// `e` as f32.

@@ -97,6 +97,9 @@ impl Syntax for Wgsl {
     fn for_(&self, k: &str, n: usize) -> String {
         format!("for (var {k}: i32 = 0; {k} < {n}; {k} = {k} + 1)")
     }
+    fn for_count(&self, k: &str, n: usize) -> String {
+        format!("for (var {k}: u32 = 0u; {k} < {n}u; {k} = {k} + 1u)")
+    }
     fn select(&self, c: &str, t: &str, f: &str) -> String {
         format!("select({f}, {t}, {c})")
     }
