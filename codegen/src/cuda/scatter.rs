@@ -7,10 +7,12 @@
 
 use super::elementwise::storage;
 use super::support::store;
+use super::syntax::Cuda;
 use super::Kernel;
 use crate::lower::scatter::{CacheSpec, ElementsSpec, NdSpec, Reduction, Scatter, ScatterSpec};
 use crate::plan::IndexCheck;
 use crate::template::fill;
+use crate::twin::scatter as twin;
 use crate::Result;
 use gopt_ir::{DType, ValueId};
 
@@ -118,30 +120,9 @@ fn read_index(elem: &str, len: usize, code: u32, k: &str) -> String {
 fn elements(sp: &Scatter, s: &ElementsSpec) -> Parts {
     let code = sp.check.code;
     let t = storage(s.ops.dtype);
-    let mut body = String::from(
-        "        long long r = i;\n        long long base = 0;\n        bool inside = true;\n",
-    );
-    for (a, &(d, id, ist)) in s.dims.iter().enumerate().rev() {
-        body += &format!("        const long long c{a} = r % {d}LL; r /= {d}LL;\n");
-        if a != s.axis {
-            if id < d {
-                body += &format!("        if (c{a} >= {id}LL) inside = false;\n");
-            }
-            body += &format!("        base += c{a} * {ist}LL;\n");
-        }
-    }
-    body += &format!(
-        "        (void)r;\n        if (inside) {{\n        \
-         for (long long t = 0; t < {count}LL; ++t) {{\n            \
-         const long long p = base + t * {ast}LL;\n{read}            \
-         if (k == c{axis}) {{ const {t} u = upd[p]; v = {combine}; }}\n        \
-         }}\n        }}\n",
-        count = s.count(),
-        ast = s.axis_stride(),
-        read = read_index("idx[p]", s.axis_len(), code, "k"),
-        axis = s.axis,
-        combine = combine(s.ops.dtype, s.ops.reduction),
-    );
+    let read = |elem: &str, len: usize, k: &str| read_index(elem, len, code, k);
+    let combine = combine(s.ops.dtype, s.ops.reduction);
+    let body = twin::elements(&Cuda { name: "" }, s, &read, t, &combine);
     Parts {
         how: "the positions along the indices' axis in the element's row",
         inputs: vec![
@@ -165,23 +146,9 @@ fn elements(sp: &Scatter, s: &ElementsSpec) -> Parts {
 fn nd(sp: &Scatter, s: &NdSpec) -> Parts {
     let code = sp.check.code;
     let t = storage(s.ops.dtype);
-    let mut body = format!(
-        "        const long long j = i % {chunk}LL;\n        \
-         const long long slice = i - j;\n        \
-         for (long long r = 0; r < {rows}LL; ++r) {{\n            long long at = 0;\n",
-        chunk = s.chunk,
-        rows = s.rows,
-    );
-    for (c, &(len, stride)) in s.coords.iter().enumerate() {
-        let elem = format!("idx[r * {}LL + {c}LL]", s.depth);
-        body += &read_index(&elem, len, code, &format!("k{c}"));
-        body += &format!("            at += k{c} * {stride}LL;\n");
-    }
-    body += &format!(
-        "            if (at == slice) {{ const {t} u = upd[r * {chunk}LL + j]; v = {combine}; }}\n        }}\n",
-        chunk = s.chunk,
-        combine = combine(s.ops.dtype, s.ops.reduction),
-    );
+    let read = |elem: &str, len: usize, k: &str| read_index(elem, len, code, k);
+    let combine = combine(s.ops.dtype, s.ops.reduction);
+    let body = twin::nd(&Cuda { name: "" }, s, &read, t, &combine);
     Parts {
         how: "every index row in order, compared with the element's slice",
         inputs: vec![

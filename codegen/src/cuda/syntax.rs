@@ -94,6 +94,9 @@ impl Syntax for Cuda<'_> {
     fn for_count(&self, k: &str, n: usize) -> String {
         format!("for (int {k} = 0; {k} < {n}; {k} = {k} + 1)")
     }
+    fn for_index(&self, k: &str, n: usize) -> String {
+        format!("for (long long {k} = 0; {k} < {n}LL; {k} = {k} + 1)")
+    }
     fn select(&self, c: &str, t: &str, f: &str) -> String {
         format!("(({c}) ? {t} : {f})")
     }

@@ -9,6 +9,7 @@ pub mod linear_attention;
 pub mod recurrent;
 pub mod resize;
 pub mod sample;
+pub mod scatter;
 pub mod spectral;
 
 /// The value types of the shared statements.
@@ -95,6 +96,8 @@ pub trait Syntax {
     fn for_(&self, k: &str, n: usize) -> String;
     /// The head of a loop `k = 0 .. n` over a counter of the ids' type ([`Syntax::count`]).
     fn for_count(&self, k: &str, n: usize) -> String;
+    /// The head of a loop `k = 0 .. n` over an index counter ([`Ty::Index`]).
+    fn for_index(&self, k: &str, n: usize) -> String;
     /// `t` where `c`, else `f`.
     fn select(&self, c: &str, t: &str, f: &str) -> String;
     /// `e` as f32.

@@ -9,11 +9,13 @@
 
 use super::bounds;
 use super::types::{self, Kind};
+use super::syntax::Wgsl;
 use super::WgslKernel;
 use crate::lower::scatter::{CacheSpec, ElementsSpec, NdSpec, Reduction, Scatter, ScatterSpec};
 use crate::lower::support::Site;
 use crate::plan::IndexCheck;
 use crate::template::fill;
+use crate::twin::scatter as twin;
 use crate::Result;
 use gopt_ir::{DType, ValueId};
 
@@ -168,31 +170,12 @@ fn elements(sp: &Scatter, s: &ElementsSpec) -> Result<Parts> {
         return Err(sp.site.unsupported("2^31 indices or more"));
     }
     let check = checked(sp, s.axis_len())?;
-    let mut body = String::from(
-        "        var r: u32 = i;\n        var base: u32 = 0u;\n        var inside = true;\n",
-    );
-    for (a, &(d, id, ist)) in s.dims.iter().enumerate().rev() {
-        body += &format!("        let c{a} = r % {d}u; r = r / {d}u;\n");
-        if a != s.axis {
-            if id < d {
-                body += &format!("        if (c{a} >= {id}u) {{ inside = false; }}\n");
-            }
-            body += &format!("        base = base + c{a} * {ist}u;\n");
-        }
-    }
-    body += &format!(
-        "        if (inside) {{\n        \
-         for (var t: u32 = 0u; t < {count}u; t = t + 1u) {{\n            \
-         let p = base + t * {ast}u;\n{read}            \
-         if (k == c{axis}) {{ let u = upd[p]; v = {combine}; }}\n        \
-         }}\n        }}\n",
-        count = s.count(),
-        ast = s.axis_stride(),
-        read = bounds::read_index(s.ops.index_dtype, "idx[p]", s.axis_len(), check.code, "k"),
-        axis = s.axis,
-        combine = combine(&sp.site, s.ops.dtype, s.ops.reduction)?,
-    );
     let t = element(&sp.site, s.ops.dtype, "data")?;
+    let dt = s.ops.index_dtype;
+    let read = |elem: &str, len: usize, k: &str| bounds::read_index(dt, elem, len, check.code, k);
+    let combine = combine(&sp.site, s.ops.dtype, s.ops.reduction)?;
+    let body = twin::elements(&Wgsl::PLAIN, s, &read, t, &combine);
+
     Ok(Parts {
         how: "the positions along the indices' axis in the element's row",
         inputs: vec![(s.ops.indices, "idx", it), (s.ops.updates, "upd", t)],
@@ -214,24 +197,12 @@ fn nd(sp: &Scatter, s: &NdSpec) -> Result<Parts> {
         return Err(sp.site.unsupported("2^31 indices or updates or more"));
     }
     let check = checked(sp, s.max_len())?;
-    let mut body = format!(
-        "        let j = i % {chunk}u;\n        \
-         let slice = i - j;\n        \
-         for (var r: u32 = 0u; r < {rows}u; r = r + 1u) {{\n            var at: u32 = 0u;\n",
-        chunk = s.chunk,
-        rows = s.rows,
-    );
-    for (c, &(len, stride)) in s.coords.iter().enumerate() {
-        let elem = format!("idx[r * {}u + {c}u]", s.depth);
-        body += &bounds::read_index(s.ops.index_dtype, &elem, len, check.code, &format!("k{c}"));
-        body += &format!("            at = at + k{c} * {stride}u;\n");
-    }
-    body += &format!(
-        "            if (at == slice) {{ let u = upd[r * {chunk}u + j]; v = {combine}; }}\n        }}\n",
-        chunk = s.chunk,
-        combine = combine(&sp.site, s.ops.dtype, s.ops.reduction)?,
-    );
     let t = element(&sp.site, s.ops.dtype, "data")?;
+    let dt = s.ops.index_dtype;
+    let read = |elem: &str, len: usize, k: &str| bounds::read_index(dt, elem, len, check.code, k);
+    let combine = combine(&sp.site, s.ops.dtype, s.ops.reduction)?;
+    let body = twin::nd(&Wgsl::PLAIN, s, &read, t, &combine);
+
     Ok(Parts {
         how: "every index row in order, compared with the element's slice",
         inputs: vec![(s.ops.indices, "idx", it), (s.ops.updates, "upd", t)],

@@ -100,6 +100,9 @@ impl Syntax for Wgsl {
     fn for_count(&self, k: &str, n: usize) -> String {
         format!("for (var {k}: u32 = 0u; {k} < {n}u; {k} = {k} + 1u)")
     }
+    fn for_index(&self, k: &str, n: usize) -> String {
+        format!("for (var {k}: u32 = 0u; {k} < {n}u; {k} = {k} + 1u)")
+    }
     fn select(&self, c: &str, t: &str, f: &str) -> String {
         format!("select({f}, {t}, {c})")
     }
