@@ -154,19 +154,12 @@ pub fn emit(a: &Attention, name: &str) -> Result<Kernel> {
     } else {
         dims.skv.to_string()
     };
-    let store = match dt {
-        DType::F16 => "__float2half_rn",
-        DType::BF16 => "__float2bfloat16_rn",
-        DType::F32 | DType::F64
-        | DType::Bool
-        | DType::I8
-        | DType::I16
-        | DType::I32
-        | DType::I64
-        | DType::U8
-        | DType::U16
-        | DType::U32
-        | DType::U64 => "",
+    let store = if dt == DType::F16 {
+        "__float2half_rn"
+    } else if dt == DType::BF16 {
+        "__float2bfloat16_rn"
+    } else {
+        ""
     };
     let q_tiles = dims.sq.div_ceil(bm);
     let blocks = dims.batch * dims.q_heads * q_tiles;

@@ -266,37 +266,27 @@ pub fn emit(site: &Site, name: &str, a: &Attention) -> Result<Kernel> {
 
     // bf16 and f16 differ only in the product's types; f32 leaves these in the template's
     // tensor-core half, which it does not compile.
-    let (ptx, pack_t, pack_fn, one, store) = match dt {
-        DType::F16 => (
+    let bf16 = |store| {
+        (
+            "bf16",
+            "__nv_bfloat162",
+            "__floats2bfloat162_rn",
+            "0x3f803f80u",
+            store,
+        )
+    };
+    let (ptx, pack_t, pack_fn, one, store) = if dt == DType::F16 {
+        (
             "f16",
             "__half2",
             "__floats2half2_rn",
             "0x3c003c00u",
             "__float2half_rn",
-        ),
-        DType::BF16 => (
-            "bf16",
-            "__nv_bfloat162",
-            "__floats2bfloat162_rn",
-            "0x3f803f80u",
-            "__float2bfloat16_rn",
-        ),
-        DType::F32 | DType::F64
-        | DType::Bool
-        | DType::I8
-        | DType::I16
-        | DType::I32
-        | DType::I64
-        | DType::U8
-        | DType::U16
-        | DType::U32
-        | DType::U64 => (
-            "bf16",
-            "__nv_bfloat162",
-            "__floats2bfloat162_rn",
-            "0x3f803f80u",
-            "",
-        ),
+        )
+    } else if dt == DType::BF16 {
+        bf16("__float2bfloat16_rn")
+    } else {
+        bf16("")
     };
     let s = |n: usize| n.to_string();
     let ll = |n: usize| format!("{n}LL");

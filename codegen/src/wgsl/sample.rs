@@ -35,17 +35,7 @@ fn float(site: &Site, dt: DType, what: &str) -> Result<&'static str> {
     match dt {
         DType::F32 => Ok("f32"),
         DType::F16 => Ok("f16"),
-        DType::BF16
-        | DType::F64
-        | DType::Bool
-        | DType::I8
-        | DType::I16
-        | DType::I32
-        | DType::I64
-        | DType::U8
-        | DType::U16
-        | DType::U32
-        | DType::U64 => Err(site.unsupported(&format!("{dt} {what}"))),
+        other => Err(site.unsupported(&format!("{other} {what}"))),
     }
 }
 
