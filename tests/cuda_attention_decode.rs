@@ -32,8 +32,9 @@ fn emit_attention(
     node: &gopt::ir::Node,
     name: &str,
 ) -> Result<Kernel, gopt::codegen::CodegenError> {
-    let a = gopt::codegen::lower::attention::lower(g, node, gopt::codegen::cuda::VIEWS.strided_reads)
-        .map_err(|e| e.for_backend("CUDA"))?;
+    let a =
+        gopt::codegen::lower::attention::lower(g, node, gopt::codegen::cuda::VIEWS.strided_reads)
+            .map_err(|e| e.for_backend("CUDA"))?;
     attention::emit(&a, name)
 }
 

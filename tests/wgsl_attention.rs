@@ -34,8 +34,9 @@ fn emit_attention(
     node: &gopt::ir::Node,
     name: &str,
 ) -> Result<WgslKernel, gopt::codegen::CodegenError> {
-    let a = gopt::codegen::lower::attention::lower(g, node, gopt::codegen::wgsl::VIEWS.strided_reads)
-        .map_err(|e| e.for_backend("WGSL"))?;
+    let a =
+        gopt::codegen::lower::attention::lower(g, node, gopt::codegen::wgsl::VIEWS.strided_reads)
+            .map_err(|e| e.for_backend("WGSL"))?;
     attention::emit(&a, name)
 }
 

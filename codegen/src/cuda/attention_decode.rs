@@ -36,9 +36,9 @@ use super::{mask_code, unsupported};
 use crate::cuda::elementwise::storage;
 use crate::cuda::Kernel;
 use crate::lower::attention::{Attention, Dims};
+use crate::lower::support::Site;
 use crate::template::fill;
 use crate::{CodegenError, Result};
-use crate::lower::support::Site;
 use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("attention_decode.cu");

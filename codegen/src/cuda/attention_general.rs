@@ -11,9 +11,9 @@ use crate::cuda::elementwise::storage;
 use crate::cuda::support::store;
 use crate::cuda::Kernel;
 use crate::lower::attention::{Attention, Mask};
+use crate::lower::support::Site;
 use crate::template::fill;
 use crate::{CodegenError, Result};
-use crate::lower::support::Site;
 use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("attention_general.cu");

@@ -222,7 +222,9 @@ fn one_hot(sp: &Indexed, s: &OneHotSpec) -> Result<Parts> {
         }
         DType::F32 | DType::F16 | DType::BF16 => {
             if depth >= EXACT_F32 {
-                return Err(sp.site.unsupported("float indices with a depth of 2^24 or more"));
+                return Err(sp
+                    .site
+                    .unsupported("float indices with a depth of 2^24 or more"));
             }
             format!(
                 "        const float f = gopt_ld(v);\n        \

@@ -14,8 +14,8 @@ use super::syntax::Cuda;
 use super::Kernel;
 use crate::lower::recurrent::{Cell, Lengths, RecurrentSpec};
 use crate::plan::IndexCheck;
-use crate::twin::recurrent::{activations, buffers, cell_fills, fills, last, Returns};
 use crate::twin::fill;
+use crate::twin::recurrent::{activations, buffers, cell_fills, fills, last, Returns};
 use crate::Result;
 
 const TEMPLATE: &str = include_str!("recurrent.cu");
@@ -40,14 +40,13 @@ pub fn emit(sp: &RecurrentSpec, name: &str) -> Result<Kernel> {
         ("acts", acts(sp, &sx)),
         ("cell", fill(cell, &cell_fills(sp, &sx))?),
         ("len", length(sp, sp.check.as_ref())),
-        (
-            "last",
-            last(sp, "for (int j = tid; j < HID; j += THREADS)"),
-        ),
+        ("last", last(sp, "for (int j = tid; j < HID; j += THREADS)")),
     ]);
     let source = fill(TEMPLATE, &values)?;
-    let grid = u32::try_from(sp.groups())
-        .map_err(|_| sp.site.unsupported("more than 2^32 (direction, batch) rows"))?;
+    let grid = u32::try_from(sp.groups()).map_err(|_| {
+        sp.site
+            .unsupported("more than 2^32 (direction, batch) rows")
+    })?;
     Ok(Kernel {
         name: name.to_string(),
         node: sp.site.node.clone(),

@@ -63,7 +63,14 @@ pub fn emit(sp: &Scatter, name: &str) -> Result<Kernel> {
     inputs.extend(parts.inputs.iter().map(|(v, _)| v.0));
     Ok(Kernel {
         index_check: parts.check,
-        ..Kernel::flat(name, &sp.site.node, source, parts.n, inputs, vec![parts.out.0])
+        ..Kernel::flat(
+            name,
+            &sp.site.node,
+            source,
+            parts.n,
+            inputs,
+            vec![parts.out.0],
+        )
     })
 }
 

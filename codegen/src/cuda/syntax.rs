@@ -140,7 +140,8 @@ fn f_suffixed(e: &str) -> String {
     let mut i = 0;
     while i < b.len() {
         let starts = b[i].is_ascii_digit()
-            && (i == 0 || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_' || b[i - 1] == b'.'));
+            && (i == 0
+                || !(b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b'_' || b[i - 1] == b'.'));
         if !starts {
             out.push(b[i] as char);
             i += 1;
@@ -174,7 +175,10 @@ mod tests {
     #[test]
     fn decimal_literals_get_an_f() {
         assert_eq!(f_suffixed("(v + 1.0) / 2.0"), "(v + 1.0f) / 2.0f");
-        assert_eq!(f_suffixed("x0 - 16777216.0f + a1 * 3"), "x0 - 16777216.0f + a1 * 3");
+        assert_eq!(
+            f_suffixed("x0 - 16777216.0f + a1 * 3"),
+            "x0 - 16777216.0f + a1 * 3"
+        );
         assert_eq!(f_suffixed("-0.75"), "-0.75f");
     }
 }

@@ -411,7 +411,9 @@ fn spectral_kernel(g: &Graph, n: &Node, op: spectral::SpectralOp) -> crate::Resu
 
 /// The scatter kernel of node `n`, op `op` ([`scatter`]).
 fn scattered(g: &Graph, n: &Node, op: scatter::ScatterOp, views: Views) -> crate::Result<Lowered> {
-    typed(scatter::spec(g, n, op, views), |s| Spec::Scatter(Box::new(s)))
+    typed(scatter::spec(g, n, op, views), |s| {
+        Spec::Scatter(Box::new(s))
+    })
 }
 
 /// The indexing kernel of node `n`, op `op` ([`indexed`]).
@@ -623,9 +625,7 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
             }
             AttentionOp::RotaryEmbedding => k(Rotary),
             AttentionOp::SwiGLU => k(Glu),
-            AttentionOp::TensorScatter => {
-                return scattered(g, n, scatter::ScatterOp::Cache, views)
-            }
+            AttentionOp::TensorScatter => return scattered(g, n, scatter::ScatterOp::Cache, views),
             AttentionOp::CausalConvWithState => k(ConvState),
             AttentionOp::LinearAttention => {
                 let s = linear_attention::spec(g, n);

@@ -177,7 +177,11 @@ fn nearest_axis(sx: &dyn Syntax, a: usize, ax: &Axis, sp: &ResizeSpec) -> Result
     let mut s = format!(
         "{IN}{}\n{IN}{}\n{IN}off = off + {} * {};\n",
         sx.let_(Ty::I32, &format!("t{a}"), &t),
-        sx.let_(Ty::I32, &format!("u{a}"), &sx.clamp_i(&format!("t{a}"), "0", &last)),
+        sx.let_(
+            Ty::I32,
+            &format!("u{a}"),
+            &sx.clamp_i(&format!("t{a}"), "0", &last)
+        ),
         sx.to_index(&format!("u{a}")),
         sx.index(ax.stride),
     );
@@ -219,7 +223,12 @@ fn filter_axis(sx: &dyn Syntax, a: usize, ax: &Axis, sp: &ResizeSpec) -> Result<
         }
         Weights::WideLinear { start, scale, .. } => {
             let tri = sx.abs(&format!("({}) * {}", dist(start), sx.f32(scale)));
-            normalized(sx, a, n, &sx.clamp_f(&format!("{one} - {tri}"), &zero, &one))
+            normalized(
+                sx,
+                a,
+                n,
+                &sx.clamp_f(&format!("{one} - {tri}"), &zero, &one),
+            )
         }
         Weights::WideCubic {
             a: coef,

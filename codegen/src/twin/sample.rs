@@ -90,7 +90,11 @@ pub fn taps(sx: &dyn Syntax, interp: Interp) -> Taps {
     let line = |t: Ty, name: &str, e: &str| format!("    {}\n", sx.let_(t, name, e));
     let base = |v: &str| {
         let hi = format!("{} + {}", sx.to_f32("len"), sx.fl("8.0"));
-        line(Ty::I32, "b", &sx.to_i32(&sx.clamp_f(v, &sx.fl("-8.0"), &hi)))
+        line(
+            Ty::I32,
+            "b",
+            &sx.to_i32(&sx.clamp_f(v, &sx.fl("-8.0"), &hi)),
+        )
     };
     match interp {
         Interp::Nearest => Taps {
@@ -143,7 +147,11 @@ fn dims(sx: &dyn Syntax, sp: &GridSampleSpec) -> String {
                 sx.helper("coord"),
                 sx.f32(len as f32)
             );
-            let tap = format!("{}({c}, {}, {lo}, {hi})", sx.helper("tap"), sx.int(len as i64));
+            let tap = format!(
+                "{}({c}, {}, {lo}, {hi})",
+                sx.helper("tap"),
+                sx.int(len as i64)
+            );
             format!("        {}\n", sx.let_(Ty::Auto, &format!("tp{d}"), &tap))
         })
         .collect()
@@ -214,7 +222,10 @@ pub fn affine_fills(sx: &dyn Syntax, sp: &AffineGridSpec) -> Vec<(&'static str, 
     let dot: String = (0..k)
         .map(|j| {
             let th = sx.load_f32(&format!("theta[tb + {}]", sx.index(j)));
-            format!("        acc = {};\n", sx.fma(&th, &format!("c{}", k - 1 - j), "acc"))
+            format!(
+                "        acc = {};\n",
+                sx.fma(&th, &format!("c{}", k - 1 - j), "acc")
+            )
         })
         .collect();
     let sizes: Vec<String> = sp.sizes.iter().map(|s| s.to_string()).collect();
@@ -254,7 +265,10 @@ pub fn roi_fills(sx: &dyn Syntax, sp: &RoiAlignSpec) -> Vec<(&'static str, Strin
         )
     } else {
         let per = |len: &str, bins: usize| {
-            let q = sx.math(Math::Ceil, &format!("{len} / {}", sx.floats(&format!("{bins}.0"))));
+            let q = sx.math(
+                Math::Ceil,
+                &format!("{len} / {}", sx.floats(&format!("{bins}.0"))),
+            );
             sx.to_u32(&sx.clamp_f(&q, &sx.fl("0.0"), &sx.fl("16777216.0")))
         };
         format!(

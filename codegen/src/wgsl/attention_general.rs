@@ -7,10 +7,10 @@
 //! the cache and the new keys and values into the present outputs. The CUDA writer's
 //! general kernel is the same algorithm line by line.
 
-use crate::lower::attention::{Attention, Mask};
-use crate::template::fill;
 use super::unsupported;
+use crate::lower::attention::{Attention, Mask};
 use crate::lower::support::Site;
+use crate::template::fill;
 use crate::wgsl::{enable_f16, storage_type, WgslKernel};
 use crate::Result;
 use gopt_ir::DType;

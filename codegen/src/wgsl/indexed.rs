@@ -269,7 +269,9 @@ fn one_hot(sp: &Indexed, s: &OneHotSpec) -> Result<Parts> {
         ),
         Kind::Wide => "        let hit = v.y == 0u && v.x == j;\n".to_string(),
         Kind::Float if depth >= 1 << 24 => {
-            return Err(sp.site.unsupported("float indices with a depth of 2^24 or more"))
+            return Err(sp
+                .site
+                .unsupported("float indices with a depth of 2^24 or more"))
         }
         Kind::Float => format!(
             "        let f = f32(v);\n        \

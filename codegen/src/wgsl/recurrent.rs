@@ -13,8 +13,8 @@ use super::types::helpers_for;
 use super::WgslKernel;
 use crate::lower::recurrent::{Cell, Lengths, RecurrentSpec};
 use crate::plan::IndexCheck;
-use crate::twin::recurrent::{activations, buffers, cell_fills, fills, last, Returns};
 use crate::twin::fill;
+use crate::twin::recurrent::{activations, buffers, cell_fills, fills, last, Returns};
 use crate::Result;
 use gopt_ir::DType;
 
@@ -43,7 +43,10 @@ pub fn emit(sp: &RecurrentSpec, name: &str) -> Result<WgslKernel> {
     let acts = acts(sp);
     let mut values = fills(sp, &Wgsl::PLAIN);
     values.extend([
-        ("enable", super::enable_f16(sp.dtype == DType::F16).to_string()),
+        (
+            "enable",
+            super::enable_f16(sp.dtype == DType::F16).to_string(),
+        ),
         ("bindings", bindings(sp, t)),
         ("t", t.to_string()),
         ("acts", format!("{acts}{}", helpers_for(&acts))),

@@ -25,8 +25,7 @@ const TEMPLATE: &str = include_str!("resize.wgsl");
 pub fn emit(sp: &ResizeSpec, name: &str) -> Result<WgslKernel> {
     let dt = sp.dtype;
     let site = &sp.site;
-    let (t, _) =
-        super::storage_type(dt).ok_or_else(|| site.unsupported(&format!("{dt} data")))?;
+    let (t, _) = super::storage_type(dt).ok_or_else(|| site.unsupported(&format!("{dt} data")))?;
     let n = u32::try_from(sp.n).map_err(|_| site.unsupported("more than 2^32 elements"))?;
     if sp.n >= 1 << 31 || sp.in_len >= 1 << 31 {
         return Err(site.unsupported("tensors of 2^31 elements or more"));

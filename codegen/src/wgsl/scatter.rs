@@ -8,8 +8,8 @@
 //! writer's line by line.
 
 use super::bounds;
-use super::types::{self, Kind};
 use super::syntax::Wgsl;
+use super::types::{self, Kind};
 use super::WgslKernel;
 use crate::lower::scatter::{CacheSpec, ElementsSpec, NdSpec, Reduction, Scatter, ScatterSpec};
 use crate::lower::support::Site;
