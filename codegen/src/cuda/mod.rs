@@ -143,7 +143,14 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
         Kind::Glu => glu::emit(g, n, name),
         Kind::Rotary => rotary::emit(g, n, name),
         Kind::Counted => counted::emit(g, n, name),
-        Kind::Resize | Kind::Recurrent | Kind::Sample | Kind::Attention | Kind::Spectral | Kind::LinearAttention | Kind::Scatter | Kind::Indexed => Err(crate::lower::typed_elsewhere(kind)),
+        Kind::Resize
+        | Kind::Recurrent
+        | Kind::Sample
+        | Kind::Attention
+        | Kind::Spectral
+        | Kind::LinearAttention
+        | Kind::Scatter
+        | Kind::Indexed => Err(crate::lower::typed_elsewhere(kind)),
     }
 }
 

@@ -197,7 +197,14 @@ fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
         Kind::Glu => glu::emit,
         Kind::Rotary => rotary::emit,
         Kind::Counted => counted::emit,
-        Kind::Resize | Kind::Recurrent | Kind::Sample | Kind::Attention | Kind::Spectral | Kind::LinearAttention | Kind::Scatter | Kind::Indexed => return Err(crate::lower::typed_elsewhere(kind)),
+        Kind::Resize
+        | Kind::Recurrent
+        | Kind::Sample
+        | Kind::Attention
+        | Kind::Spectral
+        | Kind::LinearAttention
+        | Kind::Scatter
+        | Kind::Indexed => return Err(crate::lower::typed_elsewhere(kind)),
     };
     emit(g, n, name)
 }
