@@ -9,10 +9,10 @@ use super::elementwise::storage;
 use super::support::store;
 use super::syntax::Cuda;
 use super::Kernel;
-use crate::lower::scatter::{CacheSpec, ElementsSpec, NdSpec, Reduction, Scatter, ScatterSpec};
+use crate::lower::scatter::{CacheSpec, Operands, Reduction, Scatter, ScatterSpec};
 use crate::plan::IndexCheck;
 use crate::template::fill;
-use crate::twin::scatter as twin;
+use crate::twin::scatter::{self as twin, Body};
 use crate::Result;
 use gopt_ir::{DType, ValueId};
 
@@ -35,8 +35,18 @@ struct Parts {
 /// Emits the kernel of scatter spec `sp`.
 pub fn emit(sp: &Scatter, name: &str) -> Result<Kernel> {
     let parts = match &sp.form {
-        ScatterSpec::Elements(s) => elements(sp, s),
-        ScatterSpec::Nd(s) => nd(sp, s),
+        ScatterSpec::Elements(s) => indexed(
+            sp,
+            &s.ops,
+            "the positions along the indices' axis in the element's row",
+            &|sx, read, t, c| twin::elements(sx, s, read, t, c),
+        ),
+        ScatterSpec::Nd(s) => indexed(
+            sp,
+            &s.ops,
+            "every index row in order, compared with the element's slice",
+            &|sx, read, t, c| twin::nd(sx, s, read, t, c),
+        ),
         ScatterSpec::Cache(s) if sp.in_place => return cache_in_place(sp, name, s),
         ScatterSpec::Cache(s) => cache(sp, s),
     };
@@ -122,54 +132,27 @@ fn read_index(elem: &str, len: usize, code: u32, k: &str) -> String {
     )
 }
 
-/// ScatterElements: the element's coordinates, the indices' row off the axis (when the
-/// element lies inside the indices there), then each position along the axis in order.
-fn elements(sp: &Scatter, s: &ElementsSpec) -> Parts {
+/// ScatterElements or ScatterND over `ops`: the body [`twin`] writes (`body`, given the
+/// index read, the update's storage type and the combination).
+fn indexed(sp: &Scatter, ops: &Operands, how: &'static str, body: Body) -> Parts {
     let code = sp.check.code;
-    let t = storage(s.ops.dtype);
+    let t = storage(ops.dtype);
     let read = |elem: &str, len: usize, k: &str| read_index(elem, len, code, k);
-    let combine = combine(s.ops.dtype, s.ops.reduction);
-    let body = twin::elements(&Cuda { name: "" }, s, &read, t, &combine);
+    let combine = combine(ops.dtype, ops.reduction);
     Parts {
-        how: "the positions along the indices' axis in the element's row",
+        how,
         inputs: vec![
             (
-                s.ops.indices,
-                format!("const {}* __restrict__ idx", storage(s.ops.index_dtype)),
+                ops.indices,
+                format!("const {}* __restrict__ idx", storage(ops.index_dtype)),
             ),
-            (s.ops.updates, format!("const {t}* __restrict__ upd")),
+            (ops.updates, format!("const {t}* __restrict__ upd")),
         ],
-        data: s.ops.data,
-        out: s.ops.out,
-        dtype: s.ops.dtype,
-        body,
-        n: s.ops.n,
-        check: Some(sp.check.clone()),
-    }
-}
-
-/// ScatterND: every index row in order, its coordinates checked and summed to a slice
-/// offset; the rows addressing the element's slice apply their update.
-fn nd(sp: &Scatter, s: &NdSpec) -> Parts {
-    let code = sp.check.code;
-    let t = storage(s.ops.dtype);
-    let read = |elem: &str, len: usize, k: &str| read_index(elem, len, code, k);
-    let combine = combine(s.ops.dtype, s.ops.reduction);
-    let body = twin::nd(&Cuda { name: "" }, s, &read, t, &combine);
-    Parts {
-        how: "every index row in order, compared with the element's slice",
-        inputs: vec![
-            (
-                s.ops.indices,
-                format!("const {}* __restrict__ idx", storage(s.ops.index_dtype)),
-            ),
-            (s.ops.updates, format!("const {t}* __restrict__ upd")),
-        ],
-        data: s.ops.data,
-        out: s.ops.out,
-        dtype: s.ops.dtype,
-        body,
-        n: s.ops.n,
+        data: ops.data,
+        out: ops.out,
+        dtype: ops.dtype,
+        body: body(&Cuda { name: "" }, &read, t, &combine),
+        n: ops.n,
         check: Some(sp.check.clone()),
     }
 }

@@ -11,6 +11,10 @@ use crate::lower::scatter::{ElementsSpec, NdSpec};
 /// How a writer reads index `elem` into the index `k`, checked against `len`.
 pub type ReadIndex<'a> = &'a dyn Fn(&str, usize, &str) -> String;
 
+/// A body ([`elements`] or [`nd`]) of a spec, given the syntax, the index read, the
+/// updates' storage type and the combination.
+pub type Body<'a> = &'a dyn Fn(&dyn Syntax, ReadIndex, &'static str, &str) -> String;
+
 /// ScatterElements: the element's coordinates, the indices' row off the axis (when the
 /// element lies inside the indices there), then each position along the axis in order;
 /// updates of storage type `t` combined into `v` by `combine` (an expression of `v`

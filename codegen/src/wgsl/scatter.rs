@@ -11,11 +11,11 @@ use super::bounds;
 use super::syntax::Wgsl;
 use super::types::{self, Kind};
 use super::WgslKernel;
-use crate::lower::scatter::{CacheSpec, ElementsSpec, NdSpec, Reduction, Scatter, ScatterSpec};
+use crate::lower::scatter::{CacheSpec, Operands, Reduction, Scatter, ScatterSpec};
 use crate::lower::support::Site;
 use crate::plan::IndexCheck;
 use crate::template::fill;
-use crate::twin::scatter as twin;
+use crate::twin::scatter::{self as twin, Body};
 use crate::Result;
 use gopt_ir::{DType, ValueId};
 
@@ -46,8 +46,30 @@ struct Parts {
 /// Emits the shader of scatter spec `sp`.
 pub fn emit(sp: &Scatter, name: &str) -> Result<WgslKernel> {
     let parts = match &sp.form {
-        ScatterSpec::Elements(s) => elements(sp, s)?,
-        ScatterSpec::Nd(s) => nd(sp, s)?,
+        ScatterSpec::Elements(s) => indexed(
+            sp,
+            &s.ops,
+            (
+                s.axis_len(),
+                (s.updates_len >= LIM).then_some("2^31 indices or more"),
+            ),
+            "the positions along the indices' axis in the element's row",
+            &|sx, read, t, c| twin::elements(sx, s, read, t, c),
+        )?,
+        ScatterSpec::Nd(s) => {
+            let big = s.rows.saturating_mul(s.depth.max(1)) >= LIM
+                || s.rows.saturating_mul(s.chunk) >= LIM;
+            indexed(
+                sp,
+                &s.ops,
+                (
+                    s.max_len(),
+                    big.then_some("2^31 indices or updates or more"),
+                ),
+                "every index row in order, compared with the element's slice",
+                &|sx, read, t, c| twin::nd(sx, s, read, t, c),
+            )?
+        }
         ScatterSpec::Cache(s) => cache(sp, s)?,
     };
     let t = element(&sp.site, parts.dtype, "data")?;
@@ -162,56 +184,35 @@ fn index_type(site: &Site, dt: DType) -> Result<&'static str> {
     bounds::index_type(dt).ok_or_else(|| site.unsupported(&format!("{dt} indices")))
 }
 
-/// ScatterElements: the element's coordinates, the indices' row off the axis (when the
-/// element lies inside the indices there), then each position along the axis in order.
-fn elements(sp: &Scatter, s: &ElementsSpec) -> Result<Parts> {
-    let it = index_type(&sp.site, s.ops.index_dtype)?;
-    if s.updates_len >= LIM {
-        return Err(sp.site.unsupported("2^31 indices or more"));
+/// ScatterElements or ScatterND over `ops`, its indices checked against an axis of
+/// `len` (the refusal first, `too_many`, when its index or update counts pass 2^31):
+/// the body [`twin`] writes (`body`, given the index read, the update's storage type
+/// and the combination).
+fn indexed(
+    sp: &Scatter,
+    ops: &Operands,
+    (len, too_many): (usize, Option<&str>),
+    how: &'static str,
+    body: Body,
+) -> Result<Parts> {
+    let it = index_type(&sp.site, ops.index_dtype)?;
+    if let Some(what) = too_many {
+        return Err(sp.site.unsupported(what));
     }
-    let check = checked(sp, s.axis_len())?;
-    let t = element(&sp.site, s.ops.dtype, "data")?;
-    let dt = s.ops.index_dtype;
+    let check = checked(sp, len)?;
+    let t = element(&sp.site, ops.dtype, "data")?;
+    let dt = ops.index_dtype;
     let read = |elem: &str, len: usize, k: &str| bounds::read_index(dt, elem, len, check.code, k);
-    let combine = combine(&sp.site, s.ops.dtype, s.ops.reduction)?;
-    let body = twin::elements(&Wgsl::PLAIN, s, &read, t, &combine);
-
+    let combine = combine(&sp.site, ops.dtype, ops.reduction)?;
     Ok(Parts {
-        how: "the positions along the indices' axis in the element's row",
-        inputs: vec![(s.ops.indices, "idx", it), (s.ops.updates, "upd", t)],
-        data: s.ops.data,
-        out: s.ops.out,
-        dtype: s.ops.dtype,
-        body,
+        how,
+        inputs: vec![(ops.indices, "idx", it), (ops.updates, "upd", t)],
+        data: ops.data,
+        out: ops.out,
+        dtype: ops.dtype,
+        body: body(&Wgsl::PLAIN, &read, t, &combine),
         functions: "",
-        n: s.ops.n,
-        check: Some(check),
-    })
-}
-
-/// ScatterND: every index row in order, its coordinates checked and summed to a slice
-/// offset; the rows addressing the element's slice apply their update.
-fn nd(sp: &Scatter, s: &NdSpec) -> Result<Parts> {
-    let it = index_type(&sp.site, s.ops.index_dtype)?;
-    if s.rows.saturating_mul(s.depth.max(1)) >= LIM || s.rows.saturating_mul(s.chunk) >= LIM {
-        return Err(sp.site.unsupported("2^31 indices or updates or more"));
-    }
-    let check = checked(sp, s.max_len())?;
-    let t = element(&sp.site, s.ops.dtype, "data")?;
-    let dt = s.ops.index_dtype;
-    let read = |elem: &str, len: usize, k: &str| bounds::read_index(dt, elem, len, check.code, k);
-    let combine = combine(&sp.site, s.ops.dtype, s.ops.reduction)?;
-    let body = twin::nd(&Wgsl::PLAIN, s, &read, t, &combine);
-
-    Ok(Parts {
-        how: "every index row in order, compared with the element's slice",
-        inputs: vec![(s.ops.indices, "idx", it), (s.ops.updates, "upd", t)],
-        data: s.ops.data,
-        out: s.ops.out,
-        dtype: s.ops.dtype,
-        body,
-        functions: "",
-        n: s.ops.n,
+        n: ops.n,
         check: Some(check),
     })
 }
