@@ -22,6 +22,18 @@ use std::path::Path;
 mod common;
 use common::{compile, compile_sass, nvrtc_ready, random};
 
+/// The attention kernel of `node` as the planner makes it: lowered, then written.
+fn emit_attention(
+    g: &Graph,
+    node: &gopt::ir::Node,
+    name: &str,
+) -> Result<Kernel, gopt::codegen::CodegenError> {
+    let a =
+        gopt::codegen::lower::attention::lower(g, node, gopt::codegen::cuda::VIEWS.strided_reads)
+            .map_err(|e| e.for_backend("CUDA"))?;
+    attention::emit(&a, name)
+}
+
 /// The mask a case gives the node.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum MaskKind {
@@ -138,7 +150,7 @@ impl Case {
     }
 
     fn kernel(&self, g: &Graph) -> Kernel {
-        attention::emit(g, &g.nodes[0], &format!("attn_{}", self.label()))
+        emit_attention(g, &g.nodes[0], &format!("attn_{}", self.label()))
             .unwrap_or_else(|e| panic!("{}: {e}", self.label()))
     }
 }
@@ -365,7 +377,7 @@ fn unsupported(src: &str) -> (String, String) {
     let g = gopt::ir::verify(gopt::ir::text::parse(src).expect("parses"))
         .expect("verifies")
         .into_inner();
-    match attention::emit(&g, &g.nodes[0], "k") {
+    match emit_attention(&g, &g.nodes[0], "k") {
         Err(CodegenError::Unsupported { node, what, .. }) => (node, what),
         Err(e) => panic!("expected Unsupported, got {e}"),
         Ok(_) => panic!("expected Unsupported, got a kernel"),
@@ -407,7 +419,7 @@ fn general_forms_compile_and_refusals_name_the_node() {
         let g = gopt::ir::verify(gopt::ir::text::parse(src).expect("parses"))
             .expect("verifies")
             .into_inner();
-        let k = attention::emit(&g, &g.nodes[0], "k").unwrap_or_else(|e| panic!("{name}: {e}"));
+        let k = emit_attention(&g, &g.nodes[0], "k").unwrap_or_else(|e| panic!("{name}: {e}"));
         let src = gopt::codegen::cuda::module_source(std::slice::from_ref(&k));
         compile(&src).unwrap_or_else(|e| panic!("{name}: {e}"));
     }
@@ -434,14 +446,14 @@ fn attention_source_snapshot() {
         three_d: false,
     };
     let g = c.graph();
-    let k = attention::emit(&g, &g.nodes[0], "k0_attention").expect("kernel");
+    let k = emit_attention(&g, &g.nodes[0], "k0_attention").expect("kernel");
     let f = Case {
         dt: DType::F32,
         mask: MaskKind::Causal,
         ..c
     };
     let gf = f.graph();
-    let kf = attention::emit(&gf, &gf.nodes[0], "k1_attention").expect("kernel");
+    let kf = emit_attention(&gf, &gf.nodes[0], "k1_attention").expect("kernel");
     let src = format!(
         "// grid {} x block {}\n{}\n// grid {} x block {}\n{}",
         k.grid, k.block, k.source, kf.grid, kf.block, kf.source

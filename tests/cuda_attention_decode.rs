@@ -26,6 +26,18 @@ use std::collections::BTreeMap;
 mod common;
 use common::{compile_sass, nvrtc_ready, random};
 
+/// The attention kernel of `node` as the planner makes it: lowered, then written.
+fn emit_attention(
+    g: &Graph,
+    node: &gopt::ir::Node,
+    name: &str,
+) -> Result<Kernel, gopt::codegen::CodegenError> {
+    let a =
+        gopt::codegen::lower::attention::lower(g, node, gopt::codegen::cuda::VIEWS.strided_reads)
+            .map_err(|e| e.for_backend("CUDA"))?;
+    attention::emit(&a, name)
+}
+
 /// The mask a case gives the node.
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum MaskKind {
@@ -166,7 +178,7 @@ impl Case {
     /// The decode kernel the CUDA writer gives the attention node (the graph's last).
     fn kernel(&self, g: &Graph) -> Kernel {
         let node = g.nodes.last().expect("a node");
-        let k = attention::emit(g, node, &format!("dec_{}", self.label()))
+        let k = emit_attention(g, node, &format!("dec_{}", self.label()))
             .unwrap_or_else(|e| panic!("{}: {e}", self.label()));
         assert!(is_decode(&k), "{}: not the decode kernel", self.label());
         k
@@ -376,7 +388,7 @@ fn the_decode_kernel_takes_few_query_rows_only() {
     };
     let (g, node, a) = lowered(&c);
     assert!(!decode::applies(&a));
-    let k = attention::emit(&g, &node, "k").unwrap_or_else(|e| panic!("{e}"));
+    let k = emit_attention(&g, &node, "k").unwrap_or_else(|e| panic!("{e}"));
     assert!(
         !is_decode(&k) && k.source.contains("mma.sync"),
         "{}",
@@ -391,7 +403,7 @@ fn the_decode_kernel_takes_few_query_rows_only() {
         .into_inner();
     let a = gopt::codegen::lower::attention::lower(&g, &g.nodes[0], true).expect("lowers");
     assert!(a.general() && !decode::applies(&a));
-    let k = attention::emit(&g, &g.nodes[0], "k").unwrap_or_else(|e| panic!("{e}"));
+    let k = emit_attention(&g, &g.nodes[0], "k").unwrap_or_else(|e| panic!("{e}"));
     assert!(!is_decode(&k));
 }
 
@@ -403,7 +415,7 @@ fn decode_source_snapshot() {
         ..cases(DType::BF16)[0]
     };
     let g = c.graph();
-    let k = attention::emit(&g, &g.nodes[0], "k0_attention").expect("kernel");
+    let k = emit_attention(&g, &g.nodes[0], "k0_attention").expect("kernel");
     let src = format!("// grid {} x block {}\n{}", k.grid, k.block, k.source);
     insta::with_settings!({snapshot_path => "../snapshots/cuda", prepend_module_to_snapshot => false}, {
         insta::assert_snapshot!("attention_decode_bf16_h32x4_d64_k4096_mask", src);

@@ -28,6 +28,18 @@ use std::path::Path;
 mod common;
 use common::{node_inputs, random};
 
+/// The attention kernel of `node` as the planner makes it: lowered, then written.
+fn emit_attention(
+    g: &Graph,
+    node: &gopt::ir::Node,
+    name: &str,
+) -> Result<WgslKernel, gopt::codegen::CodegenError> {
+    let a =
+        gopt::codegen::lower::attention::lower(g, node, gopt::codegen::wgsl::VIEWS.strided_reads)
+            .map_err(|e| e.for_backend("WGSL"))?;
+    attention::emit(&a, name)
+}
+
 #[derive(Clone, Copy, Debug, PartialEq)]
 enum MaskKind {
     None,
@@ -322,7 +334,7 @@ fn attention_cases_match_the_interpreter_on_an_adapter() {
             let g = c.graph();
             let node = &g.nodes[0];
             let k =
-                attention::emit(&g, node, "attn").unwrap_or_else(|e| panic!("{}: {e}", c.label()));
+                emit_attention(&g, node, "attn").unwrap_or_else(|e| panic!("{}: {e}", c.label()));
             gopt::codegen::wgsl::validate(&k).unwrap_or_else(|e| panic!("{}: {e}", c.label()));
             let seed = 1000 * ci as u64;
             let [qs, kvs] = c.shapes();
@@ -413,7 +425,7 @@ fn refused(src: &str) -> (String, String) {
     let g = gopt::ir::verify(gopt::ir::text::parse(src).expect("parses"))
         .expect("verifies")
         .into_inner();
-    match attention::emit(&g, &g.nodes[0], "k") {
+    match emit_attention(&g, &g.nodes[0], "k") {
         Err(CodegenError::Unsupported { node, what, .. }) => (node, what),
         Err(e) => panic!("expected Unsupported, got {e}"),
         Ok(_) => panic!("expected Unsupported, got a kernel"),
@@ -486,7 +498,7 @@ fn attention_timing() {
         };
         let r = 6400 / batch as u32;
         let g = c.graph();
-        let k = attention::emit(&g, &g.nodes[0], "attn").expect("kernel");
+        let k = emit_attention(&g, &g.nodes[0], "attn").expect("kernel");
         let mut rep = k.clone();
         let from = "let b = wid.z;";
         assert!(rep.source.contains(from));

@@ -14,6 +14,7 @@ pub mod lower;
 pub mod memory;
 pub mod plan;
 pub mod template;
+pub mod twin;
 pub mod wgsl;
 
 /// Errors of code generation.

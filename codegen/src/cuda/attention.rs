@@ -17,10 +17,11 @@
 
 use super::elementwise::storage;
 use super::Kernel;
-use crate::lower::attention::{lower, Attention, Dims, Mask};
+use crate::lower::attention::{Attention, Dims, Mask};
+use crate::lower::support::Site;
 use crate::template::fill;
 use crate::{CodegenError, Result};
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 #[path = "attention_decode.rs"]
 pub mod decode;
@@ -36,8 +37,8 @@ pub const MMA_MAX_HEAD: usize = 128;
 /// Static shared memory a block may use without an opt-in launch attribute.
 const SMEM_LIMIT: usize = 48 * 1024;
 
-fn unsupported(node: &Node, what: &str) -> CodegenError {
-    crate::lower::support::unsupported(node, what).for_backend("CUDA")
+fn unsupported(site: &Site, what: &str) -> CodegenError {
+    site.unsupported(what).for_backend("CUDA")
 }
 
 /// The mask in CUDA C: the statement that sets `mb` (its batch and head offset) and the
@@ -101,14 +102,14 @@ fn bases(d: &Dims, t: &str) -> String {
     )
 }
 
-/// Emits the attention kernel for `node`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let a = lower(g, node, super::VIEWS.strided_reads).map_err(|e| e.for_backend("CUDA"))?;
+/// Emits the attention kernel of `a`.
+pub fn emit(a: &Attention, name: &str) -> Result<Kernel> {
+    let site = &a.site;
     if a.general() {
-        return general::emit(node, name, &a);
+        return general::emit(site, name, a);
     }
-    if decode::applies(&a) {
-        return decode::emit(node, name, &a);
+    if decode::applies(a) {
+        return decode::emit(site, name, a);
     }
     let Attention {
         dtype: dt,
@@ -116,7 +117,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         scale,
         causal,
         ..
-    } = a;
+    } = *a;
     let tensor_cores = dt != DType::F32 && dims.head <= MMA_MAX_HEAD;
     let vw = vector_width(&dims);
     let flash = tensor_cores && flash_applies(&dims, vw);
@@ -128,7 +129,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     } else if tensor_cores {
         mma_layout(&dims)
     } else {
-        simt_layout(node, &dims)?
+        simt_layout(site, &dims)?
     };
 
     let t = storage(dt);
@@ -153,10 +154,12 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     } else {
         dims.skv.to_string()
     };
-    let store = match dt {
-        DType::F16 => "__float2half_rn",
-        DType::BF16 => "__float2bfloat16_rn",
-        _ => "",
+    let store = if dt == DType::F16 {
+        "__float2half_rn"
+    } else if dt == DType::BF16 {
+        "__float2bfloat16_rn"
+    } else {
+        ""
     };
     let q_tiles = dims.sq.div_ceil(bm);
     let blocks = dims.batch * dims.q_heads * q_tiles;
@@ -164,7 +167,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     let row = |s: usize| {
         i32::try_from(s)
             .map(|s| s.to_string())
-            .map_err(|_| unsupported(node, "rows past 2^31 elements"))
+            .map_err(|_| unsupported(site, "rows past 2^31 elements"))
     };
     let s = |n: usize| n.to_string();
     let [_, _, qi] = dims.q_strides;
@@ -241,14 +244,19 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
             };
             holes.extend([("mask_tile", tile_code), ("bias", term)]);
             shared_mem = u32::try_from(flash_shared_bytes(&layout, dp))
-                .map_err(|_| unsupported(node, "shared memory past 4 GiB"))?;
+                .map_err(|_| unsupported(site, "shared memory past 4 GiB"))?;
             Template::Flash
         } else {
             let vec_t = match vw {
                 8 => "uint4",
                 4 => "uint2",
                 2 => "unsigned int",
-                _ => "unsigned short",
+                1 => "unsigned short",
+                w => {
+                    return Err(CodegenError::Plan(format!(
+                        "attention: a vector of {w} elements"
+                    )))
+                }
             };
             holes.extend([
                 ("vw", s(vw)),
@@ -276,7 +284,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     };
     Ok(Kernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: site.node.clone(),
         source,
         threads: blocks * layout.threads,
         vectorized,
@@ -350,7 +358,7 @@ fn mma_layout(dims: &Dims) -> Layout {
 
 /// CUDA cores: four threads per query row; 32 rows and 32 keys per tile, 16 when the
 /// fp32 tiles of a large head would pass 48 KB of shared memory.
-fn simt_layout(node: &Node, dims: &Dims) -> Result<Layout> {
+fn simt_layout(site: &Site, dims: &Dims) -> Result<Layout> {
     let ld = 4 * dims.head.div_ceil(4) + 1;
     for tile in [32, 16] {
         let bytes = (3 * tile * ld + tile * (tile + 1)) * 4;
@@ -363,7 +371,7 @@ fn simt_layout(node: &Node, dims: &Dims) -> Result<Layout> {
         }
     }
     Err(unsupported(
-        node,
+        site,
         &format!("a head size of {} (shared memory)", dims.head),
     ))
 }

@@ -36,9 +36,10 @@ use super::{mask_code, unsupported};
 use crate::cuda::elementwise::storage;
 use crate::cuda::Kernel;
 use crate::lower::attention::{Attention, Dims};
+use crate::lower::support::Site;
 use crate::template::fill;
 use crate::{CodegenError, Result};
-use gopt_ir::{DType, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("attention_decode.cu");
 /// Most query rows per head the kernel takes: past a few, the flash kernels' query tiles
@@ -212,10 +213,10 @@ fn prefetch_lines(d: &Dims, esize: usize) -> usize {
 }
 
 /// Emits the decode kernel for `node`, lowered as `a`.
-pub fn emit(node: &Node, name: &str, a: &Attention) -> Result<Kernel> {
+pub fn emit(site: &Site, name: &str, a: &Attention) -> Result<Kernel> {
     if !applies(a) {
         return Err(unsupported(
-            node,
+            site,
             &format!(
                 "the decode kernel with {} query rows and a head of {}",
                 a.dims.sq, a.dims.head
@@ -227,14 +228,14 @@ pub fn emit(node: &Node, name: &str, a: &Attention) -> Result<Kernel> {
     let (smem, recv) = (l.smem_floats(), l.recv_floats(d.head));
     if (smem + recv) * 4 > SMEM_LIMIT {
         return Err(unsupported(
-            node,
+            site,
             "a decode layout past 48 KB of shared memory",
         ));
     }
     let blocks = l.blocks(d);
     let grid = u32::try_from(blocks).map_err(|_| CodegenError::Plan("too many blocks".into()))?;
     if i32::try_from(l.keys + l.kps + 4 * l.tk * (MAX_STEP + 1) * l.warps).is_err() {
-        return Err(unsupported(node, "2^31 keys or more"));
+        return Err(unsupported(site, "2^31 keys or more"));
     }
     let threads = 32 * l.warps;
     let t = storage(dt);
@@ -265,28 +266,27 @@ pub fn emit(node: &Node, name: &str, a: &Attention) -> Result<Kernel> {
 
     // bf16 and f16 differ only in the product's types; f32 leaves these in the template's
     // tensor-core half, which it does not compile.
-    let (ptx, pack_t, pack_fn, one, store) = match dt {
-        DType::F16 => (
+    let bf16 = |store| {
+        (
+            "bf16",
+            "__nv_bfloat162",
+            "__floats2bfloat162_rn",
+            "0x3f803f80u",
+            store,
+        )
+    };
+    let (ptx, pack_t, pack_fn, one, store) = if dt == DType::F16 {
+        (
             "f16",
             "__half2",
             "__floats2half2_rn",
             "0x3c003c00u",
             "__float2half_rn",
-        ),
-        DType::BF16 => (
-            "bf16",
-            "__nv_bfloat162",
-            "__floats2bfloat162_rn",
-            "0x3f803f80u",
-            "__float2bfloat16_rn",
-        ),
-        _ => (
-            "bf16",
-            "__nv_bfloat162",
-            "__floats2bfloat162_rn",
-            "0x3f803f80u",
-            "",
-        ),
+        )
+    } else if dt == DType::BF16 {
+        bf16("__float2bfloat16_rn")
+    } else {
+        bf16("")
     };
     let s = |n: usize| n.to_string();
     let ll = |n: usize| format!("{n}LL");
@@ -367,7 +367,7 @@ pub fn emit(node: &Node, name: &str, a: &Attention) -> Result<Kernel> {
     let refs: Vec<(&str, &str)> = holes.iter().map(|(k, v)| (*k, v.as_str())).collect();
     Ok(Kernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: site.node.clone(),
         source: fill(TEMPLATE, &refs)?,
         threads: blocks * threads,
         vectorized: vw * esize == 16,

@@ -11,25 +11,26 @@ use crate::cuda::elementwise::storage;
 use crate::cuda::support::store;
 use crate::cuda::Kernel;
 use crate::lower::attention::{Attention, Mask};
+use crate::lower::support::Site;
 use crate::template::fill;
 use crate::{CodegenError, Result};
-use gopt_ir::{DType, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("attention_general.cu");
 /// Threads per block (the template's `WG`).
 const WG: usize = 64;
 
-fn unsupported(node: &Node, what: &str) -> CodegenError {
-    crate::lower::support::unsupported(node, what).for_backend("CUDA")
+fn unsupported(site: &Site, what: &str) -> CodegenError {
+    site.unsupported(what).for_backend("CUDA")
 }
 
 /// `x` (an f32 expression) rounded to `dt` and back.
-fn round_expr(node: &Node, dt: DType) -> Result<String> {
+fn round_expr(site: &Site, dt: DType) -> Result<String> {
     Ok(match dt {
         DType::F32 => "x".into(),
         DType::F16 => "__half2float(__float2half_rn(x))".into(),
         DType::BF16 => "__bfloat162float(__float2bfloat16_rn(x))".into(),
-        other => return Err(unsupported(node, &format!("a {other} softmax precision"))),
+        other => return Err(unsupported(site, &format!("a {other} softmax precision"))),
     })
 }
 
@@ -77,7 +78,7 @@ fn present_copy(out: &str, read: &str, hd: &str) -> String {
 }
 
 /// Emits the general attention kernel for `node`, lowered as `a`.
-pub fn emit(node: &Node, name: &str, a: &Attention) -> Result<Kernel> {
+pub fn emit(site: &Site, name: &str, a: &Attention) -> Result<Kernel> {
     let d = &a.dims;
     let e = &a.extras;
     let t = storage(a.dtype);
@@ -134,7 +135,7 @@ pub fn emit(node: &Node, name: &str, a: &Attention) -> Result<Kernel> {
     let grid = u32::try_from(blocks)
         .ok()
         .filter(|&g| g < i32::MAX as u32)
-        .ok_or_else(|| unsupported(node, "more than 2^31 query rows"))?;
+        .ok_or_else(|| unsupported(site, "more than 2^31 query rows"))?;
     let [q_sb, q_sh, q_si] = d.q_strides;
     let [k_sb, k_sh, k_si] = d.kv_strides;
     let [v_sb, v_sh, v_si] = d.v_strides;
@@ -143,7 +144,7 @@ pub fn emit(node: &Node, name: &str, a: &Attention) -> Result<Kernel> {
     let s = |n: usize| n.to_string();
     let window = |w: i64| format!("{w}LL");
     let holes: Vec<(&str, String)> = vec![
-        ("what", node.op.name().to_string()),
+        ("what", site.op.to_string()),
         ("dtype", a.dtype.to_string()),
         ("name", name.to_string()),
         ("params", params.join(", ")),
@@ -179,8 +180,8 @@ pub fn emit(node: &Node, name: &str, a: &Attention) -> Result<Kernel> {
         ("right", window(e.window[1])),
         ("causal", a.causal.to_string()),
         ("sm_seq", (a.softmax == DType::BF16).to_string()),
-        ("rnd", round_expr(node, a.dtype)?),
-        ("smr", round_expr(node, a.softmax)?),
+        ("rnd", round_expr(site, a.dtype)?),
+        ("smr", round_expr(site, a.softmax)?),
         ("kv_len", positions(a).0),
         ("offset", positions(a).1),
         ("t", t.to_string()),
@@ -194,7 +195,7 @@ pub fn emit(node: &Node, name: &str, a: &Attention) -> Result<Kernel> {
     let refs: Vec<(&str, &str)> = holes.iter().map(|(k, v)| (*k, v.as_str())).collect();
     Ok(Kernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: site.node.clone(),
         source: fill(TEMPLATE, &refs)?,
         threads: blocks * WG,
         vectorized: false,

@@ -7,16 +7,16 @@
 //! mirrors the WGSL writer's line by line, so the two backends compute alike.
 
 use super::elementwise::storage;
-use super::support::{flit, plan, store, unsupported};
+use super::support::{flit, store};
 use super::Kernel;
 use crate::lower::indexed::{
-    spec, AxisRead, EyeSpec, FillSpec, GatherNdSpec, IndexedSpec, MapSpec, OneHotSpec, RangeSpec,
-    ReverseSpec, Scalar,
+    AxisRead, EyeSpec, FillSpec, GatherNdSpec, Indexed, IndexedSpec, MapSpec, OneHotSpec,
+    RangeSpec, ReverseSpec, Scalar,
 };
-use crate::plan::{index_code, IndexCheck};
+use crate::plan::IndexCheck;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node, Tensor, ValueId};
+use gopt_ir::{DType, Tensor, ValueId};
 
 const TEMPLATE: &str = include_str!("indexed.cu");
 
@@ -37,19 +37,19 @@ struct Parts {
     check: Option<IndexCheck>,
 }
 
-/// Emits the kernel for indexing node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let parts = match spec(g, node)? {
-        IndexedSpec::Map(m) => map(node, &m),
-        IndexedSpec::GatherNd(s) => gather_nd(g, node, &s)?,
-        IndexedSpec::Reverse(s) => reverse(g, node, &s)?,
-        IndexedSpec::OneHot(s) => one_hot(node, &s)?,
-        IndexedSpec::Eye(s) => eye(&s),
-        IndexedSpec::Range(s) => range(node, &s)?,
-        IndexedSpec::Fill(s) => constant(&s),
+/// Emits the kernel of indexing spec `sp`.
+pub fn emit(sp: &Indexed, name: &str) -> Result<Kernel> {
+    let parts = match &sp.form {
+        IndexedSpec::Map(m) => map(sp, m),
+        IndexedSpec::GatherNd(s) => gather_nd(sp, s)?,
+        IndexedSpec::Reverse(s) => reverse(sp, s)?,
+        IndexedSpec::OneHot(s) => one_hot(sp, s)?,
+        IndexedSpec::Eye(s) => eye(s),
+        IndexedSpec::Range(s) => range(sp, s)?,
+        IndexedSpec::Fill(s) => constant(s),
     };
     let mut params = parts.params;
-    params.push(format!("{}* __restrict__ out", out_type(g, parts.out)?));
+    params.push(format!("{}* __restrict__ out", storage(sp.out_dtype)));
     if parts.check.is_some() {
         params.push("unsigned int* __restrict__ gopt_err".into());
     }
@@ -69,7 +69,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         index_check: parts.check,
         ..Kernel::flat(
             name,
-            &node.name,
+            &sp.site.node,
             source,
             parts.n,
             parts.inputs.iter().map(|v| v.0).collect(),
@@ -78,15 +78,10 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     })
 }
 
-/// The storage type of value `v`.
-fn out_type(g: &Graph, v: ValueId) -> Result<&'static str> {
-    Ok(storage(g.ty(v).map_err(plan)?.dtype))
-}
-
 /// Tile, DepthToSpace, SpaceToDepth, CenterCropPad: the output coordinates, last axis
 /// first, each adding its input coordinate times the input's stride; a shifted axis
 /// outside the input makes the element zero.
-fn map(node: &Node, m: &MapSpec) -> Parts {
+fn map(sp: &Indexed, m: &MapSpec) -> Parts {
     let mut body = String::from("        long long r = i;\n        long long at = 0;\n");
     if m.pads() {
         body += "        bool inside = true;\n";
@@ -122,7 +117,7 @@ fn map(node: &Node, m: &MapSpec) -> Parts {
         "        out[i] = x[at];\n".to_string()
     };
     Parts {
-        what: node.op.name().to_string(),
+        what: sp.site.op.to_string(),
         how: "the output coordinates mapped back to the input's element",
         params: vec![format!("const {}* __restrict__ x", storage(m.dtype))],
         inputs: vec![m.x],
@@ -136,8 +131,8 @@ fn map(node: &Node, m: &MapSpec) -> Parts {
 
 /// GatherND: each coordinate of the row read, wrapped, checked, and added times its
 /// axis' stride to the batch entry's and the chunk element's offset.
-fn gather_nd(g: &Graph, node: &Node, s: &GatherNdSpec) -> Result<Parts> {
-    let code = index_code(g, node)?;
+fn gather_nd(sp: &Indexed, s: &GatherNdSpec) -> Result<Parts> {
+    let code = sp.code;
     let mut body = format!(
         "        const long long r = i / {chunk}LL;\n        \
          long long at = (r / {rpb}LL) * {bs}LL + i % {chunk}LL;\n",
@@ -169,7 +164,7 @@ fn gather_nd(g: &Graph, node: &Node, s: &GatherNdSpec) -> Result<Parts> {
         n: s.n,
         check: Some(IndexCheck {
             code,
-            op: node.op.name().into(),
+            op: sp.site.op.into(),
             what: s.out_of_range(),
         }),
     })
@@ -177,8 +172,8 @@ fn gather_nd(g: &Graph, node: &Node, s: &GatherNdSpec) -> Result<Parts> {
 
 /// ReverseSequence: the batch entry's length read and checked, the time coordinate
 /// mirrored below it.
-fn reverse(g: &Graph, node: &Node, s: &ReverseSpec) -> Result<Parts> {
-    let code = index_code(g, node)?;
+fn reverse(sp: &Indexed, s: &ReverseSpec) -> Result<Parts> {
+    let code = sp.code;
     let ((blen, bst), (tlen, tst)) = (s.batch, s.time);
     let body = format!(
         "        const long long b = (i / {bst}LL) % {blen}LL;\n        \
@@ -203,7 +198,7 @@ fn reverse(g: &Graph, node: &Node, s: &ReverseSpec) -> Result<Parts> {
         n: s.n,
         check: Some(IndexCheck {
             code,
-            op: node.op.name().into(),
+            op: sp.site.op.into(),
             what: s.out_of_range(),
         }),
     })
@@ -215,7 +210,7 @@ const EXACT_F32: usize = 1 << 24;
 
 /// OneHot: `hit` where the index (a negative one plus the depth) equals `j`; floats
 /// compare against `j - depth` for negatives, exact in f32 below 2^24.
-fn one_hot(node: &Node, s: &OneHotSpec) -> Result<Parts> {
+fn one_hot(sp: &Indexed, s: &OneHotSpec) -> Result<Parts> {
     let depth = s.depth;
     let hit = match s.index_dtype {
         DType::I8 | DType::I16 | DType::I32 | DType::I64 => format!(
@@ -227,10 +222,9 @@ fn one_hot(node: &Node, s: &OneHotSpec) -> Result<Parts> {
         }
         DType::F32 | DType::F16 | DType::BF16 => {
             if depth >= EXACT_F32 {
-                return Err(unsupported(
-                    node,
-                    "float indices with a depth of 2^24 or more",
-                ));
+                return Err(sp
+                    .site
+                    .unsupported("float indices with a depth of 2^24 or more"));
             }
             format!(
                 "        const float f = gopt_ld(v);\n        \
@@ -241,7 +235,7 @@ fn one_hot(node: &Node, s: &OneHotSpec) -> Result<Parts> {
             "        const double f = v;\n        \
              const bool hit = f < 0.0 ? f == (double)j - {depth}.0 : f == (double)j;\n"
         ),
-        DType::Bool => return Err(unsupported(node, "bool indices")),
+        DType::Bool => return Err(sp.site.unsupported("bool indices")),
     };
     let body = format!(
         "        const long long inner = i % {inner}LL;\n        \
@@ -301,7 +295,15 @@ fn compute_literal(t: &Tensor) -> String {
             flit(t.to_f64_vec().first().copied().unwrap_or(0.0) as f32)
         }
         DType::F64 => format!("{:e}", t.to_f64_vec().first().copied().unwrap_or(0.0)),
-        _ => match t.to_i64_vec().first().copied().unwrap_or(0) {
+        DType::Bool
+        | DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::I64
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::U64 => match t.to_i64_vec().first().copied().unwrap_or(0) {
             i64::MIN => "(-9223372036854775807LL - 1)".into(),
             v => format!("{v}LL"),
         },
@@ -310,13 +312,13 @@ fn compute_literal(t: &Tensor) -> String {
 
 /// Range: `start + i × delta`, floats with the interpreter's roundings (f32 fused, f16
 /// and bf16 a product then a sum in f32, f64 unfused), integers wrapped.
-fn range(node: &Node, s: &RangeSpec) -> Result<Parts> {
+fn range(sp: &Indexed, s: &RangeSpec) -> Result<Parts> {
     let dt = s.dtype;
     let ct = match dt {
         DType::F32 | DType::F16 | DType::BF16 => "float",
         DType::F64 => "double",
         DType::I16 | DType::I32 | DType::I64 => "long long",
-        other => return Err(unsupported(node, &format!("{other} values"))),
+        other => return Err(sp.site.unsupported(&format!("{other} values"))),
     };
     let t = storage(dt);
     let mut params = Vec::new();
@@ -340,7 +342,15 @@ fn range(node: &Node, s: &RangeSpec) -> Result<Parts> {
         }
         DType::F16 | DType::BF16 => store(dt, "fmaf((float)i, d, s)"),
         DType::F64 => "__dadd_rn(s, __dmul_rn((double)i, d))".to_string(),
-        _ => {
+        DType::Bool
+        | DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::I64
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::U64 => {
             format!("({t})((unsigned long long)s + (unsigned long long)i * (unsigned long long)d)")
         }
     };

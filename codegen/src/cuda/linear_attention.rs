@@ -7,12 +7,13 @@
 //! (`wgsl/linear_attention.rs`), line for line.
 
 use super::elementwise::storage;
-use super::support::{flit, store};
+use super::support::store;
+use super::syntax::Cuda;
 use super::Kernel;
-use crate::lower::linear_attention::{spec, LinearAttentionSpec, Operand};
-use crate::template::fill;
+use crate::lower::linear_attention::{LinearAttentionSpec, Operand};
+use crate::twin::fill;
+use crate::twin::linear_attention::fills;
 use crate::Result;
-use gopt_ir::{Graph, Node};
 
 const TEMPLATE: &str = include_str!("linear_attention.cu");
 
@@ -38,42 +39,8 @@ impl Params {
     }
 }
 
-/// The step that scales the state's rows by `exp(decay)` (nothing without a gate).
-fn decay_step(sp: &LinearAttentionSpec) -> String {
-    let dk = sp.dk;
-    match sp.decay {
-        None => String::new(),
-        Some(d) if d.per_key => format!(
-            "#pragma unroll\n            for (int d = 0; d < {dk}; ++d) {{\n                s[d] *= expf(gopt_ld(decay[kb + d]));\n            }}\n"
-        ),
-        Some(_) => format!(
-            "            const float e = expf(gopt_ld(decay[row * {}LL + g]));\n#pragma unroll\n            for (int d = 0; d < {dk}; ++d) {{\n                s[d] *= e;\n            }}\n",
-            sp.kv_heads
-        ),
-    }
-}
-
-/// The delta rule's correction `u = beta * (u - Sᵀk)` (nothing without it).
-fn delta_step(sp: &LinearAttentionSpec) -> String {
-    match sp.beta {
-        None => String::new(),
-        Some(be) => {
-            let at = if be.shared {
-                "row".to_string()
-            } else {
-                format!("row * {}LL + g", sp.kv_heads)
-            };
-            format!(
-                "            float rt = 0.0f;\n#pragma unroll\n            for (int d = 0; d < {dk}; ++d) {{\n                rt += s[d] * gopt_ld(k[kb + d]);\n            }}\n            u = gopt_ld(beta[{at}]) * (u - rt);\n",
-                dk = sp.dk
-            )
-        }
-    }
-}
-
-/// Emits the kernel for LinearAttention node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let sp = spec(g, node)?;
+/// Emits the kernel of LinearAttention spec `sp`.
+pub fn emit(sp: &LinearAttentionSpec, name: &str) -> Result<Kernel> {
     let mut p = Params {
         decls: Vec::new(),
         inputs: Vec::new(),
@@ -82,13 +49,9 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     p.input("q", sp.q);
     p.input("k", sp.k);
     p.input("v", sp.v);
-    let past = match sp.past {
-        Some(x) => {
-            p.input("past", x);
-            format!("gopt_ld(past[(bg * {}LL + d) * {}LL + j])", sp.dk, sp.dv)
-        }
-        None => "0.0f".into(),
-    };
+    if let Some(x) = sp.past {
+        p.input("past", x);
+    }
     if let Some(d) = sp.decay {
         p.input("decay", d.x);
     }
@@ -96,47 +59,20 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
         p.input("beta", be.x);
     }
     p.output("out", sp.out);
-    let state = match sp.state {
-        Some(x) => {
-            p.output("state", x);
-            format!(
-                "#pragma unroll\n        for (int d = 0; d < {dk}; ++d) {{\n            state[(bg * {dk}LL + d) * {dv}LL + j] = {};\n        }}\n",
-                store(x.dtype, "s[d]"),
-                dk = sp.dk,
-                dv = sp.dv
-            )
-        }
-        None => String::new(),
-    };
-    let source = fill(
-        TEMPLATE,
-        &[
-            ("rule", sp.rule_name()),
-            ("kv_heads", &sp.kv_heads.to_string()),
-            ("dk", &sp.dk.to_string()),
-            ("dv", &sp.dv.max(1).to_string()),
-            ("group", &sp.group().to_string()),
-            ("steps", &sp.steps.to_string()),
-            ("name", name),
-            ("params", &p.decls.join(", ")),
-            ("columns", &sp.columns().to_string()),
-            ("past", &past),
-            ("kw", &(sp.kv_heads * sp.dk).to_string()),
-            ("decay", &decay_step(&sp)),
-            ("vw", &(sp.kv_heads * sp.dv).to_string()),
-            ("delta", &delta_step(&sp)),
-            ("qw", &(sp.q_heads * sp.dk).to_string()),
-            ("ow", &(sp.q_heads * sp.dv).to_string()),
-            (
-                "store_out",
-                &store(sp.out.dtype, &format!("{} * o", flit(sp.scale))),
-            ),
-            ("state", &state),
-        ],
-    )?;
+    if let Some(x) = sp.state {
+        p.output("state", x);
+    }
+    let mut values = fills(sp, &Cuda { name }, &store);
+    values.extend([
+        ("name", name.to_string()),
+        ("params", p.decls.join(", ")),
+        ("columns", sp.columns().to_string()),
+        ("vw", (sp.kv_heads * sp.dv).to_string()),
+    ]);
+    let source = fill(TEMPLATE, &values)?;
     Ok(Kernel::flat(
         name,
-        &node.name,
+        &sp.site.node,
         source,
         sp.columns(),
         p.inputs,

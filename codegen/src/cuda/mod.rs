@@ -50,6 +50,7 @@ pub mod reduce;
 pub mod spectral;
 pub mod split_pad;
 pub mod support;
+pub mod lower_syntax;
 pub mod syntax;
 
 use crate::lower::{lower, Kind, Lowered, Spec, Views};
@@ -106,7 +107,7 @@ pub struct Kernel {
 /// specs [`crate::lower`] makes, so a new family is a compile error here.
 pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
     match spec {
-        Spec::Untyped(kind) => untyped(g, n, *kind, name),
+        Spec::Shallow(kind) => Err(crate::lower::shallow_written(*kind)),
         Spec::Elementwise(s) => elementwise::emit(s, name),
         Spec::Trilu(s) => trilu::emit(s, name),
         Spec::GatherElements(s) => gather_elements::emit(s, name),
@@ -129,40 +130,14 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
         Spec::ConvNd(s) => conv_nd::emit(s, name),
         Spec::ConvState(s) => conv_state::emit(s, name),
         Spec::Pool(s) => pool::emit(s, name),
-    }
-}
-
-/// The kernel of a family whose writer still reads the node.
-fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<Kernel> {
-    match kind {
-        Kind::Elementwise
-        | Kind::Rows
-        | Kind::Reduce
-        | Kind::Arg
-        | Kind::Cumulative
-        | Kind::Loss
-        | Kind::Trilu
-        | Kind::GatherElements => Err(crate::lower::typed_elsewhere(kind)),
-        Kind::Conv => conv::emit(g, n, name),
-        Kind::Pool => pool::emit(g, n, name),
-        Kind::Attention => attention::emit(g, n, name),
-        Kind::Recurrent => recurrent::emit(g, n, name),
-        Kind::Spectral => spectral::emit(g, n, name),
-        Kind::LinearAttention => linear_attention::emit(g, n, name),
-        Kind::Resize => resize::emit(g, n, name),
-        Kind::Sample => sample::emit(g, n, name),
-        Kind::Scatter => scatter::emit(g, n, name),
-        Kind::Indexed => indexed::emit(g, n, name),
-        Kind::ConvTranspose => conv_transpose::emit(g, n, name),
-        Kind::Quant => quant::emit(g, n, name),
-        Kind::Einsum => einsum::emit(g, n, name),
-        Kind::Movement
-        | Kind::SplitPad
-        | Kind::Glu
-        | Kind::Rotary
-        | Kind::TopK
-        | Kind::Norm
-        | Kind::Counted => Err(crate::lower::typed_elsewhere(kind)),
+        Spec::Resize(s) => resize::emit(s, name),
+        Spec::Recurrent(s) => recurrent::emit(s, name),
+        Spec::Sample(s) => sample::emit(s, name),
+        Spec::Attention(s) => attention::emit(s, name),
+        Spec::Spectral(s) => spectral::emit(s, name),
+        Spec::LinearAttention(s) => linear_attention::emit(s, name),
+        Spec::Scatter(s) => scatter::emit(s, name),
+        Spec::Indexed(s) => indexed::emit(s, name),
     }
 }
 

@@ -7,7 +7,7 @@
 //! spelled in CUDA C ([`Cuda`]), as the WGSL kernels spell them in WGSL.
 
 use super::elementwise::storage;
-use super::syntax::Cuda;
+use super::lower_syntax::Cuda;
 use super::Kernel;
 use crate::lower::norm::{NormSpec, Operand};
 use crate::lower::norm_kernel::{offset, text, StatsText, Text};

@@ -21,7 +21,7 @@ pub fn emit(sp: &RotarySpec, name: &str) -> Result<Kernel> {
     let at = |i: &str| sp.x_cols.map_or_else(|| i.to_string(), |c| c.index(i));
     let [_, s, _, d] = sp.dims;
     let half = sp.rd / 2;
-    let coords = sp.coords(&super::syntax::Cuda);
+    let coords = sp.coords(&super::lower_syntax::Cuda);
     let t = storage(sp.dtype);
     let mut params = vec![
         format!("const {t}* __restrict__ x"),

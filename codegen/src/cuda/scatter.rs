@@ -6,15 +6,15 @@
 //! error word and reads as 0). Every body mirrors the WGSL writer's line by line.
 
 use super::elementwise::storage;
-use super::support::{store, unsupported};
+use super::support::store;
+use super::syntax::Cuda;
 use super::Kernel;
-use crate::lower::scatter::{
-    in_place, spec, CacheSpec, ElementsSpec, NdSpec, Reduction, ScatterSpec,
-};
-use crate::plan::{index_code, IndexCheck};
+use crate::lower::scatter::{CacheSpec, Operands, Reduction, Scatter, ScatterSpec};
+use crate::plan::IndexCheck;
 use crate::template::fill;
+use crate::twin::scatter::{self as twin, Body};
 use crate::Result;
-use gopt_ir::{DType, Graph, Node, ValueId};
+use gopt_ir::{DType, ValueId};
 
 const TEMPLATE: &str = include_str!("scatter.cu");
 const IN_PLACE: &str = include_str!("scatter_in_place.cu");
@@ -32,15 +32,23 @@ struct Parts {
     check: Option<IndexCheck>,
 }
 
-/// Emits the kernel for scatter node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let parts = match spec(g, node)? {
-        ScatterSpec::Elements(s) => elements(g, node, &s)?,
-        ScatterSpec::Nd(s) => nd(g, node, &s)?,
-        ScatterSpec::Cache(s) if in_place(g, node, super::VIEWS) => {
-            return cache_in_place(g, node, name, &s)
-        }
-        ScatterSpec::Cache(s) => cache(g, node, &s)?,
+/// Emits the kernel of scatter spec `sp`.
+pub fn emit(sp: &Scatter, name: &str) -> Result<Kernel> {
+    let parts = match &sp.form {
+        ScatterSpec::Elements(s) => indexed(
+            sp,
+            &s.ops,
+            "the positions along the indices' axis in the element's row",
+            &|sx, read, t, c| twin::elements(sx, s, read, t, c),
+        ),
+        ScatterSpec::Nd(s) => indexed(
+            sp,
+            &s.ops,
+            "every index row in order, compared with the element's slice",
+            &|sx, read, t, c| twin::nd(sx, s, read, t, c),
+        ),
+        ScatterSpec::Cache(s) if sp.in_place => return cache_in_place(sp, name, s),
+        ScatterSpec::Cache(s) => cache(sp, s),
     };
     let t = storage(parts.dtype);
     let mut params = vec![format!("const {t}* __restrict__ data")];
@@ -52,7 +60,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     let source = fill(
         TEMPLATE,
         &[
-            ("what", node.op.name()),
+            ("what", sp.site.op),
             ("how", parts.how),
             ("name", name),
             ("params", &params.join(", ")),
@@ -65,43 +73,52 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     inputs.extend(parts.inputs.iter().map(|(v, _)| v.0));
     Ok(Kernel {
         index_check: parts.check,
-        ..Kernel::flat(name, &node.name, source, parts.n, inputs, vec![parts.out.0])
+        ..Kernel::flat(
+            name,
+            &sp.site.node,
+            source,
+            parts.n,
+            inputs,
+            vec![parts.out.0],
+        )
     })
 }
 
 /// `v` combined with the update `u` (both storage elements of `dt`) by `red`, as a
 /// storage element: floats in f32 (f64 for f64) rounded back, integers wrapped, bool
 /// add and mul as or and and; max and min keep `v` unless `u` compares greater (less).
-fn combine(node: &Node, dt: DType, red: Reduction) -> Result<String> {
+fn combine(dt: DType, red: Reduction) -> String {
     let t = storage(dt);
-    let float = matches!(dt, DType::F32 | DType::F16 | DType::BF16);
-    let arith = |op: &str| -> Result<String> {
-        Ok(match dt {
-            _ if float => store(dt, &format!("gopt_ld(v) {op} gopt_ld(u)")),
+    let arith = |op: &str| -> String {
+        match dt {
+            DType::F32 | DType::F16 | DType::BF16 => {
+                store(dt, &format!("gopt_ld(v) {op} gopt_ld(u)"))
+            }
             DType::F64 => format!("v {op} u"),
-            DType::Bool => match op {
-                "+" => "(unsigned char)(v | u)".into(),
-                _ => "(unsigned char)(v & u)".into(),
-            },
+            DType::Bool if op == "+" => "(unsigned char)(v | u)".into(),
+            DType::Bool => "(unsigned char)(v & u)".into(),
             DType::I8 | DType::I16 | DType::I32 | DType::I64 => format!(
                 "({t})((unsigned long long)(long long)v {op} (unsigned long long)(long long)u)"
             ),
             DType::U8 | DType::U16 | DType::U32 | DType::U64 => {
                 format!("({t})((unsigned long long)v {op} (unsigned long long)u)")
             }
-            other => return Err(unsupported(node, &format!("a reduction of {other}"))),
-        })
+        }
     };
-    let pick = |cmp: &str| match dt {
-        _ if float => format!("(gopt_ld(u) {cmp} gopt_ld(v) ? u : v)"),
-        _ => format!("(u {cmp} v ? u : v)"),
+    let float = matches!(dt, DType::F32 | DType::F16 | DType::BF16);
+    let pick = |cmp: &str| {
+        if float {
+            format!("(gopt_ld(u) {cmp} gopt_ld(v) ? u : v)")
+        } else {
+            format!("(u {cmp} v ? u : v)")
+        }
     };
     match red {
-        Reduction::None => Ok("u".into()),
+        Reduction::None => "u".into(),
         Reduction::Add => arith("+"),
         Reduction::Mul => arith("*"),
-        Reduction::Max => Ok(pick(">")),
-        Reduction::Min => Ok(pick("<")),
+        Reduction::Max => pick(">"),
+        Reduction::Min => pick("<"),
     }
 }
 
@@ -115,105 +132,35 @@ fn read_index(elem: &str, len: usize, code: u32, k: &str) -> String {
     )
 }
 
-/// ScatterElements: the element's coordinates, the indices' row off the axis (when the
-/// element lies inside the indices there), then each position along the axis in order.
-fn elements(g: &Graph, node: &Node, s: &ElementsSpec) -> Result<Parts> {
-    let code = index_code(g, node)?;
-    let t = storage(s.ops.dtype);
-    let mut body = String::from(
-        "        long long r = i;\n        long long base = 0;\n        bool inside = true;\n",
-    );
-    for (a, &(d, id, ist)) in s.dims.iter().enumerate().rev() {
-        body += &format!("        const long long c{a} = r % {d}LL; r /= {d}LL;\n");
-        if a != s.axis {
-            if id < d {
-                body += &format!("        if (c{a} >= {id}LL) inside = false;\n");
-            }
-            body += &format!("        base += c{a} * {ist}LL;\n");
-        }
-    }
-    body += &format!(
-        "        (void)r;\n        if (inside) {{\n        \
-         for (long long t = 0; t < {count}LL; ++t) {{\n            \
-         const long long p = base + t * {ast}LL;\n{read}            \
-         if (k == c{axis}) {{ const {t} u = upd[p]; v = {combine}; }}\n        \
-         }}\n        }}\n",
-        count = s.count(),
-        ast = s.axis_stride(),
-        read = read_index("idx[p]", s.axis_len(), code, "k"),
-        axis = s.axis,
-        combine = combine(node, s.ops.dtype, s.ops.reduction)?,
-    );
-    Ok(Parts {
-        how: "the positions along the indices' axis in the element's row",
+/// ScatterElements or ScatterND over `ops`: the body [`twin`] writes (`body`, given the
+/// index read, the update's storage type and the combination).
+fn indexed(sp: &Scatter, ops: &Operands, how: &'static str, body: Body) -> Parts {
+    let code = sp.check.code;
+    let t = storage(ops.dtype);
+    let read = |elem: &str, len: usize, k: &str| read_index(elem, len, code, k);
+    let combine = combine(ops.dtype, ops.reduction);
+    Parts {
+        how,
         inputs: vec![
             (
-                s.ops.indices,
-                format!("const {}* __restrict__ idx", storage(s.ops.index_dtype)),
+                ops.indices,
+                format!("const {}* __restrict__ idx", storage(ops.index_dtype)),
             ),
-            (s.ops.updates, format!("const {t}* __restrict__ upd")),
+            (ops.updates, format!("const {t}* __restrict__ upd")),
         ],
-        data: s.ops.data,
-        out: s.ops.out,
-        dtype: s.ops.dtype,
-        body,
-        n: s.ops.n,
-        check: Some(IndexCheck {
-            code,
-            op: node.op.name().into(),
-            what: s.out_of_range(),
-        }),
-    })
-}
-
-/// ScatterND: every index row in order, its coordinates checked and summed to a slice
-/// offset; the rows addressing the element's slice apply their update.
-fn nd(g: &Graph, node: &Node, s: &NdSpec) -> Result<Parts> {
-    let code = index_code(g, node)?;
-    let t = storage(s.ops.dtype);
-    let mut body = format!(
-        "        const long long j = i % {chunk}LL;\n        \
-         const long long slice = i - j;\n        \
-         for (long long r = 0; r < {rows}LL; ++r) {{\n            long long at = 0;\n",
-        chunk = s.chunk,
-        rows = s.rows,
-    );
-    for (c, &(len, stride)) in s.coords.iter().enumerate() {
-        let elem = format!("idx[r * {}LL + {c}LL]", s.depth);
-        body += &read_index(&elem, len, code, &format!("k{c}"));
-        body += &format!("            at += k{c} * {stride}LL;\n");
+        data: ops.data,
+        out: ops.out,
+        dtype: ops.dtype,
+        body: body(&Cuda { name: "" }, &read, t, &combine),
+        n: ops.n,
+        check: Some(sp.check.clone()),
     }
-    body += &format!(
-        "            if (at == slice) {{ const {t} u = upd[r * {chunk}LL + j]; v = {combine}; }}\n        }}\n",
-        chunk = s.chunk,
-        combine = combine(node, s.ops.dtype, s.ops.reduction)?,
-    );
-    Ok(Parts {
-        how: "every index row in order, compared with the element's slice",
-        inputs: vec![
-            (
-                s.ops.indices,
-                format!("const {}* __restrict__ idx", storage(s.ops.index_dtype)),
-            ),
-            (s.ops.updates, format!("const {t}* __restrict__ upd")),
-        ],
-        data: s.ops.data,
-        out: s.ops.out,
-        dtype: s.ops.dtype,
-        body,
-        n: s.ops.n,
-        check: Some(IndexCheck {
-            code,
-            op: node.op.name().into(),
-            what: s.out_of_range(),
-        }),
-    })
 }
 
 /// TensorScatter in place ([`in_place`]): one thread per update element, written at
 /// its row's write index (checked like the copying kernel's: linear windows must fit,
 /// circular ones wrap); the output parameter is the cache's own memory.
-fn cache_in_place(g: &Graph, node: &Node, name: &str, s: &CacheSpec) -> Result<Kernel> {
+fn cache_in_place(sp: &Scatter, name: &str, s: &CacheSpec) -> Result<Kernel> {
     let t = storage(s.dtype);
     let (inner, m, seq) = (s.inner, s.max_seq, s.seq);
     let mut params = vec![
@@ -241,18 +188,14 @@ fn cache_in_place(g: &Graph, node: &Node, name: &str, s: &CacheSpec) -> Result<K
         position +=
             &format!("        const long long s = (((ww % {m}LL) + {m}LL) % {m}LL + q) % {m}LL;\n");
     } else {
-        let code = index_code(g, node)?;
+        let code = sp.check.code;
         position += &format!(
             "        if (ww < 0 || ww > {last}LL) {{ atomicMax(gopt_err, {code}u); continue; }}\n        \
              const long long s = ww + q;\n",
             last = m - seq
         );
         params.push("unsigned int* __restrict__ gopt_err".into());
-        check = Some(IndexCheck {
-            code,
-            op: node.op.name().into(),
-            what: s.out_of_range(),
-        });
+        check = Some(sp.check.clone());
     }
     let n = s.n / m * seq;
     let source = fill(
@@ -278,14 +221,14 @@ fn cache_in_place(g: &Graph, node: &Node, name: &str, s: &CacheSpec) -> Result<K
     )?;
     Ok(Kernel {
         index_check: check,
-        ..Kernel::flat(name, &node.name, source, n.max(1), inputs, vec![s.out.0])
+        ..Kernel::flat(name, &sp.site.node, source, n.max(1), inputs, vec![s.out.0])
     })
 }
 
 /// TensorScatter: the position's offset from its batch entry's write index picks the
 /// update row's entry (linear: the window is checked to fit the cache; circular: the
 /// offset wraps, the write index taken modulo the cache's length first).
-fn cache(g: &Graph, node: &Node, s: &CacheSpec) -> Result<Parts> {
+fn cache(sp: &Scatter, s: &CacheSpec) -> Parts {
     let t = storage(s.dtype);
     let (inner, m, seq) = (s.inner, s.max_seq, s.seq);
     let mut inputs = vec![(s.update, format!("const {t}* __restrict__ upd"))];
@@ -312,17 +255,13 @@ fn cache(g: &Graph, node: &Node, s: &CacheSpec) -> Result<Parts> {
         }
         (true, false) | (false, false) => body += "        const long long wm = 0;\n",
         (false, true) => {
-            let code = index_code(g, node)?;
+            let code = sp.check.code;
             body += &format!(
                 "        long long wm = 0;\n        \
                  if (ww < 0 || ww > {last}LL) {{ atomicMax(gopt_err, {code}u); }} else {{ wm = ww; }}\n",
                 last = m - seq
             );
-            check = Some(IndexCheck {
-                code,
-                op: node.op.name().into(),
-                what: s.out_of_range(),
-            });
+            check = Some(sp.check.clone());
         }
     }
     body += &if s.circular {
@@ -333,7 +272,7 @@ fn cache(g: &Graph, node: &Node, s: &CacheSpec) -> Result<Parts> {
     body += &format!(
         "        if (q >= 0 && q < {seq}LL) v = upd[(p * {seq}LL + q) * {inner}LL + in_];\n"
     );
-    Ok(Parts {
+    Parts {
         how: if s.circular {
             "the position's offset from the write index, wrapped around the cache"
         } else {
@@ -346,5 +285,5 @@ fn cache(g: &Graph, node: &Node, s: &CacheSpec) -> Result<Parts> {
         body,
         n: s.n,
         check,
-    })
+    }
 }

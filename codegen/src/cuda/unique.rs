@@ -6,7 +6,7 @@
 //! type.
 
 use super::elementwise::storage;
-use super::syntax::Cuda;
+use super::lower_syntax::Cuda;
 use super::Kernel;
 use crate::lower::unique::{Step, Text, UniqueSpec};
 use crate::template::fill;

@@ -11,12 +11,15 @@
 //! kernels compute in f32 with one rounding at the store, whatever softmax precision
 //! is asked.
 
-use super::support::{input, opt_input, output, typed, unsupported};
+use super::support::{input, opt_input, output, typed, unsupported, Site};
 use crate::Result;
 use gopt_ir::{Attr, DType, Graph, Node, ValueId};
 
 /// One attention node, ready to be written.
+#[derive(Clone, Debug, PartialEq)]
 pub struct Attention {
+    /// The node.
+    pub site: Site,
     /// Queries.
     pub q: ValueId,
     /// Keys.
@@ -288,6 +291,7 @@ pub fn lower(g: &Graph, node: &Node, strided_reads: bool) -> Result<Attention> {
         d => d,
     };
     Ok(Attention {
+        site: Site::of(node),
         q,
         k,
         v,
@@ -344,7 +348,7 @@ fn attributes(node: &Node) -> Result<Attrs> {
                     1 => QkMode::Capped,
                     2 => QkMode::Biased,
                     3 => QkMode::Probs,
-                    _ => return bad(&format!("qk_matmul_output_mode {m}")),
+                    other => return bad(&format!("qk_matmul_output_mode {other}")),
                 }
             }
             // The interpreter computes f32/f16/bf16 data in f32, rounding the softmax's
@@ -356,7 +360,7 @@ fn attributes(node: &Node) -> Result<Attrs> {
                     10 => DType::F16,
                     11 => DType::F64,
                     16 => DType::BF16,
-                    _ => return bad(&format!("softmax_precision {code}")),
+                    other => return bad(&format!("softmax_precision {other}")),
                 })
             }
             (other, _) => return bad(&format!("the attribute `{other}` = {value:?}")),
@@ -370,7 +374,12 @@ fn dims(node: &Node, attrs: &Attrs, [qs, ks, vs, os]: [&[usize]; 4]) -> Result<D
     let packed = match (qs.len(), ks.len(), vs.len()) {
         (4, 4, 4) => false,
         (3, 3, 3) => true,
-        _ => return Err(unsupported(node, "Q, K and V not all 4-D or all 3-D")),
+        (q, k, v) => {
+            return Err(unsupported(
+                node,
+                &format!("Q, K and V of ranks {q}, {k}, {v}, not all 4-D or all 3-D"),
+            ))
+        }
     };
     let r = qs.len();
     let (hq, hk) = match (packed, attrs.q_heads, attrs.kv_heads) {
@@ -422,7 +431,7 @@ fn past(g: &Graph, node: &Node, d: &mut Dims, dtype: DType) -> Result<Option<[Va
     let (pk, pv) = match (opt_input(node, 4), opt_input(node, 5)) {
         (Some(pk), Some(pv)) => (pk, pv),
         (None, None) => return Ok(None),
-        _ => {
+        (Some(_), None) | (None, Some(_)) => {
             return Err(unsupported(
                 node,
                 "past_key without past_value or the reverse",

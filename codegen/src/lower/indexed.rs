@@ -16,13 +16,51 @@
 //!   OneHot's out-of-range index gives an all-off row, as the spec says, not an error).
 
 use super::index::strides;
-use super::support::{input, output, plan, typed, unsupported};
+use super::support::{input, output, plan, typed, unsupported, Site};
+use crate::plan::index_code;
 use crate::Result;
-use gopt_ir::ops::ShapeOp;
-use gopt_ir::{DType, Graph, Node, Op, Tensor, ValueId};
+use gopt_ir::{DType, Graph, Node, Tensor, ValueId};
 
-/// An indexing node, resolved.
-#[derive(Clone, Debug)]
+/// Which indexing op a node is, as [`super::lower`] maps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexedOp {
+    /// Tile.
+    Tile,
+    /// DepthToSpace.
+    DepthToSpace,
+    /// SpaceToDepth.
+    SpaceToDepth,
+    /// CenterCropPad.
+    CenterCropPad,
+    /// GatherND.
+    GatherNd,
+    /// ReverseSequence.
+    ReverseSequence,
+    /// OneHot.
+    OneHot,
+    /// EyeLike.
+    EyeLike,
+    /// Range.
+    Range,
+    /// ConstantOfShape.
+    ConstantOfShape,
+}
+
+/// An indexing node, resolved, with what its writers need besides its form.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Indexed {
+    /// The node.
+    pub site: Site,
+    /// The code an index or length out of range raises ([`index_code`]).
+    pub code: u32,
+    /// The output's dtype.
+    pub out_dtype: DType,
+    /// The form.
+    pub form: IndexedSpec,
+}
+
+/// An indexing node's form, resolved.
+#[derive(Clone, Debug, PartialEq)]
 pub enum IndexedSpec {
     /// Tile, DepthToSpace, SpaceToDepth, CenterCropPad.
     Map(MapSpec),
@@ -71,7 +109,7 @@ pub enum AxisRead {
 /// coordinates along [`MapSpec::axes`] (row-major, the output's own element order),
 /// copies the input element the axes' reads add up to, or is zero where a shifted axis
 /// falls outside the input.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct MapSpec {
     /// The input.
     pub x: ValueId,
@@ -99,7 +137,7 @@ impl MapSpec {
 /// GatherND: output element `i` is element `i % chunk` of the slice that row
 /// `r = i / chunk` of the indices (`depth` coordinates) picks in its batch
 /// (`r / rows_per_batch`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct GatherNdSpec {
     /// The data.
     pub data: ValueId,
@@ -146,7 +184,7 @@ impl GatherNdSpec {
 /// ReverseSequence: output element `i` at batch `b` and time `t` copies the input at
 /// time `len - 1 - t` where `t < len = lens[b]`, and at `t` otherwise. Each length is
 /// read on the device and checked against `0..=time_len`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ReverseSpec {
     /// The input.
     pub x: ValueId,
@@ -179,7 +217,7 @@ impl ReverseSpec {
 /// OneHot: output element `i` is `(outer, j, inner)` around the inserted axis; it is
 /// `values[1]` (on) where the index at `(outer, inner)`, a negative one plus `depth`,
 /// equals `j`, and `values[0]` (off) otherwise (an index out of range matches no `j`).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct OneHotSpec {
     /// The indices.
     pub indices: ValueId,
@@ -200,7 +238,7 @@ pub struct OneHotSpec {
 }
 
 /// EyeLike: `rows × cols`, one on the diagonal `c - r == k`, zero elsewhere.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct EyeSpec {
     /// The output.
     pub out: ValueId,
@@ -215,7 +253,7 @@ pub struct EyeSpec {
 }
 
 /// A scalar operand: known when compiling, or one element read on the device.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Scalar {
     /// A constant (one element, of the op's dtype).
     Const(Tensor),
@@ -224,7 +262,7 @@ pub enum Scalar {
 }
 
 /// Range: element `i` is `start + i × delta`, `n` of them (the output's static length).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RangeSpec {
     /// The output.
     pub out: ValueId,
@@ -243,7 +281,7 @@ pub struct RangeSpec {
 }
 
 /// ConstantOfShape: every element is `value`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct FillSpec {
     /// The output.
     pub out: ValueId,
@@ -255,53 +293,26 @@ pub struct FillSpec {
     pub value: Tensor,
 }
 
-/// Reads indexing node `node` of `g`.
-pub fn spec(g: &Graph, node: &Node) -> Result<IndexedSpec> {
-    let op = match node.op {
-        Op::Shape(op) => op,
-        Op::Elementwise(_)
-        | Op::Reduce(_)
-        | Op::Nn(_)
-        | Op::Image(_)
-        | Op::Control(_)
-        | Op::Attention(_)
-        | Op::Fused(_) => return Err(unsupported(node, "this op (not an indexing op)")),
-    };
-    match op {
-        ShapeOp::Tile => tile(g, node).map(IndexedSpec::Map),
-        ShapeOp::DepthToSpace | ShapeOp::SpaceToDepth => {
-            depth_space(g, node, op == ShapeOp::DepthToSpace).map(IndexedSpec::Map)
-        }
-        ShapeOp::CenterCropPad => center_crop_pad(g, node).map(IndexedSpec::Map),
-        ShapeOp::GatherND => gather_nd(g, node).map(IndexedSpec::GatherNd),
-        ShapeOp::ReverseSequence => reverse_sequence(g, node).map(IndexedSpec::Reverse),
-        ShapeOp::OneHot => one_hot(g, node).map(IndexedSpec::OneHot),
-        ShapeOp::EyeLike => eye_like(g, node).map(IndexedSpec::Eye),
-        ShapeOp::Range => range(g, node).map(IndexedSpec::Range),
-        ShapeOp::ConstantOfShape => constant_of_shape(g, node).map(IndexedSpec::Fill),
-        ShapeOp::Identity
-        | ShapeOp::Shape
-        | ShapeOp::Size
-        | ShapeOp::Reshape
-        | ShapeOp::Flatten
-        | ShapeOp::Squeeze
-        | ShapeOp::Unsqueeze
-        | ShapeOp::Expand
-        | ShapeOp::Transpose
-        | ShapeOp::Concat
-        | ShapeOp::Split
-        | ShapeOp::Slice
-        | ShapeOp::Pad
-        | ShapeOp::Gather
-        | ShapeOp::GatherElements
-        | ShapeOp::ScatterElements
-        | ShapeOp::ScatterND
-        | ShapeOp::Scatter
-        | ShapeOp::Compress
-        | ShapeOp::NonZero
-        | ShapeOp::Unique
-        | ShapeOp::Trilu => Err(unsupported(node, "this op (not an indexing op)")),
-    }
+/// Reads indexing node `node` (of op `op`) of `g`.
+pub fn spec(g: &Graph, node: &Node, op: IndexedOp) -> Result<Indexed> {
+    let form = match op {
+        IndexedOp::Tile => tile(g, node).map(IndexedSpec::Map),
+        IndexedOp::DepthToSpace => depth_space(g, node, true).map(IndexedSpec::Map),
+        IndexedOp::SpaceToDepth => depth_space(g, node, false).map(IndexedSpec::Map),
+        IndexedOp::CenterCropPad => center_crop_pad(g, node).map(IndexedSpec::Map),
+        IndexedOp::GatherNd => gather_nd(g, node).map(IndexedSpec::GatherNd),
+        IndexedOp::ReverseSequence => reverse_sequence(g, node).map(IndexedSpec::Reverse),
+        IndexedOp::OneHot => one_hot(g, node).map(IndexedSpec::OneHot),
+        IndexedOp::EyeLike => eye_like(g, node).map(IndexedSpec::Eye),
+        IndexedOp::Range => range(g, node).map(IndexedSpec::Range),
+        IndexedOp::ConstantOfShape => constant_of_shape(g, node).map(IndexedSpec::Fill),
+    }?;
+    Ok(Indexed {
+        site: Site::of(node),
+        code: index_code(g, node)?,
+        out_dtype: typed(g, node, output(node, 0)?)?.0,
+        form,
+    })
 }
 
 /// The output's elements, refusing an empty output (nothing to run; WGSL cannot bind
@@ -682,7 +693,14 @@ mod tests {
     }
 
     fn map(g: &Graph) -> MapSpec {
-        match spec(g, &g.nodes[0]) {
+        let op = match g.nodes[0].op.name() {
+            "Tile" => IndexedOp::Tile,
+            "DepthToSpace" => IndexedOp::DepthToSpace,
+            "SpaceToDepth" => IndexedOp::SpaceToDepth,
+            "CenterCropPad" => IndexedOp::CenterCropPad,
+            other => panic!("not a map test: {other}"),
+        };
+        match spec(g, &g.nodes[0], op).map(|s| s.form) {
             Ok(IndexedSpec::Map(m)) => m,
             other => panic!("not a map: {other:?}"),
         }

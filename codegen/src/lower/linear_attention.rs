@@ -14,7 +14,7 @@
 //! ([`MAX_DK`]). Everything is computed in f32 and rounded to the outputs' dtypes only
 //! when stored, as the interpreter does.
 
-use super::support::{check_float, input, opt_input, output, plan, typed, unsupported};
+use super::support::{check_float, input, opt_input, output, plan, typed, unsupported, Site};
 use crate::Result;
 use gopt_ir::{DType, Graph, Node, ValueId};
 
@@ -68,8 +68,10 @@ pub struct Rule {
 }
 
 /// A LinearAttention node, resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct LinearAttentionSpec {
+    /// The node.
+    pub site: Site,
     /// `query` `[batch, steps, q_heads * dk]`.
     pub q: Operand,
     /// `key` `[batch, steps, kv_heads * dk]`.
@@ -231,7 +233,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<LinearAttentionSpec> {
                 [b, t, w] if [b, t] == [batch, steps] && w == hk * dk => {
                     Ok(Decay { x, per_key: true })
                 }
-                _ => Err(unsupported(node, &format!("a decay {s:?}"))),
+                other => Err(unsupported(node, &format!("a decay {other:?}"))),
             }
         })
         .transpose()?;
@@ -241,7 +243,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<LinearAttentionSpec> {
             match s {
                 [b, t, w] if [b, t] == [batch, steps] && w == hk => Ok(Beta { x, shared: false }),
                 [b, t, 1] if [b, t] == [batch, steps] => Ok(Beta { x, shared: true }),
-                _ => Err(unsupported(node, &format!("a beta {s:?}"))),
+                other => Err(unsupported(node, &format!("a beta {other:?}"))),
             }
         })
         .transpose()?;
@@ -269,6 +271,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<LinearAttentionSpec> {
         None => None,
     };
     Ok(LinearAttentionSpec {
+        site: Site::of(node),
         q,
         k,
         v,

@@ -176,12 +176,13 @@ impl Kind {
 /// A kernel family with what its writers need, read from the node once while lowering
 /// so that both backends' writers take the same facts and never parse the graph again.
 ///
-/// Each family moves from [`Spec::Untyped`] (its writers still read the node) to a
-/// variant of its own carrying its spec; the writers' dispatch matches every variant.
+/// Each family has a variant of its own carrying its spec; the writers' dispatch
+/// matches every variant, so a new family is a compile error in both writers.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Spec {
-    /// A family whose writers still read the graph and the node themselves.
-    Untyped(Kind),
+    /// A family's kind with its spec left unparsed: what [`shallow`] answers. Never
+    /// written: a writer given one refuses it ([`shallow_written`]).
+    Shallow(Kind),
     /// An element-wise op or body ([`elementwise`]).
     Elementwise(Box<elementwise::Spec>),
     /// Trilu ([`trilu`]).
@@ -227,13 +228,30 @@ pub enum Spec {
     ConvState(Box<conv_state::ConvStateSpec>),
     /// A windowed pool ([`pool`]).
     Pool(Box<pool::PoolSpec>),
+    /// Resize.
+    Resize(Box<resize::ResizeSpec>),
+    /// RNN, GRU, LSTM.
+    Recurrent(Box<recurrent::RecurrentSpec>),
+    /// GridSample, AffineGrid, RoiAlign.
+    Sample(Box<sample::SampleSpec>),
+    /// Scaled dot-product attention.
+    Attention(Box<attention::Attention>),
+    /// DFT, STFT.
+    Spectral(Box<spectral::SpectralSpec>),
+    /// LinearAttention.
+    LinearAttention(Box<linear_attention::LinearAttentionSpec>),
+    /// ScatterND, ScatterElements, Scatter, TensorScatter.
+    Scatter(Box<scatter::Scatter>),
+    /// GatherND, Tile, DepthToSpace, SpaceToDepth, CenterCropPad, ReverseSequence,
+    /// OneHot, EyeLike, Range, ConstantOfShape.
+    Indexed(Box<indexed::Indexed>),
 }
 
 impl Spec {
     /// The family, for reports and counts.
     pub fn kind(&self) -> Kind {
         match self {
-            Spec::Untyped(k) => *k,
+            Spec::Shallow(k) => *k,
             Spec::Elementwise(_) => Kind::Elementwise,
             Spec::Trilu(_) => Kind::Trilu,
             Spec::GatherElements(_) => Kind::GatherElements,
@@ -256,6 +274,14 @@ impl Spec {
             Spec::ConvNd(_) => Kind::ConvNd,
             Spec::ConvState(_) => Kind::ConvState,
             Spec::Pool(_) => Kind::Pool,
+            Spec::Resize(_) => Kind::Resize,
+            Spec::Recurrent(_) => Kind::Recurrent,
+            Spec::Sample(_) => Kind::Sample,
+            Spec::Attention(_) => Kind::Attention,
+            Spec::Spectral(_) => Kind::Spectral,
+            Spec::LinearAttention(_) => Kind::LinearAttention,
+            Spec::Scatter(_) => Kind::Scatter,
+            Spec::Indexed(_) => Kind::Indexed,
         }
     }
 }
@@ -271,11 +297,11 @@ pub fn typed<S>(parsed: crate::Result<S>, wrap: impl FnOnce(S) -> Spec) -> crate
     }
 }
 
-/// The error for a family reaching a writer untyped after its spec was typed: a
-/// lowering bug, since [`lower`] makes that family's own [`Spec`] variant.
-pub fn typed_elsewhere(kind: Kind) -> crate::CodegenError {
+/// The error for a [`Spec::Shallow`] reaching a writer: a lowering bug, since only
+/// [`lower`] makes what writers take.
+pub fn shallow_written(kind: Kind) -> crate::CodegenError {
     crate::CodegenError::Plan(format!(
-        "the {} family is lowered with a typed spec, not Spec::Untyped (a gopt bug)",
+        "a shallow lowering of the {} family reached a writer (a gopt bug)",
         kind.name()
     ))
 }
@@ -463,6 +489,28 @@ fn is_const_root(g: &Graph, mut v: ValueId) -> bool {
     }
 }
 
+/// The sampling kernel of node `n`, op `op` ([`sample`]).
+fn sampled(g: &Graph, n: &Node, op: sample::SampleOp) -> crate::Result<Lowered> {
+    typed(sample::spec(g, n, op), |s| Spec::Sample(Box::new(s)))
+}
+
+/// The DFT or STFT kernel of node `n`, op `op` ([`spectral`]).
+fn spectral_kernel(g: &Graph, n: &Node, op: spectral::SpectralOp) -> crate::Result<Lowered> {
+    typed(spectral::spec(g, n, op), |s| Spec::Spectral(Box::new(s)))
+}
+
+/// The scatter kernel of node `n`, op `op` ([`scatter`]).
+fn scattered(g: &Graph, n: &Node, op: scatter::ScatterOp, views: Views) -> crate::Result<Lowered> {
+    typed(scatter::spec(g, n, op, views), |s| {
+        Spec::Scatter(Box::new(s))
+    })
+}
+
+/// The indexing kernel of node `n`, op `op` ([`indexed`]).
+fn indexed_kernel(g: &Graph, n: &Node, op: indexed::IndexedOp) -> crate::Result<Lowered> {
+    typed(indexed::spec(g, n, op), |s| Spec::Indexed(Box::new(s)))
+}
+
 /// What node `n` of `g` becomes on a GPU. An error is one no backend can report as a
 /// missing kernel (a size known only at run time, a graph the planner cannot lay out);
 /// a form of an op no kernel covers is [`Lowered::Unsupported`].
@@ -472,7 +520,7 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
 
 /// What node `n` of `g` becomes, with the element-wise, row, reduction, arg, scan,
 /// loss, Trilu and GatherElements families' specs left unparsed
-/// ([`Spec::Untyped`]): what [`absorb`] asks of a value's readers, while those
+/// ([`Spec::Shallow`]): what [`absorb`] asks of a value's readers, while those
 /// readers' specs ask [`absorb`] which of their inputs are read in place (parsing
 /// here would go round that circle forever).
 pub fn shallow(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
@@ -487,7 +535,7 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
     }
     use reduce::ReduceKind;
     use Kind::*;
-    let k = |kind| Lowered::Kernel(Spec::Untyped(kind));
+    let k = |kind| Lowered::Kernel(Spec::Shallow(kind));
     let none = |why: &str| Lowered::Unsupported(why.to_string());
     // A typed family's spec, or (shallow) its kind alone.
     let parsed = |kind: Kind, spec: &dyn Fn() -> crate::Result<Lowered>| {
@@ -686,17 +734,26 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
             ShapeOp::Trilu => parsed(Trilu, &|| {
                 typed(trilu::spec(g, n), |s| Spec::Trilu(Box::new(s)))
             })?,
-            ShapeOp::Tile
-            | ShapeOp::DepthToSpace
-            | ShapeOp::SpaceToDepth
-            | ShapeOp::CenterCropPad
-            | ShapeOp::ReverseSequence
-            | ShapeOp::GatherND
-            | ShapeOp::ConstantOfShape
-            | ShapeOp::Range
-            | ShapeOp::EyeLike
-            | ShapeOp::OneHot => k(Indexed),
-            ShapeOp::ScatterElements | ShapeOp::ScatterND | ShapeOp::Scatter => k(Scatter),
+            ShapeOp::Tile => return indexed_kernel(g, n, indexed::IndexedOp::Tile),
+            ShapeOp::DepthToSpace => return indexed_kernel(g, n, indexed::IndexedOp::DepthToSpace),
+            ShapeOp::SpaceToDepth => return indexed_kernel(g, n, indexed::IndexedOp::SpaceToDepth),
+            ShapeOp::CenterCropPad => {
+                return indexed_kernel(g, n, indexed::IndexedOp::CenterCropPad)
+            }
+            ShapeOp::ReverseSequence => {
+                return indexed_kernel(g, n, indexed::IndexedOp::ReverseSequence)
+            }
+            ShapeOp::GatherND => return indexed_kernel(g, n, indexed::IndexedOp::GatherNd),
+            ShapeOp::ConstantOfShape => {
+                return indexed_kernel(g, n, indexed::IndexedOp::ConstantOfShape)
+            }
+            ShapeOp::Range => return indexed_kernel(g, n, indexed::IndexedOp::Range),
+            ShapeOp::EyeLike => return indexed_kernel(g, n, indexed::IndexedOp::EyeLike),
+            ShapeOp::OneHot => return indexed_kernel(g, n, indexed::IndexedOp::OneHot),
+            ShapeOp::ScatterElements | ShapeOp::Scatter => {
+                return scattered(g, n, scatter::ScatterOp::Elements, views)
+            }
+            ShapeOp::ScatterND => return scattered(g, n, scatter::ScatterOp::Nd, views),
             ShapeOp::Shape | ShapeOp::Size => {
                 none("Shape and Size (constants once shapes are specialized; not on a GPU)")
             }
@@ -737,25 +794,34 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
             NnOp::Einsum | NnOp::Det => typed(einsum::spec(g, n), |s| Spec::Einsum(Box::new(s)))?,
         },
         Op::Attention(a) => match a {
-            AttentionOp::Attention => k(Attention),
+            AttentionOp::Attention => {
+                let a = attention::lower(g, n, views.strided_reads);
+                return typed(a, |s| Spec::Attention(Box::new(s)));
+            }
             AttentionOp::RotaryEmbedding => {
                 typed(rotary::spec(g, n, views), |s| Spec::Rotary(Box::new(s)))?
             }
             AttentionOp::SwiGLU => typed(glu::spec(g, n, views), |s| Spec::Glu(Box::new(s)))?,
-            AttentionOp::TensorScatter => k(Scatter),
+            AttentionOp::TensorScatter => return scattered(g, n, scatter::ScatterOp::Cache, views),
             AttentionOp::CausalConvWithState => {
                 typed(conv_state::spec(g, n), |s| Spec::ConvState(Box::new(s)))?
             }
-            AttentionOp::LinearAttention => k(LinearAttention),
+            AttentionOp::LinearAttention => {
+                let s = linear_attention::spec(g, n);
+                return typed(s, |s| Spec::LinearAttention(Box::new(s)));
+            }
             AttentionOp::FlexAttention => none("this op"),
         },
         Op::Image(i) => match i {
-            ImageOp::Resize => k(Resize),
-            ImageOp::GridSample | ImageOp::AffineGrid | ImageOp::RoiAlign => k(Sample),
+            ImageOp::Resize => return typed(resize::spec(g, n), |s| Spec::Resize(Box::new(s))),
+            ImageOp::GridSample => return sampled(g, n, sample::SampleOp::Grid),
+            ImageOp::AffineGrid => return sampled(g, n, sample::SampleOp::Affine),
+            ImageOp::RoiAlign => return sampled(g, n, sample::SampleOp::Roi),
             ImageOp::Col2Im => typed(conv_transpose::spec(g, n), |s| {
                 Spec::ConvTranspose(Box::new(s))
             })?,
-            ImageOp::DFT | ImageOp::STFT => k(Spectral),
+            ImageOp::DFT => return spectral_kernel(g, n, spectral::SpectralOp::Dft),
+            ImageOp::STFT => return spectral_kernel(g, n, spectral::SpectralOp::Stft),
             ImageOp::NonMaxSuppression => counted::lower(g, n, counted::CountedOp::Nms)?,
             ImageOp::HannWindow
             | ImageOp::HammingWindow
@@ -771,7 +837,9 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
             | ImageOp::TreeEnsemble => none("this op"),
         },
         Op::Control(c) => match c {
-            ControlOp::RNN | ControlOp::GRU | ControlOp::LSTM => k(Recurrent),
+            ControlOp::RNN | ControlOp::GRU | ControlOp::LSTM => {
+                return typed(recurrent::spec(g, n), |s| Spec::Recurrent(Box::new(s)))
+            }
             ControlOp::If | ControlOp::Loop | ControlOp::Scan => {
                 match n.attrs.str(gopt_ir::unroll::LEFT_ATTR) {
                     Ok(Some(why)) => none(&format!("control flow kept as it is: {why}")),

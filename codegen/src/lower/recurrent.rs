@@ -9,11 +9,12 @@
 //! sequence, the hidden state (and the cell state, and the gates of one step) kept in
 //! workgroup memory: so the hidden size is bounded ([`MAX_HIDDEN`]). The sequence
 //! lengths are read on the device: one outside `0..=seq_length` is an error the
-//! kernel raises ([`RecurrentSpec::bad_length`]), as the interpreter refuses it. A row
+//! kernel raises ([`RecurrentSpec::check`]), as the interpreter refuses it. A row
 //! runs its first `len` time steps (the last `len`, backwards, when reversed); Y stays
 //! zero past them and Y_h (Y_c) is the state after them, as in the interpreter.
 
-use super::support::{check_float, input, opt_input, plan, typed, unsupported};
+use super::support::{check_float, input, opt_input, plan, typed, unsupported, Site};
+use crate::plan::{index_code, IndexCheck};
 use crate::Result;
 use gopt_ir::ops::ControlOp;
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
@@ -93,20 +94,21 @@ pub enum ActKind {
 
 impl ActKind {
     fn parse(name: &str) -> Option<ActKind> {
-        Some(match name.to_ascii_lowercase().as_str() {
-            "sigmoid" => ActKind::Sigmoid,
-            "tanh" => ActKind::Tanh,
-            "relu" => ActKind::Relu,
-            "affine" => ActKind::Affine,
-            "leakyrelu" => ActKind::LeakyRelu,
-            "thresholdedrelu" => ActKind::ThresholdedRelu,
-            "scaledtanh" => ActKind::ScaledTanh,
-            "hardsigmoid" => ActKind::HardSigmoid,
-            "elu" => ActKind::Elu,
-            "softsign" => ActKind::Softsign,
-            "softplus" => ActKind::Softplus,
-            _ => return None,
-        })
+        const NAMES: [(&str, ActKind); 11] = [
+            ("sigmoid", ActKind::Sigmoid),
+            ("tanh", ActKind::Tanh),
+            ("relu", ActKind::Relu),
+            ("affine", ActKind::Affine),
+            ("leakyrelu", ActKind::LeakyRelu),
+            ("thresholdedrelu", ActKind::ThresholdedRelu),
+            ("scaledtanh", ActKind::ScaledTanh),
+            ("hardsigmoid", ActKind::HardSigmoid),
+            ("elu", ActKind::Elu),
+            ("softsign", ActKind::Softsign),
+            ("softplus", ActKind::Softplus),
+        ];
+        let name = name.to_ascii_lowercase();
+        NAMES.iter().find(|(n, _)| *n == name).map(|&(_, k)| k)
     }
 
     /// Default alpha and beta, `None` where the function takes no such parameter (as
@@ -160,8 +162,12 @@ pub enum Lengths {
 }
 
 /// An RNN, GRU or LSTM node, resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RecurrentSpec {
+    /// The node.
+    pub site: Site,
+    /// The check of the sequence lengths, when they are read on the device.
+    pub check: Option<IndexCheck>,
     /// The cell.
     pub cell: Cell,
     /// The dtype of X, the weights, the states and the outputs (computed in f32).
@@ -308,11 +314,6 @@ impl RecurrentSpec {
             .chain(self.y_c)
             .collect()
     }
-
-    /// What a bad sequence length is, for the run's error message.
-    pub fn bad_length(&self) -> String {
-        format!("a sequence length outside 0..={}", self.seq)
-    }
 }
 
 /// Reads RNN, GRU or LSTM node `node` of `g`.
@@ -413,7 +414,17 @@ pub fn spec(g: &Graph, node: &Node) -> Result<RecurrentSpec> {
     };
     let lens = lengths(g, node, batch)?;
     let (y, y_h, y_c) = outputs(g, node, cell, dtype, (y_shape, state))?;
+    let check = match lens {
+        Lengths::Full => None,
+        Lengths::Input(..) => Some(IndexCheck {
+            code: index_code(g, node)?,
+            op: node.op.name().into(),
+            what: format!("a sequence length outside 0..={seq}"),
+        }),
+    };
     let spec = RecurrentSpec {
+        site: Site::of(node),
+        check,
         cell,
         dtype,
         seq,

@@ -22,7 +22,7 @@
 //! rounding the interpreter's f64 sums decide.
 
 use super::index::strides;
-use super::support::{const_input, input, opt_input, output, plan, typed, unsupported};
+use super::support::{const_input, input, opt_input, output, plan, typed, unsupported, Site};
 use crate::Result;
 use gopt_ir::{DType, Graph, Node, Tensor, ValueId};
 
@@ -121,8 +121,10 @@ pub struct Axis {
 }
 
 /// A Resize node, resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ResizeSpec {
+    /// The node.
+    pub site: Site,
     /// The data.
     pub x: ValueId,
     /// The output (the data's dtype).
@@ -395,7 +397,9 @@ fn target(g: &Graph, node: &Node) -> Result<Target> {
         (Some(s), None) => Ok(Target::Scales(s.to_f64_vec())),
         (None, Some(z)) if z.dtype().is_int() => Ok(Target::Sizes(z.to_i64_vec())),
         (None, Some(z)) => Err(unsupported(node, &format!("{} sizes", z.dtype()))),
-        _ => Err(plan(format!("{}: Resize takes scales or sizes", node.name))),
+        (Some(_), Some(_)) | (None, None) => {
+            Err(plan(format!("{}: Resize takes scales or sizes", node.name)))
+        }
     }
 }
 
@@ -577,6 +581,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ResizeSpec> {
         });
     }
     Ok(ResizeSpec {
+        site: Site::of(node),
         x,
         out,
         dtype,

@@ -14,15 +14,26 @@
 //!   shape's (the `size` input, constant once the graph is specialized).
 //! - RoiAlign averages (or takes the max of) bilinear samples over each bin of each
 //!   region of interest; the regions' batch indices are read on the device and checked
-//!   ([`RoiAlignSpec::out_of_range`]): one outside the batch fails the run.
+//!   ([`RoiAlignSpec::check`]): one outside the batch fails the run.
 
-use super::support::{check_float, input, output, plan, typed, unsupported};
+use super::support::{check_float, input, output, plan, typed, unsupported, Site};
+use crate::plan::{index_code, IndexCheck};
 use crate::Result;
-use gopt_ir::ops::ImageOp;
-use gopt_ir::{DType, Graph, Node, Op, ValueId};
+use gopt_ir::{DType, Graph, Node, ValueId};
+
+/// Which sampling op a node is, as [`super::lower`] maps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SampleOp {
+    /// GridSample.
+    Grid,
+    /// AffineGrid.
+    Affine,
+    /// RoiAlign.
+    Roi,
+}
 
 /// A sampling node, resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum SampleSpec {
     /// GridSample.
     Grid(GridSampleSpec),
@@ -86,8 +97,10 @@ impl Padding {
 }
 
 /// A GridSample node, resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct GridSampleSpec {
+    /// The node.
+    pub site: Site,
     /// The image `[N, C, spatial...]`.
     pub x: ValueId,
     /// The grid `[N, out spatial..., k]`.
@@ -148,8 +161,10 @@ impl GridSampleSpec {
 }
 
 /// An AffineGrid node, resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct AffineGridSpec {
+    /// The node.
+    pub site: Site,
     /// The matrices `[N, k, k + 1]`.
     pub theta: ValueId,
     /// The grid `[N, spatial..., k]`.
@@ -213,8 +228,12 @@ pub struct BaseGrid {
 }
 
 /// A RoiAlign node, resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct RoiAlignSpec {
+    /// The node.
+    pub site: Site,
+    /// The check of the regions' batch indices.
+    pub check: IndexCheck,
     /// The image `[N, C, H, W]`.
     pub x: ValueId,
     /// The regions `[R, 4]` (x1, y1, x2, y2).
@@ -256,27 +275,18 @@ pub struct RoiAlignSpec {
 }
 
 impl RoiAlignSpec {
-    /// What a batch index out of range is, for the run's error message.
-    pub fn out_of_range(&self) -> String {
-        format!("a batch index outside the batch of {}", self.batch_len)
-    }
-
     /// The image's elements.
     pub fn x_len(&self) -> usize {
         self.batch_len * self.c * self.h * self.w
     }
 }
 
-/// Reads sampling node `node` of `g`.
-pub fn spec(g: &Graph, node: &Node) -> Result<SampleSpec> {
-    match node.op {
-        Op::Image(ImageOp::GridSample) => grid_sample(g, node).map(SampleSpec::Grid),
-        Op::Image(ImageOp::AffineGrid) => affine_grid(g, node).map(SampleSpec::Affine),
-        Op::Image(ImageOp::RoiAlign) => roi_align(g, node).map(SampleSpec::Roi),
-        _ => Err(unsupported(
-            node,
-            "an op other than GridSample, AffineGrid, RoiAlign",
-        )),
+/// Reads sampling node `node` (of op `op`) of `g`.
+pub fn spec(g: &Graph, node: &Node, op: SampleOp) -> Result<SampleSpec> {
+    match op {
+        SampleOp::Grid => grid_sample(g, node).map(SampleSpec::Grid),
+        SampleOp::Affine => affine_grid(g, node).map(SampleSpec::Affine),
+        SampleOp::Roi => roi_align(g, node).map(SampleSpec::Roi),
     }
 }
 
@@ -314,7 +324,11 @@ fn grid_sample(g: &Graph, node: &Node) -> Result<GridSampleSpec> {
     if n == 0 || dims.contains(&0) {
         return Err(unsupported(node, "an empty tensor"));
     }
+    if xs.iter().product::<usize>() >= 1 << 31 {
+        return Err(unsupported(node, "an image of 2^31 elements or more"));
+    }
     Ok(GridSampleSpec {
+        site: Site::of(node),
         x,
         grid,
         out,
@@ -356,7 +370,11 @@ fn affine_grid(g: &Graph, node: &Node) -> Result<AffineGridSpec> {
     if n == 0 {
         return Err(unsupported(node, "an empty grid"));
     }
+    if os[1..k + 1].iter().any(|&s| s >= 1 << 22) {
+        return Err(unsupported(node, "a grid dim of 2^22 samples or more"));
+    }
     Ok(AffineGridSpec {
+        site: Site::of(node),
         theta,
         out,
         dtype,
@@ -410,10 +428,19 @@ fn roi_align(g: &Graph, node: &Node) -> Result<RoiAlignSpec> {
     if n == 0 || xs.contains(&0) {
         return Err(unsupported(node, "an empty tensor"));
     }
+    if xs.iter().product::<usize>() >= 1 << 31 {
+        return Err(unsupported(node, "an image of 2^31 elements or more"));
+    }
     if ratio > 1 << 16 {
         return Err(unsupported(node, "a sampling_ratio above 2^16"));
     }
     Ok(RoiAlignSpec {
+        site: Site::of(node),
+        check: IndexCheck {
+            code: index_code(g, node)?,
+            op: node.op.name().into(),
+            what: format!("a batch index outside the batch of {}", xs[0]),
+        },
         x,
         rois,
         batch,
@@ -441,6 +468,12 @@ mod tests {
 
     fn affine(align: bool) -> AffineGridSpec {
         AffineGridSpec {
+            site: Site {
+                node: "affine".into(),
+                op: "AffineGrid",
+                inputs: vec![Some(0)],
+                outputs: vec![1],
+            },
             theta: ValueId(0),
             out: ValueId(1),
             dtype: DType::F32,

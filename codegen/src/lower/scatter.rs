@@ -20,9 +20,10 @@
 //!   cache is not touched (generation's KV cache, which lives across steps).
 
 use super::index::strides;
-use super::support::{input, opt_input, output, plan, typed, unsupported};
+use super::support::{input, opt_input, output, plan, typed, unsupported, Site};
+use crate::plan::{index_code, IndexCheck};
 use crate::Result;
-use gopt_ir::ops::{AttentionOp, ShapeOp};
+use gopt_ir::ops::AttentionOp;
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
 
 /// The most ScatterND work (output elements × index rows × index depth) a kernel is
@@ -62,8 +63,32 @@ impl Reduction {
     }
 }
 
-/// A scatter node, resolved.
-#[derive(Clone, Debug)]
+/// Which scatter a node is, as [`super::lower`] maps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ScatterOp {
+    /// ScatterElements or Scatter.
+    Elements,
+    /// ScatterND.
+    Nd,
+    /// TensorScatter.
+    Cache,
+}
+
+/// A scatter node, resolved, with what its writers need besides its form.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scatter {
+    /// The node.
+    pub site: Site,
+    /// The index check: the node's code, and what an index out of range is.
+    pub check: IndexCheck,
+    /// TensorScatter writes the cache in place ([`in_place`]).
+    pub in_place: bool,
+    /// The form.
+    pub form: ScatterSpec,
+}
+
+/// A scatter node's form, resolved.
+#[derive(Clone, Debug, PartialEq)]
 pub enum ScatterSpec {
     /// ScatterElements or Scatter.
     Elements(ElementsSpec),
@@ -74,7 +99,7 @@ pub enum ScatterSpec {
 }
 
 /// What every scatter has: data, indices and updates, one output like the data.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Operands {
     /// The data (copied into the output).
     pub data: ValueId,
@@ -97,7 +122,7 @@ pub struct Operands {
 /// ScatterElements: element `c` of the data (coordinates over [`ElementsSpec::dims`])
 /// receives, for each `t < count`, the update at `p = c with c[axis] = t` (when `c`
 /// lies inside the indices off the axis) if `indices[p]` (wrapped) is `c[axis]`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct ElementsSpec {
     /// Data, indices, updates, output.
     pub ops: Operands,
@@ -137,7 +162,7 @@ impl ElementsSpec {
 /// ScatterND: element `i` is element `j = i % chunk` of the slice at offset `i - j`;
 /// each index row `r` (in order) whose coordinates (wrapped, checked) address that
 /// slice applies `updates[r × chunk + j]`.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct NdSpec {
     /// Data, indices, updates, output.
     pub ops: Operands,
@@ -171,7 +196,7 @@ impl NdSpec {
 /// axis; position `s` of prefix row `p` (batch entry `p / per_batch`, write index `w`)
 /// takes update row `p`, position `s - w` when that is in `0..seq` (linear), or
 /// `(s - w) mod max_seq` when that is below `seq` (circular).
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct CacheSpec {
     /// The cache.
     pub past: ValueId,
@@ -209,60 +234,28 @@ impl CacheSpec {
     }
 }
 
-/// Reads scatter node `node` of `g`.
-pub fn spec(g: &Graph, node: &Node) -> Result<ScatterSpec> {
-    match node.op {
-        Op::Shape(ShapeOp::ScatterElements | ShapeOp::Scatter) => {
-            elements(g, node).map(ScatterSpec::Elements)
-        }
-        Op::Shape(ShapeOp::ScatterND) => nd(g, node).map(ScatterSpec::Nd),
-        Op::Attention(AttentionOp::TensorScatter) => cache(g, node).map(ScatterSpec::Cache),
-        Op::Shape(
-            ShapeOp::Identity
-            | ShapeOp::Shape
-            | ShapeOp::Size
-            | ShapeOp::Reshape
-            | ShapeOp::Flatten
-            | ShapeOp::Squeeze
-            | ShapeOp::Unsqueeze
-            | ShapeOp::Expand
-            | ShapeOp::Tile
-            | ShapeOp::Transpose
-            | ShapeOp::Concat
-            | ShapeOp::Split
-            | ShapeOp::DepthToSpace
-            | ShapeOp::SpaceToDepth
-            | ShapeOp::Slice
-            | ShapeOp::Pad
-            | ShapeOp::CenterCropPad
-            | ShapeOp::ReverseSequence
-            | ShapeOp::Gather
-            | ShapeOp::GatherElements
-            | ShapeOp::GatherND
-            | ShapeOp::Compress
-            | ShapeOp::NonZero
-            | ShapeOp::Unique
-            | ShapeOp::ConstantOfShape
-            | ShapeOp::Range
-            | ShapeOp::EyeLike
-            | ShapeOp::OneHot
-            | ShapeOp::Trilu,
-        )
-        | Op::Attention(
-            AttentionOp::Attention
-            | AttentionOp::FlexAttention
-            | AttentionOp::RotaryEmbedding
-            | AttentionOp::LinearAttention
-            | AttentionOp::CausalConvWithState
-            | AttentionOp::SwiGLU,
-        )
-        | Op::Elementwise(_)
-        | Op::Reduce(_)
-        | Op::Nn(_)
-        | Op::Image(_)
-        | Op::Control(_)
-        | Op::Fused(_) => Err(unsupported(node, "this op (not a scatter)")),
-    }
+/// Reads scatter node `node` (of op `op`) of `g`, placed under `views`.
+pub fn spec(g: &Graph, node: &Node, op: ScatterOp, views: super::Views) -> Result<Scatter> {
+    let form = match op {
+        ScatterOp::Elements => elements(g, node).map(ScatterSpec::Elements)?,
+        ScatterOp::Nd => nd(g, node).map(ScatterSpec::Nd)?,
+        ScatterOp::Cache => cache(g, node).map(ScatterSpec::Cache)?,
+    };
+    let what = match &form {
+        ScatterSpec::Elements(s) => s.out_of_range(),
+        ScatterSpec::Nd(s) => s.out_of_range(),
+        ScatterSpec::Cache(s) => s.out_of_range(),
+    };
+    Ok(Scatter {
+        site: Site::of(node),
+        check: IndexCheck {
+            code: index_code(g, node)?,
+            op: node.op.name().into(),
+            what,
+        },
+        in_place: in_place(g, node, views),
+        form,
+    })
 }
 
 /// The data, indices, updates and output of a ScatterElements or ScatterND, with the
@@ -470,9 +463,7 @@ mod tests {
   %3 "y": f32[3,5] = ScatterElements "s"(%0, %1, %2) {axis = 1, reduction = "add"}
 }"#,
         );
-        let ScatterSpec::Elements(s) = spec(&g, &g.nodes[0]).expect("spec") else {
-            panic!("not ScatterElements");
-        };
+        let s = elements(&g, &g.nodes[0]).expect("spec");
         assert_eq!(s.dims, vec![(3, 2, 2), (5, 2, 1)]);
         assert_eq!((s.axis_len(), s.count(), s.axis_stride()), (5, 2, 1));
         assert_eq!(s.ops.reduction, Reduction::Add);
@@ -486,9 +477,7 @@ mod tests {
   %3 "y": f32[4,4,4] = ScatterND "s"(%0, %1, %2) {reduction = "mul"}
 }"#,
         );
-        let ScatterSpec::Nd(s) = spec(&g, &g.nodes[0]).expect("spec") else {
-            panic!("not ScatterND");
-        };
+        let s = nd(&g, &g.nodes[0]).expect("spec");
         assert_eq!((s.chunk, s.rows, s.depth), (16, 2, 1));
         assert_eq!(s.coords, vec![(4, 16)]);
     }

@@ -9,14 +9,24 @@
 //! sizes that decide shapes (`dft_length`, `axis`, `frame_step`, `frame_length`) must
 //! be constants, which a specialized graph makes them.
 
-use super::support::{check_float, input, opt_input, output, plan, typed, unsupported};
+use super::support::{check_float, input, opt_input, output, plan, typed, unsupported, Site};
 use crate::Result;
-use gopt_ir::ops::ImageOp;
-use gopt_ir::{DType, Graph, Node, Op, ValueId};
+use gopt_ir::{DType, Graph, Node, ValueId};
+
+/// Which transform a node is, as [`super::lower`] maps it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SpectralOp {
+    /// DFT.
+    Dft,
+    /// STFT.
+    Stft,
+}
 
 /// A DFT or STFT node, resolved.
-#[derive(Clone, Debug)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct SpectralSpec {
+    /// The node.
+    pub site: Site,
     /// The signal.
     pub x: ValueId,
     /// STFT's window (one weight per lane element), when given.
@@ -75,23 +85,18 @@ fn const_int(g: &Graph, node: &Node, k: usize, what: &str) -> Result<Option<i64>
     }
     match t.to_i64_vec()[..] {
         [x] => Ok(Some(x)),
-        _ => Err(unsupported(
+        [] | [_, _, ..] => Err(unsupported(
             node,
             &format!("{what} of more than one element"),
         )),
     }
 }
 
-/// Reads DFT or STFT node `node` of `g`.
-pub fn spec(g: &Graph, node: &Node) -> Result<SpectralSpec> {
-    match node.op {
-        Op::Image(ImageOp::DFT) => dft(g, node),
-        Op::Image(ImageOp::STFT) => stft(g, node),
-        _ => Err(plan(format!(
-            "node `{}` ({}) is not DFT or STFT",
-            node.name,
-            node.op.name()
-        ))),
+/// Reads DFT or STFT node `node` (of op `op`) of `g`.
+pub fn spec(g: &Graph, node: &Node, op: SpectralOp) -> Result<SpectralSpec> {
+    match op {
+        SpectralOp::Dft => dft(g, node),
+        SpectralOp::Stft => stft(g, node),
     }
 }
 
@@ -140,6 +145,7 @@ fn dft(g: &Graph, node: &Node) -> Result<SpectralSpec> {
     let inner: usize = shape[axis + 1..rank - 1].iter().product();
     let hermitian = inverse && onesided;
     Ok(SpectralSpec {
+        site: Site::of(node),
         x,
         window: None,
         out,
@@ -200,6 +206,7 @@ fn stft(g: &Graph, node: &Node) -> Result<SpectralSpec> {
         frame_len
     };
     Ok(SpectralSpec {
+        site: Site::of(node),
         x,
         window: window.map(|(w, wdt, _)| (w, wdt)),
         out,

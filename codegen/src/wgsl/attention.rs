@@ -14,12 +14,12 @@
 //! `nonpad_kv_seqlen`, the present and qk outputs, softcap, windows, a value head size
 //! of its own) go to the general shader ([`general`]).
 
-use super::unsupported;
 use super::WgslKernel;
-use crate::lower::attention::{lower, Mask};
+use crate::lower::attention::{Attention, Mask};
+use crate::lower::support::Site;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 #[path = "attention_general.rs"]
 mod general;
@@ -71,28 +71,33 @@ fn loader(name: &str, head: usize, vec4: bool) -> String {
     format!("\nfn load_{name}(base: u32, c: u32) -> vec4<f32> {{\n{body}}}\n")
 }
 
-/// Emits the attention shader for `node`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let a = lower(g, node, super::VIEWS.strided_reads).map_err(|e| e.for_backend("WGSL"))?;
+/// The error for a form of the node the WGSL shaders do not cover.
+fn unsupported(site: &Site, what: impl Into<String>) -> crate::CodegenError {
+    site.unsupported(&what.into()).for_backend("WGSL")
+}
+
+/// Emits the attention shader of `a`.
+pub fn emit(a: &Attention, name: &str) -> Result<WgslKernel> {
+    let site = &a.site;
     if a.general() {
-        return general::emit(node, name, &a);
+        return general::emit(site, name, a);
     }
     let (dt, d, scale, causal) = (a.dtype, a.dims, a.scale, a.causal);
     // The shader writes the output with Q's strides from element 0 (VIEWS has no
     // strided reads, so lowering never asks otherwise).
     if d.offsets != [0; 3] || d.out_strides != d.q_strides {
         return Err(unsupported(
-            node,
+            site,
             "Q, K and V read in place from a wider tensor",
         ));
     }
     let t = match dt {
         DType::F32 => "f32",
         DType::F16 => "f16",
-        other => return Err(unsupported(node, format!("{other} data"))),
+        other => return Err(unsupported(site, format!("{other} data"))),
     };
     if let Some(m) = a.mask.filter(|m| m.dtype == DType::BF16) {
-        return Err(unsupported(node, format!("a {} mask", m.dtype)));
+        return Err(unsupported(site, format!("a {} mask", m.dtype)));
     }
 
     // Invocations per row: 8 for heads of 32 and more, 4 below; tiles as large as the
@@ -109,7 +114,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         .find(|&(m, n)| shared_bytes(m, n, tpr, ldv) <= SHARED_BUDGET)
         .ok_or_else(|| {
             unsupported(
-                node,
+                site,
                 format!("a head size of {} (workgroup memory)", d.head),
             )
         })?;
@@ -180,14 +185,14 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     ];
     let mut consts = String::new();
     for (c, x) in names.split(' ').zip(values) {
-        let x = u32::try_from(x).map_err(|_| unsupported(node, "sizes past 2^32"))?;
+        let x = u32::try_from(x).map_err(|_| unsupported(site, "sizes past 2^32"))?;
         consts += &format!("const {c}: u32 = {x}u;\n");
     }
     let count = |x: usize| u32::try_from(x).ok().filter(|&w| w <= 65535);
     let (Some(x), Some(y), Some(z)) = (count(d.sq.div_ceil(bm)), count(d.q_heads), count(d.batch))
     else {
         return Err(unsupported(
-            node,
+            site,
             "more than 65535 workgroups along one axis",
         ));
     };
@@ -197,7 +202,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         .collect();
     let holes: Vec<(&str, String)> = vec![
         ("enable", super::enable_f16(f16).to_string()),
-        ("what", node.op.name().to_string()),
+        ("what", site.op.to_string()),
         ("dtype", dt.to_string()),
         ("bindings", bindings.join("\n")),
         ("consts", consts),
@@ -216,7 +221,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let refs: Vec<(&str, &str)> = holes.iter().map(|(k, v)| (*k, v.as_str())).collect();
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: site.node.clone(),
         source: fill(TEMPLATE, &refs)?,
         workgroups: [x, y, z],
         inputs,

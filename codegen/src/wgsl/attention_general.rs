@@ -7,11 +7,13 @@
 //! the cache and the new keys and values into the present outputs. The CUDA writer's
 //! general kernel is the same algorithm line by line.
 
+use super::unsupported;
 use crate::lower::attention::{Attention, Mask};
+use crate::lower::support::Site;
 use crate::template::fill;
-use crate::wgsl::{enable_f16, storage_type, unsupported, WgslKernel};
+use crate::wgsl::{enable_f16, storage_type, WgslKernel};
 use crate::Result;
-use gopt_ir::{DType, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("attention_general.wgsl");
 /// Invocations per workgroup (the template's `WG`).
@@ -19,12 +21,12 @@ const WG: usize = 64;
 
 /// The body of a function rounding `x` (f32) to `dt` and back: f16 by conversion, bf16
 /// to nearest even on the bits (NaN kept), f32 not at all.
-fn round_body(node: &Node, dt: DType) -> Result<String> {
+fn round_body(site: &Site, dt: DType) -> Result<String> {
     Ok(match dt {
         DType::F32 => "    return x;\n".into(),
         DType::F16 => "    return f32(f16(x));\n".into(),
         DType::BF16 => "    let u = bitcast<u32>(x);\n    if ((u & 0x7fffffffu) > 0x7f800000u) { return x; }\n    return bitcast<f32>((u + 0x7fffu + ((u >> 16u) & 1u)) & 0xffff0000u);\n".into(),
-        other => return Err(unsupported(node, format!("a {other} softmax precision"))),
+        other => return Err(unsupported(site, format!("a {other} softmax precision"))),
     })
 }
 
@@ -73,13 +75,13 @@ fn present_copy(out: &str, read: &str, hd: &str) -> String {
 }
 
 /// Emits the general attention shader for `node`, lowered as `a`.
-pub fn emit(node: &Node, name: &str, a: &Attention) -> Result<WgslKernel> {
+pub fn emit(site: &Site, name: &str, a: &Attention) -> Result<WgslKernel> {
     let d = &a.dims;
     let e = &a.extras;
     let t = match a.dtype {
         DType::F32 => "f32",
         DType::F16 => "f16",
-        other => return Err(unsupported(node, format!("{other} data"))),
+        other => return Err(unsupported(site, format!("{other} data"))),
     };
     let mut f16 = a.dtype == DType::F16 || a.softmax == DType::F16;
     let mut inputs = vec![a.q.0, a.k.0, a.v.0];
@@ -90,7 +92,7 @@ pub fn emit(node: &Node, name: &str, a: &Attention) -> Result<WgslKernel> {
     ];
     if let Some(m) = &a.mask {
         let (mt, _) = storage_type(m.dtype)
-            .ok_or_else(|| unsupported(node, format!("a {} mask", m.dtype)))?;
+            .ok_or_else(|| unsupported(site, format!("a {} mask", m.dtype)))?;
         f16 |= m.dtype == DType::F16;
         bindings.push(format!("var<storage, read> mask: array<{mt}>;"));
         inputs.push(m.value.0);
@@ -141,7 +143,7 @@ pub fn emit(node: &Node, name: &str, a: &Attention) -> Result<WgslKernel> {
     let count = |x: usize| u32::try_from(x).ok().filter(|&w| w <= 65535);
     let (Some(x), Some(y), Some(z)) = (count(d.sq), count(d.q_heads), count(d.batch)) else {
         return Err(unsupported(
-            node,
+            site,
             "more than 65535 workgroups along one axis",
         ));
     };
@@ -161,7 +163,7 @@ pub fn emit(node: &Node, name: &str, a: &Attention) -> Result<WgslKernel> {
         blocks * WG * 2,
     ];
     if biggest.iter().any(|&n| n >= 1 << 31) {
-        return Err(unsupported(node, "tensors of 2^31 elements"));
+        return Err(unsupported(site, "tensors of 2^31 elements"));
     }
     let names = "BATCH SQ HQ HK GROUP DK DV PAST TOTAL Q_OFF Q_SB Q_SH Q_SI K_OFF K_SB K_SH K_SI V_OFF V_SB V_SH V_SI O_SB O_SH O_SI E NBLK";
     let values = [
@@ -209,13 +211,13 @@ pub fn emit(node: &Node, name: &str, a: &Attention) -> Result<WgslKernel> {
     let (kv_len, offset) = positions(a);
     let holes: Vec<(&str, String)> = vec![
         ("enable", enable_f16(f16).to_string()),
-        ("what", node.op.name().to_string()),
+        ("what", site.op.to_string()),
         ("dtype", a.dtype.to_string()),
         ("bindings", bindings.join("\n")),
         ("consts", consts),
         ("t", t.to_string()),
-        ("rnd", round_body(node, a.dtype)?),
-        ("smr", round_body(node, a.softmax)?),
+        ("rnd", round_body(site, a.dtype)?),
+        ("smr", round_body(site, a.softmax)?),
         ("past_k", past_k),
         ("past_v", past_v),
         ("kv_len", kv_len),
@@ -227,7 +229,7 @@ pub fn emit(node: &Node, name: &str, a: &Attention) -> Result<WgslKernel> {
     let refs: Vec<(&str, &str)> = holes.iter().map(|(k, v)| (*k, v.as_str())).collect();
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: site.node.clone(),
         source: fill(TEMPLATE, &refs)?,
         workgroups: [x, y, z],
         inputs,

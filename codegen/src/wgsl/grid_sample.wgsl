@@ -47,7 +47,7 @@ fn gs_coord(v: f32, len: f32, lo: f32, hi: f32) -> f32 {
 
 // The taps at coordinate `c` along a dim of `len` samples (a tap index far outside
 // is clamped first: such taps read the padding either way).
-fn gs_taps(c: f32, len: i32, lo: f32, hi: f32) -> Taps {
+fn gs_tap(c: f32, len: i32, lo: f32, hi: f32) -> Taps {
     var r: Taps;
 {{taps}}    return r;
 }

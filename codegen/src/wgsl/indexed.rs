@@ -9,16 +9,16 @@
 
 use super::bounds;
 use super::types::{self, Kind};
-use super::unsupported;
 use super::WgslKernel;
 use crate::lower::indexed::{
-    spec, AxisRead, EyeSpec, FillSpec, GatherNdSpec, IndexedSpec, MapSpec, OneHotSpec, RangeSpec,
-    ReverseSpec, Scalar,
+    AxisRead, EyeSpec, FillSpec, GatherNdSpec, Indexed, IndexedSpec, MapSpec, OneHotSpec,
+    RangeSpec, ReverseSpec, Scalar,
 };
+use crate::lower::support::Site;
 use crate::plan::IndexCheck;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node, Tensor, ValueId};
+use gopt_ir::{DType, Tensor, ValueId};
 
 const TEMPLATE: &str = include_str!("indexed.wgsl");
 
@@ -39,18 +39,18 @@ struct Parts {
     check: Option<IndexCheck>,
 }
 
-/// Emits the shader for indexing node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let parts = match spec(g, node)? {
-        IndexedSpec::Map(m) => map(node, &m)?,
-        IndexedSpec::GatherNd(s) => gather_nd(g, node, &s)?,
-        IndexedSpec::Reverse(s) => reverse(g, node, &s)?,
-        IndexedSpec::OneHot(s) => one_hot(node, &s)?,
-        IndexedSpec::Eye(s) => eye(node, &s)?,
-        IndexedSpec::Range(s) => range(node, &s)?,
-        IndexedSpec::Fill(s) => constant(node, &s)?,
+/// Emits the shader of indexing spec `sp`.
+pub fn emit(sp: &Indexed, name: &str) -> Result<WgslKernel> {
+    let parts = match &sp.form {
+        IndexedSpec::Map(m) => map(sp, m)?,
+        IndexedSpec::GatherNd(s) => gather_nd(sp, s)?,
+        IndexedSpec::Reverse(s) => reverse(sp, s)?,
+        IndexedSpec::OneHot(s) => one_hot(sp, s)?,
+        IndexedSpec::Eye(s) => eye(sp, s)?,
+        IndexedSpec::Range(s) => range(sp, s)?,
+        IndexedSpec::Fill(s) => constant(sp, s)?,
     };
-    let n = u32::try_from(parts.n).map_err(|_| unsupported(node, "2^32 elements or more"))?;
+    let n = u32::try_from(parts.n).map_err(|_| sp.site.unsupported("2^32 elements or more"))?;
     let mut bindings: Vec<String> = parts
         .inputs
         .iter()
@@ -82,7 +82,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: sp.site.node.clone(),
         source,
         workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs: parts.inputs.iter().map(|(v, _)| v.0).collect(),
@@ -92,27 +92,41 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     })
 }
 
+/// The node's index check, for indices checked against an axis of `len` (one too long
+/// for an i32 index is refused: no WGSL binding holds one).
+fn checked(sp: &Indexed, len: usize, what: String) -> Result<IndexCheck> {
+    if i32::try_from(len).is_err() {
+        return Err(sp.site.unsupported("an axis of 2^31 elements or more"));
+    }
+    Ok(IndexCheck {
+        code: sp.code,
+        op: sp.site.op.into(),
+        what,
+    })
+}
+
 /// The storage element of `dt`, or the refusal.
-fn element(node: &Node, dt: DType, what: &str) -> Result<&'static str> {
+fn element(site: &Site, dt: DType, what: &str) -> Result<&'static str> {
     super::storage_type(dt)
         .map(|(t, _)| t)
-        .ok_or_else(|| unsupported(node, format!("{dt} {what}")))
+        .ok_or_else(|| site.unsupported(&format!("{dt} {what}")))
 }
 
 /// Refuses a size past what i32 coordinates hold.
-fn small(node: &Node, v: usize, what: &str) -> Result<()> {
-    match v < LIM {
-        true => Ok(()),
-        false => Err(unsupported(node, format!("{what} of 2^30 or more"))),
+fn small(site: &Site, v: usize, what: &str) -> Result<()> {
+    if v < LIM {
+        Ok(())
+    } else {
+        Err(site.unsupported(&format!("{what} of 2^30 or more")))
     }
 }
 
 /// Tile, DepthToSpace, SpaceToDepth, CenterCropPad: the output coordinates, last axis
 /// first, each adding its input coordinate times the input's stride; a shifted axis
 /// outside the input makes the element zero.
-fn map(node: &Node, m: &MapSpec) -> Result<Parts> {
-    let t = element(node, m.dtype, "data")?;
-    small(node, m.x_len, "an input")?;
+fn map(sp: &Indexed, m: &MapSpec) -> Result<Parts> {
+    let t = element(&sp.site, m.dtype, "data")?;
+    small(&sp.site, m.x_len, "an input")?;
     let mut body = String::from("        var r: u32 = i;\n        var at: u32 = 0u;\n");
     if m.pads() {
         body += "        var inside = true;\n";
@@ -131,9 +145,9 @@ fn map(node: &Node, m: &MapSpec) -> Result<Parts> {
             }
             AxisRead::Direct { .. } | AxisRead::Wrap { .. } => {}
             AxisRead::Shift { shift, len, stride } => {
-                small(node, d, "an axis")?;
+                small(&sp.site, d, "an axis")?;
                 if shift.unsigned_abs() >= LIM as u64 {
-                    return Err(unsupported(node, "a crop or pad of 2^30 or more"));
+                    return Err(sp.site.unsupported("a crop or pad of 2^30 or more"));
                 }
                 body += &format!(
                     "        let c{a} = i32(r % {d}u) - ({shift}i); r = r / {d}u;\n        \
@@ -149,7 +163,7 @@ fn map(node: &Node, m: &MapSpec) -> Result<Parts> {
         "        out[i] = in0[at];\n".to_string()
     };
     Ok(Parts {
-        what: node.op.name().to_string(),
+        what: sp.site.op.to_string(),
         how: "the output coordinates mapped back to the input's element",
         inputs: vec![(m.x, t)],
         out: m.out,
@@ -163,12 +177,12 @@ fn map(node: &Node, m: &MapSpec) -> Result<Parts> {
 
 /// GatherND: each coordinate of the row read, wrapped, checked, and added times its
 /// axis' stride to the batch entry's and the chunk element's offset.
-fn gather_nd(g: &Graph, node: &Node, s: &GatherNdSpec) -> Result<Parts> {
-    let t = element(node, s.dtype, "data")?;
+fn gather_nd(sp: &Indexed, s: &GatherNdSpec) -> Result<Parts> {
+    let t = element(&sp.site, s.dtype, "data")?;
     let it = bounds::index_type(s.index_dtype)
-        .ok_or_else(|| unsupported(node, format!("{} indices", s.index_dtype)))?;
-    small(node, s.data_len, "data")?;
-    let check = bounds::check(g, node, s.max_len(), s.out_of_range())?;
+        .ok_or_else(|| sp.site.unsupported(&format!("{} indices", s.index_dtype)))?;
+    small(&sp.site, s.data_len, "data")?;
+    let check = checked(sp, s.max_len(), s.out_of_range())?;
     let mut body = format!(
         "        let r = i / {chunk}u;\n        var at: u32 = (r / {rpb}u) * {bs}u + i % {chunk}u;\n",
         chunk = s.chunk,
@@ -196,21 +210,19 @@ fn gather_nd(g: &Graph, node: &Node, s: &GatherNdSpec) -> Result<Parts> {
 
 /// ReverseSequence: the batch entry's length read and checked, the time coordinate
 /// mirrored below it.
-fn reverse(g: &Graph, node: &Node, s: &ReverseSpec) -> Result<Parts> {
-    let t = element(node, s.dtype, "data")?;
+fn reverse(sp: &Indexed, s: &ReverseSpec) -> Result<Parts> {
+    let t = element(&sp.site, s.dtype, "data")?;
     let lt = bounds::index_type(s.lens_dtype)
-        .ok_or_else(|| unsupported(node, format!("{} lengths", s.lens_dtype)))?;
-    small(node, s.n, "an input")?;
+        .ok_or_else(|| sp.site.unsupported(&format!("{} lengths", s.lens_dtype)))?;
+    small(&sp.site, s.n, "an input")?;
     let ((blen, bst), (tlen, tst)) = (s.batch, s.time);
-    let check = bounds::check(g, node, tlen + 1, s.out_of_range())?;
+    let check = checked(sp, tlen + 1, s.out_of_range())?;
     let code = check.code;
-    let load = match s.lens_dtype {
-        DType::I64 => {
-            "        let lw = in1[b];\n        var len: i32 = bitcast<i32>(lw.x);\n        \
-                       if (lw.y != select(0u, 0xffffffffu, len < 0i)) { len = -1i; }\n"
-                .to_string()
-        }
-        _ => "        var len: i32 = in1[b];\n".to_string(),
+    let load = if s.lens_dtype == DType::I64 {
+        "        let lw = in1[b];\n        var len: i32 = bitcast<i32>(lw.x);\n        \
+         if (lw.y != select(0u, 0xffffffffu, len < 0i)) { len = -1i; }\n"
+    } else {
+        "        var len: i32 = in1[b];\n"
     };
     let body = format!(
         "        let b = (i / {bst}u) % {blen}u;\n        \
@@ -236,13 +248,13 @@ fn reverse(g: &Graph, node: &Node, s: &ReverseSpec) -> Result<Parts> {
 /// OneHot: `hit` where the index (a negative one plus the depth) equals `j`; floats
 /// compare against `j - depth` for negatives, exact in f32 below 2^24; an i64 index
 /// beyond i32 is out of range (no hit).
-fn one_hot(node: &Node, s: &OneHotSpec) -> Result<Parts> {
-    let t = element(node, s.dtype, "values")?;
-    let it = element(node, s.index_dtype, "indices")?;
+fn one_hot(sp: &Indexed, s: &OneHotSpec) -> Result<Parts> {
+    let t = element(&sp.site, s.dtype, "values")?;
+    let it = element(&sp.site, s.index_dtype, "indices")?;
     let depth = s.depth;
-    small(node, s.n, "an output")?;
+    small(&sp.site, s.n, "an output")?;
     let kind = types::kind(s.index_dtype)
-        .ok_or_else(|| unsupported(node, format!("{} indices", s.index_dtype)))?;
+        .ok_or_else(|| sp.site.unsupported(&format!("{} indices", s.index_dtype)))?;
     let hit = match kind {
         Kind::Int => format!(
             "        var k: i32 = v;\n        if (k < 0i) {{ k = k + {depth}i; }}\n        \
@@ -257,16 +269,15 @@ fn one_hot(node: &Node, s: &OneHotSpec) -> Result<Parts> {
         ),
         Kind::Wide => "        let hit = v.y == 0u && v.x == j;\n".to_string(),
         Kind::Float if depth >= 1 << 24 => {
-            return Err(unsupported(
-                node,
-                "float indices with a depth of 2^24 or more",
-            ))
+            return Err(sp
+                .site
+                .unsupported("float indices with a depth of 2^24 or more"))
         }
         Kind::Float => format!(
             "        let f = f32(v);\n        \
              let hit = select(f == f32(j), f == f32(j) - {depth}.0, f < 0.0);\n"
         ),
-        Kind::Bool => return Err(unsupported(node, "bool indices")),
+        Kind::Bool => return Err(sp.site.unsupported("bool indices")),
     };
     let body = format!(
         "        let inner = i % {inner}u;\n        \
@@ -291,16 +302,16 @@ fn one_hot(node: &Node, s: &OneHotSpec) -> Result<Parts> {
 }
 
 /// A storage literal of `v` in `dt`.
-fn storage_literal(node: &Node, dt: DType, v: f64) -> Result<String> {
+fn storage_literal(site: &Site, dt: DType, v: f64) -> Result<String> {
     types::storage_literal(&Tensor::scalar_f64(dt, v))
-        .ok_or_else(|| unsupported(node, format!("{dt} values")))
+        .ok_or_else(|| site.unsupported(&format!("{dt} values")))
 }
 
 /// EyeLike: one where column minus row is `k` (clamped to +-2^30, which keeps the same
 /// diagonal inside any matrix of fewer than 2^30 rows and columns).
-fn eye(node: &Node, s: &EyeSpec) -> Result<Parts> {
-    let t = element(node, s.dtype, "values")?;
-    small(node, s.rows.max(s.cols), "a matrix side")?;
+fn eye(sp: &Indexed, s: &EyeSpec) -> Result<Parts> {
+    let t = element(&sp.site, s.dtype, "values")?;
+    small(&sp.site, s.rows.max(s.cols), "a matrix side")?;
     let lim = LIM as i64;
     let body = format!(
         "        let c = i32(i % {cols}u);\n        \
@@ -308,8 +319,8 @@ fn eye(node: &Node, s: &EyeSpec) -> Result<Parts> {
          out[i] = select({zero}, {one}, c - r == {k}i);\n",
         cols = s.cols,
         k = s.k.clamp(-lim, lim),
-        one = storage_literal(node, s.dtype, 1.0)?,
-        zero = storage_literal(node, s.dtype, 0.0)?,
+        one = storage_literal(&sp.site, s.dtype, 1.0)?,
+        zero = storage_literal(&sp.site, s.dtype, 0.0)?,
     );
     Ok(Parts {
         what: format!("EyeLike ({} x {})", s.rows, s.cols),
@@ -326,15 +337,15 @@ fn eye(node: &Node, s: &EyeSpec) -> Result<Parts> {
 
 /// Range: `start + i × delta`, f32 fused, f16 a product then a sum in f32 (by default;
 /// fused with `stash_type` double, which WGSL has not), i16/i32 wrapped, i64 exact.
-fn range(node: &Node, s: &RangeSpec) -> Result<Parts> {
+fn range(sp: &Indexed, s: &RangeSpec) -> Result<Parts> {
     let dt = s.dtype;
-    let t = element(node, dt, "values")?;
+    let t = element(&sp.site, dt, "values")?;
     let mut inputs = Vec::new();
     let mut pre = String::new();
     for (name, sc) in [("s", &s.start), ("d", &s.delta)] {
         let v = match sc {
             Scalar::Const(c) => {
-                types::literal(c).ok_or_else(|| unsupported(node, format!("{dt} values")))?
+                types::literal(c).ok_or_else(|| sp.site.unsupported(&format!("{dt} values")))?
             }
             Scalar::Input(v) => {
                 let k = inputs.len();
@@ -351,7 +362,7 @@ fn range(node: &Node, s: &RangeSpec) -> Result<Parts> {
         DType::I16 => types::wrap(dt, "(s + bitcast<i32>(i) * d)"),
         DType::I32 => "s + bitcast<i32>(i) * d".to_string(),
         DType::I64 => "gopt_add64(s, gopt_mul64(vec2<u32>(i, 0u), d))".to_string(),
-        other => return Err(unsupported(node, format!("{other} values"))),
+        other => return Err(sp.site.unsupported(&format!("{other} values"))),
     };
     Ok(Parts {
         what: "Range".into(),
@@ -367,10 +378,10 @@ fn range(node: &Node, s: &RangeSpec) -> Result<Parts> {
 }
 
 /// ConstantOfShape: the value's storage literal in every element.
-fn constant(node: &Node, s: &FillSpec) -> Result<Parts> {
-    let t = element(node, s.dtype, "values")?;
+fn constant(sp: &Indexed, s: &FillSpec) -> Result<Parts> {
+    let t = element(&sp.site, s.dtype, "values")?;
     let lit = types::storage_literal(&s.value)
-        .ok_or_else(|| unsupported(node, format!("{} values", s.dtype)))?;
+        .ok_or_else(|| sp.site.unsupported(&format!("{} values", s.dtype)))?;
     Ok(Parts {
         what: "ConstantOfShape".into(),
         how: "every element the value",

@@ -6,12 +6,15 @@
 //! rounded once when stored, as the interpreter does. The same algorithm and index
 //! arithmetic as the CUDA kernel (`cuda/linear_attention.rs`), line for line.
 
-use super::types::{f32_literal, load, store};
-use super::{unsupported, WgslKernel};
-use crate::lower::linear_attention::{spec, LinearAttentionSpec, Operand};
-use crate::template::fill;
+use super::syntax::Wgsl;
+use super::types::{load, store};
+use super::WgslKernel;
+use crate::lower::linear_attention::{LinearAttentionSpec, Operand};
+use crate::lower::support::Site;
+use crate::twin::fill;
+use crate::twin::linear_attention::fills;
 use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("linear_attention.wgsl");
 
@@ -26,11 +29,11 @@ struct Bindings {
 
 impl Bindings {
     /// Binds `x` as `name`, read-only (`write` false) or read-write.
-    fn bind(&mut self, node: &Node, name: &str, x: Operand, write: bool) -> Result<()> {
+    fn bind(&mut self, site: &Site, name: &str, x: Operand, write: bool) -> Result<()> {
         let t = match x.dtype {
             DType::F32 => "f32",
             DType::F16 => "f16",
-            other => return Err(unsupported(node, format!("a {other} {name}"))),
+            other => return Err(site.unsupported(&format!("a {other} {name}"))),
         };
         self.f16 |= x.dtype == DType::F16;
         let access = if write { "read_write" } else { "read" };
@@ -47,134 +50,64 @@ impl Bindings {
     }
 }
 
-/// The step that scales the state's rows by `exp(decay)` (nothing without a gate).
-fn decay_step(sp: &LinearAttentionSpec) -> String {
-    let dk = sp.dk;
-    match sp.decay {
-        None => String::new(),
-        Some(d) if d.per_key => format!(
-            "            for (var d: u32 = 0u; d < {dk}u; d = d + 1u) {{\n                s[d] = s[d] * exp({});\n            }}\n",
-            load(d.x.dtype, "decay[kb + d]")
-        ),
-        Some(d) => format!(
-            "            let e = exp({});\n            for (var d: u32 = 0u; d < {dk}u; d = d + 1u) {{\n                s[d] = s[d] * e;\n            }}\n",
-            load(d.x.dtype, &format!("decay[row * {}u + g]", sp.kv_heads))
-        ),
-    }
-}
-
-/// The delta rule's correction `u = beta * (u - Sᵀk)` (nothing without it).
-fn delta_step(sp: &LinearAttentionSpec) -> String {
-    match sp.beta {
-        None => String::new(),
-        Some(be) => {
-            let at = if be.shared {
-                "row".to_string()
-            } else {
-                format!("row * {}u + g", sp.kv_heads)
-            };
-            format!(
-                "            var rt = 0.0;\n            for (var d: u32 = 0u; d < {dk}u; d = d + 1u) {{\n                rt = rt + s[d] * {};\n            }}\n            u = {} * (u - rt);\n",
-                load(sp.k.dtype, "k[kb + d]"),
-                load(be.x.dtype, &format!("beta[{at}]")),
-                dk = sp.dk
-            )
-        }
-    }
-}
-
 /// Refuses a node whose tensors have 2^32 elements or more (the shader indexes in u32).
-fn check_size(node: &Node, sp: &LinearAttentionSpec) -> Result<()> {
+fn check_size(sp: &LinearAttentionSpec) -> Result<()> {
     let rows = sp.batch * sp.steps;
     let widest = (sp.q_heads * sp.dk.max(sp.dv)).max(sp.kv_heads * sp.dk.max(sp.dv));
     let largest = (rows * widest).max(sp.state_elems());
     if u32::try_from(largest).is_err() {
-        return Err(unsupported(node, "tensors of 2^32 elements or more"));
+        return Err(sp.site.unsupported("tensors of 2^32 elements or more"));
     }
     Ok(())
 }
 
-/// Emits the shader for LinearAttention node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let sp = spec(g, node)?;
-    check_size(node, &sp)?;
+/// Emits the shader of LinearAttention spec `sp`.
+pub fn emit(sp: &LinearAttentionSpec, name: &str) -> Result<WgslKernel> {
+    let site = &sp.site;
+    check_size(sp)?;
     let mut b = Bindings {
         decls: Vec::new(),
         inputs: Vec::new(),
         outputs: Vec::new(),
         f16: false,
     };
-    b.bind(node, "q", sp.q, false)?;
-    b.bind(node, "k", sp.k, false)?;
-    b.bind(node, "v", sp.v, false)?;
-    let past = match sp.past {
-        Some(x) => {
-            b.bind(node, "past", x, false)?;
-            load(
-                x.dtype,
-                &format!("past[(bg * {}u + d) * {}u + j]", sp.dk, sp.dv),
-            )
-        }
-        None => "0.0".into(),
-    };
+    b.bind(site, "q", sp.q, false)?;
+    b.bind(site, "k", sp.k, false)?;
+    b.bind(site, "v", sp.v, false)?;
+    if let Some(x) = sp.past {
+        b.bind(site, "past", x, false)?;
+    }
     if let Some(d) = sp.decay {
-        b.bind(node, "decay", d.x, false)?;
+        b.bind(site, "decay", d.x, false)?;
     }
     if let Some(be) = sp.beta {
-        b.bind(node, "beta", be.x, false)?;
+        b.bind(site, "beta", be.x, false)?;
     }
-    b.bind(node, "out", sp.out, true)?;
-    let state = match sp.state {
-        Some(x) => {
-            b.bind(node, "state", x, true)?;
-            format!(
-                "        for (var d: u32 = 0u; d < {dk}u; d = d + 1u) {{\n            state[(bg * {dk}u + d) * {dv}u + j] = {};\n        }}\n",
-                store(x.dtype, "s[d]"),
-                dk = sp.dk,
-                dv = sp.dv
-            )
-        }
-        None => String::new(),
-    };
+    b.bind(site, "out", sp.out, true)?;
+    if let Some(x) = sp.state {
+        b.bind(site, "state", x, true)?;
+    }
     let columns =
-        u32::try_from(sp.columns()).map_err(|_| unsupported(node, "2^32 state columns or more"))?;
-    let source = fill(
-        TEMPLATE,
-        &[
-            ("enable", super::enable_f16(b.f16)),
-            ("rule", sp.rule_name()),
-            ("kv_heads", &sp.kv_heads.to_string()),
-            ("dk", &sp.dk.to_string()),
-            ("dv", &sp.dv.max(1).to_string()),
-            ("group", &sp.group().to_string()),
-            ("steps", &sp.steps.to_string()),
-            ("bindings", &b.decls.join("\n")),
-            ("columns", &columns.to_string()),
-            ("past", &past),
-            ("kw", &(sp.kv_heads * sp.dk).to_string()),
-            ("decay", &decay_step(&sp)),
-            (
-                "load_v",
-                &load(
-                    sp.v.dtype,
-                    &format!("v[row * {}u + g * {}u + j]", sp.kv_heads * sp.dv, sp.dv),
-                ),
+        u32::try_from(sp.columns()).map_err(|_| site.unsupported("2^32 state columns or more"))?;
+    let mut values = fills(sp, &Wgsl::PLAIN, &store);
+    values.extend([
+        ("enable", super::enable_f16(b.f16).to_string()),
+        ("bindings", b.decls.join("\n")),
+        ("columns", columns.to_string()),
+        (
+            "load_v",
+            load(
+                sp.v.dtype,
+                &format!("v[row * {}u + g * {}u + j]", sp.kv_heads * sp.dv, sp.dv),
             ),
-            ("delta", &delta_step(&sp)),
-            ("load_k", &load(sp.k.dtype, "k[kb + d]")),
-            ("qw", &(sp.q_heads * sp.dk).to_string()),
-            ("load_q", &load(sp.q.dtype, "q[qb + d]")),
-            ("ow", &(sp.q_heads * sp.dv).to_string()),
-            (
-                "store_out",
-                &store(sp.out.dtype, &format!("{} * o", f32_literal(sp.scale))),
-            ),
-            ("state", &state),
-        ],
-    )?;
+        ),
+        ("load_k", load(sp.k.dtype, "k[kb + d]")),
+        ("load_q", load(sp.q.dtype, "q[qb + d]")),
+    ]);
+    let source = fill(TEMPLATE, &values)?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: site.node.clone(),
         source,
         workgroups: [columns.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs: b.inputs,

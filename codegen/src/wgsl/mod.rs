@@ -44,6 +44,7 @@ pub mod sample;
 pub mod scatter;
 pub mod spectral;
 pub mod split_pad;
+pub mod lower_syntax;
 pub mod syntax;
 pub mod topk;
 pub mod trilu;
@@ -167,7 +168,7 @@ pub const VIEWS: Views = Views {
 /// specs [`crate::lower`] makes, so a new family is a compile error here.
 pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel> {
     match spec {
-        Spec::Untyped(kind) => untyped(g, n, *kind, name),
+        Spec::Shallow(kind) => Err(crate::lower::shallow_written(*kind)),
         Spec::Elementwise(s) => elementwise::emit(s, name),
         Spec::Trilu(s) => trilu::emit(s, name),
         Spec::GatherElements(s) => gather_elements::emit(s, name),
@@ -190,43 +191,15 @@ pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel
         Spec::ConvNd(s) => conv_nd::emit(s, name),
         Spec::ConvState(s) => conv_state::emit(s, name),
         Spec::Pool(s) => pool::emit(s, name),
+        Spec::Resize(s) => resize::emit(s, name),
+        Spec::Recurrent(s) => recurrent::emit(s, name),
+        Spec::Sample(s) => sample::emit(s, name),
+        Spec::Attention(s) => attention::emit(s, name),
+        Spec::Spectral(s) => spectral::emit(s, name),
+        Spec::LinearAttention(s) => linear_attention::emit(s, name),
+        Spec::Scatter(s) => scatter::emit(s, name),
+        Spec::Indexed(s) => indexed::emit(s, name),
     }
-}
-
-/// The shader of a family whose writer still reads the node.
-fn untyped(g: &Graph, n: &Node, kind: Kind, name: &str) -> Result<WgslKernel> {
-    type Emit = fn(&Graph, &Node, &str) -> Result<WgslKernel>;
-    let emit: Emit = match kind {
-        Kind::Elementwise
-        | Kind::Rows
-        | Kind::Reduce
-        | Kind::Arg
-        | Kind::Cumulative
-        | Kind::Loss
-        | Kind::Trilu
-        | Kind::GatherElements => return Err(crate::lower::typed_elsewhere(kind)),
-        Kind::Conv => conv::emit,
-        Kind::Pool => pool::emit,
-        Kind::Attention => attention::emit,
-        Kind::Recurrent => recurrent::emit,
-        Kind::Spectral => spectral::emit,
-        Kind::LinearAttention => linear_attention::emit,
-        Kind::Resize => resize::emit,
-        Kind::Sample => sample::emit,
-        Kind::Scatter => scatter::emit,
-        Kind::Indexed => indexed::emit,
-        Kind::ConvTranspose => conv_transpose::emit,
-        Kind::Quant => quant::emit,
-        Kind::Einsum => einsum::emit,
-        Kind::Movement
-        | Kind::SplitPad
-        | Kind::Glu
-        | Kind::Rotary
-        | Kind::TopK
-        | Kind::Norm
-        | Kind::Counted => return Err(crate::lower::typed_elsewhere(kind)),
-    };
-    emit(g, n, name)
 }
 
 /// The shader of node `i` (`n`) of `g` as lowered (`None` for a view), validated by

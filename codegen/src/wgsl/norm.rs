@@ -6,7 +6,7 @@
 //! lowering's ([`crate::lower::norm_kernel`]), spelled in WGSL ([`Wgsl`]), as the CUDA
 //! kernels spell them in CUDA C.
 
-use super::syntax::Wgsl;
+use super::lower_syntax::Wgsl;
 use super::types;
 use super::WgslKernel;
 use crate::lower::norm::{NormSpec, Operand};

@@ -37,7 +37,7 @@ pub fn emit(sp: &RotarySpec, name: &str) -> Result<WgslKernel> {
         .ok_or_else(|| site.unsupported("more than 2^31 elements"))?;
     let [_, s, _, d] = sp.dims;
     let half = sp.rd / 2;
-    let coords = sp.coords(&super::syntax::Wgsl);
+    let coords = sp.coords(&super::lower_syntax::Wgsl);
     let mut inputs = vec![sp.x.0, sp.cos.0, sp.sin.0];
     let mut bindings = vec![
         format!("var<storage, read> x: array<{t}>;"),

@@ -8,14 +8,16 @@
 //! writer's line by line.
 
 use super::bounds;
+use super::syntax::Wgsl;
 use super::types::{self, Kind};
-use super::unsupported;
 use super::WgslKernel;
-use crate::lower::scatter::{spec, CacheSpec, ElementsSpec, NdSpec, Reduction, ScatterSpec};
+use crate::lower::scatter::{CacheSpec, Operands, Reduction, Scatter, ScatterSpec};
+use crate::lower::support::Site;
 use crate::plan::IndexCheck;
 use crate::template::fill;
+use crate::twin::scatter::{self as twin, Body};
 use crate::Result;
-use gopt_ir::{DType, Graph, Node, ValueId};
+use gopt_ir::{DType, ValueId};
 
 const TEMPLATE: &str = include_str!("scatter.wgsl");
 
@@ -41,16 +43,38 @@ struct Parts {
     check: Option<IndexCheck>,
 }
 
-/// Emits the shader for scatter node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let parts = match spec(g, node)? {
-        ScatterSpec::Elements(s) => elements(g, node, &s)?,
-        ScatterSpec::Nd(s) => nd(g, node, &s)?,
-        ScatterSpec::Cache(s) => cache(g, node, &s)?,
+/// Emits the shader of scatter spec `sp`.
+pub fn emit(sp: &Scatter, name: &str) -> Result<WgslKernel> {
+    let parts = match &sp.form {
+        ScatterSpec::Elements(s) => indexed(
+            sp,
+            &s.ops,
+            (
+                s.axis_len(),
+                (s.updates_len >= LIM).then_some("2^31 indices or more"),
+            ),
+            "the positions along the indices' axis in the element's row",
+            &|sx, read, t, c| twin::elements(sx, s, read, t, c),
+        )?,
+        ScatterSpec::Nd(s) => {
+            let big = s.rows.saturating_mul(s.depth.max(1)) >= LIM
+                || s.rows.saturating_mul(s.chunk) >= LIM;
+            indexed(
+                sp,
+                &s.ops,
+                (
+                    s.max_len(),
+                    big.then_some("2^31 indices or updates or more"),
+                ),
+                "every index row in order, compared with the element's slice",
+                &|sx, read, t, c| twin::nd(sx, s, read, t, c),
+            )?
+        }
+        ScatterSpec::Cache(s) => cache(sp, s)?,
     };
-    let t = element(node, parts.dtype, "data")?;
+    let t = element(&sp.site, parts.dtype, "data")?;
     if parts.n >= LIM {
-        return Err(unsupported(node, "2^31 elements or more"));
+        return Err(sp.site.unsupported("2^31 elements or more"));
     }
     let mut bindings = vec![format!("var<storage, read> data: array<{t}>;")];
     bindings.extend(
@@ -77,7 +101,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         TEMPLATE,
         &[
             ("enable", super::enable_f16(parts.dtype == DType::F16)),
-            ("what", node.op.name()),
+            ("what", sp.site.op),
             ("how", parts.how),
             ("bindings", &bindings.join("\n")),
             ("helpers", &helpers),
@@ -90,7 +114,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     inputs.extend(parts.inputs.iter().map(|(v, _, _)| v.0));
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: sp.site.node.clone(),
         source,
         workgroups: [
             (parts.n as u32).div_ceil(super::WORKGROUP).clamp(1, 65535),
@@ -104,18 +128,27 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     })
 }
 
+/// The node's index check, for indices checked against an axis of `len` (one too long
+/// for an i32 index is refused: no WGSL binding holds one).
+fn checked(sp: &Scatter, len: usize) -> Result<IndexCheck> {
+    if i32::try_from(len).is_err() {
+        return Err(sp.site.unsupported("an axis of 2^31 elements or more"));
+    }
+    Ok(sp.check.clone())
+}
+
 /// The storage element of `dt`, or the refusal.
-fn element(node: &Node, dt: DType, what: &str) -> Result<&'static str> {
+fn element(site: &Site, dt: DType, what: &str) -> Result<&'static str> {
     super::storage_type(dt)
         .map(|(t, _)| t)
-        .ok_or_else(|| unsupported(node, format!("{dt} {what}")))
+        .ok_or_else(|| site.unsupported(&format!("{dt} {what}")))
 }
 
 /// `v` combined with the update `u` (both storage elements of `dt`) by `red`, as a
 /// storage element: floats in f32 rounded back, integers wrapped to their width, bool
 /// add and mul as or and and; max and min keep `v` unless `u` compares greater (less).
-fn combine(node: &Node, dt: DType, red: Reduction) -> Result<String> {
-    let kind = types::kind(dt).ok_or_else(|| unsupported(node, format!("{dt} data")))?;
+fn combine(site: &Site, dt: DType, red: Reduction) -> Result<String> {
+    let kind = types::kind(dt).ok_or_else(|| site.unsupported(&format!("{dt} data")))?;
     let arith = |op: &str| match kind {
         Kind::Float => types::store(
             dt,
@@ -132,7 +165,9 @@ fn combine(node: &Node, dt: DType, red: Reduction) -> Result<String> {
         match (kind, dt) {
             (Kind::Wide, DType::I64) => format!("select(v, u, gopt_lt_i64({a}, {b}))"),
             (Kind::Wide, _) => format!("select(v, u, gopt_lt_u64({a}, {b}))"),
-            _ => format!("select(v, u, {a} < {b})"),
+            (Kind::Float | Kind::Bool | Kind::Int | Kind::Uint, _) => {
+                format!("select(v, u, {a} < {b})")
+            }
         }
     };
     Ok(match red {
@@ -145,91 +180,39 @@ fn combine(node: &Node, dt: DType, red: Reduction) -> Result<String> {
 }
 
 /// The index element type of `dt`, or the refusal.
-fn index_type(node: &Node, dt: DType) -> Result<&'static str> {
-    bounds::index_type(dt).ok_or_else(|| unsupported(node, format!("{dt} indices")))
+fn index_type(site: &Site, dt: DType) -> Result<&'static str> {
+    bounds::index_type(dt).ok_or_else(|| site.unsupported(&format!("{dt} indices")))
 }
 
-/// ScatterElements: the element's coordinates, the indices' row off the axis (when the
-/// element lies inside the indices there), then each position along the axis in order.
-fn elements(g: &Graph, node: &Node, s: &ElementsSpec) -> Result<Parts> {
-    let it = index_type(node, s.ops.index_dtype)?;
-    if s.updates_len >= LIM {
-        return Err(unsupported(node, "2^31 indices or more"));
+/// ScatterElements or ScatterND over `ops`, its indices checked against an axis of
+/// `len` (the refusal first, `too_many`, when its index or update counts pass 2^31):
+/// the body [`twin`] writes (`body`, given the index read, the update's storage type
+/// and the combination).
+fn indexed(
+    sp: &Scatter,
+    ops: &Operands,
+    (len, too_many): (usize, Option<&str>),
+    how: &'static str,
+    body: Body,
+) -> Result<Parts> {
+    let it = index_type(&sp.site, ops.index_dtype)?;
+    if let Some(what) = too_many {
+        return Err(sp.site.unsupported(what));
     }
-    let check = bounds::check(g, node, s.axis_len(), s.out_of_range())?;
-    let mut body = String::from(
-        "        var r: u32 = i;\n        var base: u32 = 0u;\n        var inside = true;\n",
-    );
-    for (a, &(d, id, ist)) in s.dims.iter().enumerate().rev() {
-        body += &format!("        let c{a} = r % {d}u; r = r / {d}u;\n");
-        if a != s.axis {
-            if id < d {
-                body += &format!("        if (c{a} >= {id}u) {{ inside = false; }}\n");
-            }
-            body += &format!("        base = base + c{a} * {ist}u;\n");
-        }
-    }
-    body += &format!(
-        "        if (inside) {{\n        \
-         for (var t: u32 = 0u; t < {count}u; t = t + 1u) {{\n            \
-         let p = base + t * {ast}u;\n{read}            \
-         if (k == c{axis}) {{ let u = upd[p]; v = {combine}; }}\n        \
-         }}\n        }}\n",
-        count = s.count(),
-        ast = s.axis_stride(),
-        read = bounds::read_index(s.ops.index_dtype, "idx[p]", s.axis_len(), check.code, "k"),
-        axis = s.axis,
-        combine = combine(node, s.ops.dtype, s.ops.reduction)?,
-    );
-    let t = element(node, s.ops.dtype, "data")?;
+    let check = checked(sp, len)?;
+    let t = element(&sp.site, ops.dtype, "data")?;
+    let dt = ops.index_dtype;
+    let read = |elem: &str, len: usize, k: &str| bounds::read_index(dt, elem, len, check.code, k);
+    let combine = combine(&sp.site, ops.dtype, ops.reduction)?;
     Ok(Parts {
-        how: "the positions along the indices' axis in the element's row",
-        inputs: vec![(s.ops.indices, "idx", it), (s.ops.updates, "upd", t)],
-        data: s.ops.data,
-        out: s.ops.out,
-        dtype: s.ops.dtype,
-        body,
+        how,
+        inputs: vec![(ops.indices, "idx", it), (ops.updates, "upd", t)],
+        data: ops.data,
+        out: ops.out,
+        dtype: ops.dtype,
+        body: body(&Wgsl::PLAIN, &read, t, &combine),
         functions: "",
-        n: s.ops.n,
-        check: Some(check),
-    })
-}
-
-/// ScatterND: every index row in order, its coordinates checked and summed to a slice
-/// offset; the rows addressing the element's slice apply their update.
-fn nd(g: &Graph, node: &Node, s: &NdSpec) -> Result<Parts> {
-    let it = index_type(node, s.ops.index_dtype)?;
-    if s.rows.saturating_mul(s.depth.max(1)) >= LIM || s.rows.saturating_mul(s.chunk) >= LIM {
-        return Err(unsupported(node, "2^31 indices or updates or more"));
-    }
-    let check = bounds::check(g, node, s.max_len(), s.out_of_range())?;
-    let mut body = format!(
-        "        let j = i % {chunk}u;\n        \
-         let slice = i - j;\n        \
-         for (var r: u32 = 0u; r < {rows}u; r = r + 1u) {{\n            var at: u32 = 0u;\n",
-        chunk = s.chunk,
-        rows = s.rows,
-    );
-    for (c, &(len, stride)) in s.coords.iter().enumerate() {
-        let elem = format!("idx[r * {}u + {c}u]", s.depth);
-        body += &bounds::read_index(s.ops.index_dtype, &elem, len, check.code, &format!("k{c}"));
-        body += &format!("            at = at + k{c} * {stride}u;\n");
-    }
-    body += &format!(
-        "            if (at == slice) {{ let u = upd[r * {chunk}u + j]; v = {combine}; }}\n        }}\n",
-        chunk = s.chunk,
-        combine = combine(node, s.ops.dtype, s.ops.reduction)?,
-    );
-    let t = element(node, s.ops.dtype, "data")?;
-    Ok(Parts {
-        how: "every index row in order, compared with the element's slice",
-        inputs: vec![(s.ops.indices, "idx", it), (s.ops.updates, "upd", t)],
-        data: s.ops.data,
-        out: s.ops.out,
-        dtype: s.ops.dtype,
-        body,
-        functions: "",
-        n: s.ops.n,
+        n: ops.n,
         check: Some(check),
     })
 }
@@ -238,8 +221,8 @@ fn nd(g: &Graph, node: &Node, s: &NdSpec) -> Result<Parts> {
 /// update row's entry (linear: the window is checked to fit the cache; circular: the
 /// offset wraps, the write index taken modulo the cache's length first, exactly for
 /// i64). Offsets that fall below zero wrap in u32 and so miss the window.
-fn cache(g: &Graph, node: &Node, s: &CacheSpec) -> Result<Parts> {
-    let t = element(node, s.dtype, "data")?;
+fn cache(sp: &Scatter, s: &CacheSpec) -> Result<Parts> {
+    let t = element(&sp.site, s.dtype, "data")?;
     let (inner, m, seq) = (s.inner, s.max_seq, s.seq);
     let mut inputs = vec![(s.update, "upd", t)];
     let mut body = format!(
@@ -250,7 +233,7 @@ fn cache(g: &Graph, node: &Node, s: &CacheSpec) -> Result<Parts> {
     );
     let wide = s.writes_dtype == DType::I64;
     if let Some(w) = s.writes {
-        inputs.push((w, "wi", index_type(node, s.writes_dtype)?));
+        inputs.push((w, "wi", index_type(&sp.site, s.writes_dtype)?));
         body += &format!("        let ww = wi[p / {}u];\n", s.per_batch.max(1));
     }
     let mut check = None;
@@ -265,7 +248,7 @@ fn cache(g: &Graph, node: &Node, s: &CacheSpec) -> Result<Parts> {
         }
         (true, false, _) | (false, false, _) => body += "        let wm = 0u;\n",
         (false, true, _) => {
-            let c = bounds::check(g, node, m, s.out_of_range())?;
+            let c = checked(sp, m)?;
             let last = m - seq;
             let bad = match wide {
                 true => format!("ww.y != 0u || ww.x > {last}u"),

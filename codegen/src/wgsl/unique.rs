@@ -10,7 +10,7 @@
 //! right up to about 2900 slices and wrong above; real GPUs have no such limit.
 
 use super::counted::data_type;
-use super::syntax::Wgsl;
+use super::lower_syntax::Wgsl;
 use super::types::{self, kind, Kind};
 use super::WgslKernel;
 use crate::lower::support::Site;
