@@ -53,7 +53,7 @@ pub mod support;
 pub mod lower_syntax;
 pub mod syntax;
 
-use crate::lower::{lower, Kind, Lowered, Spec, Views};
+use crate::lower::{lower, Lowered, Spec, Views};
 use crate::{CodegenError, Result};
 use gopt_ir::{Graph, Node};
 use serde::{Deserialize, Serialize};
@@ -105,7 +105,7 @@ pub struct Kernel {
 
 /// The kernel of `spec` for node `n` (named `name`): one exhaustive match over the
 /// specs [`crate::lower`] makes, so a new family is a compile error here.
-pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<Kernel> {
+pub fn kernel(spec: &Spec, name: &str) -> Result<Kernel> {
     match spec {
         Spec::Shallow(kind) => Err(crate::lower::shallow_written(*kind)),
         Spec::Elementwise(s) => elementwise::emit(s, name),
@@ -155,7 +155,7 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
     let mut others = Vec::new();
     for (i, n) in g.nodes.iter().enumerate() {
         match lower(g, n, VIEWS)? {
-            Lowered::Kernel(spec) => match kernel(g, n, &spec, &kernel_name(i, n)) {
+            Lowered::Kernel(spec) => match kernel(&spec, &kernel_name(i, n)) {
                 Ok(k) => kernels.push(k),
                 Err(e @ CodegenError::Unsupported { .. }) => {
                     others.push((n.name.clone(), e.for_backend(BACKEND).to_string()))

@@ -166,7 +166,7 @@ pub fn build_with_options(
                     steps.push(Step::Gemm(gm))
                 })
             }
-            Lowered::Kernel(spec) => kernel(g, n, spec, &kernel_name(i, n)).map(|k| {
+            Lowered::Kernel(spec) => kernel(spec, &kernel_name(i, n)).map(|k| {
                 kernels.push(k);
                 steps.push(Step::Kernel(kernels.len() - 1));
             }),
@@ -305,7 +305,7 @@ fn window_offsets(g: &Graph, lowered: &[Lowered]) -> std::collections::HashMap<V
             Lowered::Window(off) => *off,
             Lowered::View => 0,
             Lowered::Gemm(_)
-            | Lowered::ConvGemm
+            | Lowered::ConvGemm(_)
             | Lowered::PackedGemm
             | Lowered::Kernel(_)
             | Lowered::Absorbed

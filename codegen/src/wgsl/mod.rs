@@ -51,7 +51,7 @@ pub mod trilu;
 pub mod types;
 pub mod unique;
 
-use crate::lower::{lower, GemmForm, Kind, Lowered, Spec, Views};
+use crate::lower::{lower, GemmForm, Lowered, Spec, Views};
 use crate::{CodegenError, Result};
 use gopt_ir::{DType, Graph, Node};
 use serde::{Deserialize, Serialize};
@@ -166,7 +166,7 @@ pub const VIEWS: Views = Views {
 
 /// The shader of `spec` for node `n` (named `name`): one exhaustive match over the
 /// specs [`crate::lower`] makes, so a new family is a compile error here.
-pub fn kernel(g: &Graph, n: &Node, spec: &Spec, name: &str) -> Result<WgslKernel> {
+pub fn kernel(spec: &Spec, name: &str) -> Result<WgslKernel> {
     match spec {
         Spec::Shallow(kind) => Err(crate::lower::shallow_written(*kind)),
         Spec::Elementwise(s) => elementwise::emit(s, name),
@@ -216,7 +216,7 @@ pub fn write(g: &Graph, i: usize, n: &Node, lowered: &Lowered) -> Result<Option<
         Lowered::Gemm(GemmForm::MatMul) => matmul::emit(g, n, &name),
         Lowered::ConvGemm(s) => conv::emit(s, &name),
         Lowered::PackedGemm => packed::emit(g, n, &name),
-        Lowered::Kernel(spec) => kernel(g, n, spec, &name),
+        Lowered::Kernel(spec) => kernel(spec, &name),
         Lowered::Unsupported(why) => Err(crate::lower::support::unsupported(n, why)),
         // The WGSL plan folds nothing: its pool binds whole buffers.
         Lowered::Folded(_) => Err(CodegenError::Plan(format!(
