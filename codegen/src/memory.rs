@@ -107,6 +107,7 @@ pub fn aliasing(g: &Graph, lowered: &[Lowered], views: Views) -> Vec<bool> {
             | Lowered::ConvGemm
             | Lowered::PackedGemm
             | Lowered::Kernel(_)
+            | Lowered::Collective(_)
             | Lowered::Unsupported(_) => false,
         })
         .collect()

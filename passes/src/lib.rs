@@ -21,6 +21,7 @@ pub mod nhwc;
 pub mod quantize;
 pub mod report;
 pub mod rules;
+pub mod shard;
 
 use egg::{BackoffScheduler, Runner, StopReason};
 use gopt_ir::{DType, Verified};

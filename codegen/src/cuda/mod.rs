@@ -8,6 +8,7 @@
 //! [`plan`] lays the steps and the arena out.
 
 pub mod arg;
+pub mod collective;
 pub mod attention;
 pub mod compress;
 pub mod conv_transpose;
@@ -172,7 +173,8 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
             | Lowered::Absorbed
             | Lowered::Gemm(_)
             | Lowered::ConvGemm
-            | Lowered::PackedGemm => {}
+            | Lowered::PackedGemm
+            | Lowered::Collective(_) => {}
         }
     }
     Ok((kernels, others))

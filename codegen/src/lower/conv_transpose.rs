@@ -321,7 +321,8 @@ pub fn spec(g: &Graph, node: &Node) -> Result<Spec> {
         | Op::Shape(_)
         | Op::Control(_)
         | Op::Attention(_)
-        | Op::Fused(_) => other(),
+        | Op::Fused(_)
+        | Op::Collective(_) => other(),
     }
 }
 

@@ -265,7 +265,8 @@ pub fn spec(g: &Graph, node: &Node) -> Result<IndexedSpec> {
         | Op::Image(_)
         | Op::Control(_)
         | Op::Attention(_)
-        | Op::Fused(_) => return Err(unsupported(node, "this op (not an indexing op)")),
+        | Op::Fused(_)
+        | Op::Collective(_) => return Err(unsupported(node, "this op (not an indexing op)")),
     };
     match op {
         ShapeOp::Tile => tile(g, node).map(IndexedSpec::Map),

@@ -57,7 +57,7 @@ pub mod topk;
 pub mod trilu;
 
 use gopt_ir::ops::{
-    AttentionOp, ControlOp, ElementwiseOp, FusedOp, ImageOp, NnOp, ReduceOp, ShapeOp,
+    AttentionOp, CollectiveOp, ControlOp, ElementwiseOp, FusedOp, ImageOp, NnOp, ReduceOp, ShapeOp,
 };
 use gopt_ir::{Graph, Node, Op, ValueId};
 
@@ -230,6 +230,9 @@ pub enum Lowered {
     /// No step of its own: its neighbours do its work ([`absorb`]): attention reads a
     /// Split's pieces in place, a row kernel stores a Cast's type.
     Absorbed,
+    /// No kernel: a collective, which the CUDA executor runs as an NCCL call between
+    /// the rank's steps (`cuda::collective`); other backends refuse it.
+    Collective(CollectiveOp),
     /// No GPU kernel, and why (the op, or the mode of it).
     Unsupported(String),
 }
@@ -599,5 +602,7 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
                 }
             }
         },
+        // Collectives run as NCCL calls between the ranks' steps, not as kernels.
+        Op::Collective(c) => Lowered::Collective(c),
     })
 }

@@ -426,7 +426,8 @@ pub fn spec(g: &Graph, node: &Node) -> Result<QuantSpec> {
         | Op::Shape(_)
         | Op::Attention(_)
         | Op::Image(_)
-        | Op::Control(_) => other(),
+        | Op::Control(_)
+        | Op::Collective(_) => other(),
     }
 }
 

@@ -210,7 +210,8 @@ pub fn fold(node: &Node) -> Result<Fold> {
         | Op::Shape(_)
         | Op::Attention(_)
         | Op::Image(_)
-        | Op::Control(_) => other(),
+        | Op::Control(_)
+        | Op::Collective(_) => other(),
     }
 }
 

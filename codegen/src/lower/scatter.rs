@@ -261,7 +261,8 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ScatterSpec> {
         | Op::Nn(_)
         | Op::Image(_)
         | Op::Control(_)
-        | Op::Fused(_) => Err(unsupported(node, "this op (not a scatter)")),
+        | Op::Fused(_)
+        | Op::Collective(_) => Err(unsupported(node, "this op (not a scatter)")),
     }
 }
 

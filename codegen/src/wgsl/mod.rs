@@ -214,6 +214,10 @@ pub fn write(g: &Graph, i: usize, n: &Node, lowered: &Lowered) -> Result<Option<
         Lowered::ConvGemm => conv::emit(g, n, &name),
         Lowered::PackedGemm => packed::emit(g, n, &name),
         Lowered::Kernel(spec) => kernel(g, n, spec, &name),
+        Lowered::Collective(_) => Err(crate::lower::support::unsupported(
+            n,
+            "a collective (tensor-parallel runs are CUDA's, through NCCL)",
+        )),
         Lowered::Unsupported(why) => Err(crate::lower::support::unsupported(n, why)),
     };
     let mut k = k.map_err(|e| e.for_backend(BACKEND))?;

@@ -15,6 +15,7 @@ pub mod blas;
 pub mod device;
 pub mod exec;
 pub mod memory;
+pub mod nccl;
 mod modules;
 pub mod peaks;
 pub mod tune;
