@@ -84,7 +84,11 @@ fn specialized(m: &Model) -> (Verified, Vec<Tensor>) {
         .map(|&v| {
             let val = g.value(v);
             let ty = val.ty.as_ref().expect("typed");
-            let shape: Vec<usize> = ty.shape.iter().map(|d| d.known().expect("bound") as usize).collect();
+            let shape: Vec<usize> = ty
+                .shape
+                .iter()
+                .map(|d| d.known().expect("bound") as usize)
+                .collect();
             let n: usize = shape.iter().product();
             let data: Vec<f64> = if val.name.contains("mask") {
                 vec![1.0; n]
@@ -102,7 +106,10 @@ fn rel_max(got: &Tensor, want: &Tensor) -> f64 {
     assert_eq!(got.shape(), want.shape());
     let (a, b) = (got.to_f64_vec(), want.to_f64_vec());
     let scale = b.iter().fold(0.0f64, |m, x| m.max(x.abs())).max(1e-30);
-    a.iter().zip(&b).fold(0.0f64, |m, (x, y)| m.max((x - y).abs())) / scale
+    a.iter()
+        .zip(&b)
+        .fold(0.0f64, |m, (x, y)| m.max((x - y).abs()))
+        / scale
 }
 
 /// Shards `m` `ranks` ways, runs the ranks together and compares every rank's outputs
@@ -118,7 +125,10 @@ fn check(what: &str, m: &Model, ranks: usize) -> (usize, usize) {
         assert_eq!(got.len(), want.len());
         for (k, (o, w)) in got.iter().zip(&want).enumerate() {
             let e = rel_max(o, w);
-            assert!(e <= 1e-4, "{what} x{ranks}: rank {r} output {k}: error {e:.3e} > 1e-4");
+            assert!(
+                e <= 1e-4,
+                "{what} x{ranks}: rank {r} output {k}: error {e:.3e} > 1e-4"
+            );
         }
     }
     let c = collectives(&s.ranks[0]);

@@ -38,7 +38,11 @@ fn collectives_print_parse_and_infer() {
         }
         infer_types(&mut g).expect("infer");
         let y = g.find_value("y").expect("y");
-        assert_eq!(g.ty(y).expect("typed").to_string(), format!("f32{out}"), "{op}");
+        assert_eq!(
+            g.ty(y).expect("typed").to_string(),
+            format!("f32{out}"),
+            "{op}"
+        );
         let text = print(&g);
         assert_eq!(print(&parse(&text).expect("parse back")), text);
     }
@@ -51,8 +55,13 @@ fn one_rank_is_the_identity_and_several_need_the_others() {
     assert_eq!(y[0].to_f64_vec(), vec![2.0, 4.0, 6.0, 8.0, 10.0, 12.0]);
 
     let g = graph("AllReduce", "ranks=2", 2.0, "[2,3]");
-    let e = interp::run(&g, &[x()]).expect_err("two ranks run alone").to_string();
-    assert!(e.contains("AllReduce") && e.contains("2 ranks") && e.contains("simulate"), "{e}");
+    let e = interp::run(&g, &[x()])
+        .expect_err("two ranks run alone")
+        .to_string();
+    assert!(
+        e.contains("AllReduce") && e.contains("2 ranks") && e.contains("simulate"),
+        "{e}"
+    );
 
     let g = graph("AllReduce", "ranks=0", 2.0, "[2,3]");
     let e = interp::run(&g, &[x()]).expect_err("zero ranks").to_string();
@@ -74,7 +83,14 @@ fn simulated_all_reduce_sums_the_ranks() {
 #[test]
 fn simulated_all_gather_concatenates_in_rank_order() {
     let graphs: Vec<Graph> = (0..2)
-        .map(|r| graph("AllGather", "axis=1, ranks=2", if r == 0 { 1.0 } else { -1.0 }, "[2,6]"))
+        .map(|r| {
+            graph(
+                "AllGather",
+                "axis=1, ranks=2",
+                if r == 0 { 1.0 } else { -1.0 },
+                "[2,6]",
+            )
+        })
         .collect();
     let outs = simulate(&graphs, &[x()]).expect("run");
     for o in outs {
@@ -94,6 +110,8 @@ fn a_failing_rank_fails_the_others() {
         graph("AllReduce", "ranks=2", 1.0, "[2,3]"),
         graph("AllReduce", "ranks=3", 1.0, "[2,3]"),
     ];
-    let e = simulate(&graphs, &[x()]).expect_err("mismatched ranks").to_string();
+    let e = simulate(&graphs, &[x()])
+        .expect_err("mismatched ranks")
+        .to_string();
     assert!(e.contains("rank 1") && e.contains("3 ranks"), "{e}");
 }

@@ -55,7 +55,9 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
     opts.config.budgets = opts.config.budgets.start();
     let opts = match args.target {
         Target::Cuda => opts.backend(gopt::Backend::Cuda),
-        Target::Wgsl => bail!("--tensor-parallel: the rank plans are CUDA's (NCCL); use --target cuda or none"),
+        Target::Wgsl => {
+            bail!("--tensor-parallel: the rank plans are CUDA's (NCCL); use --target cuda or none")
+        }
         Target::None => opts,
     };
     let bindings = parse_binds(&args.binds)?;
@@ -71,7 +73,11 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
     );
     for bucket in &buckets {
         let name: Vec<String> = bucket.iter().map(|(k, v)| format!("{k}={v}")).collect();
-        let name = if name.is_empty() { "static".to_string() } else { name.join(" ") };
+        let name = if name.is_empty() {
+            "static".to_string()
+        } else {
+            name.join(" ")
+        };
         let b: gopt::Bindings = bucket.iter().map(|(k, v)| (k.clone(), *v)).collect();
         let g = gopt::prepare(&model.model, &b).with_context(|| format!("bucket {name}"))?;
         let s = shard(&g, ranks).with_context(|| format!("bucket {name}"))?;
@@ -87,7 +93,11 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
                 .with_context(|| format!("bucket {name}, rank {r}"))?;
             let c = collectives(&v.graph);
             let sum = |op: CollectiveOp| {
-                let of: Vec<u64> = c.iter().filter(|(o, _)| *o == op).map(|(_, b)| *b).collect();
+                let of: Vec<u64> = c
+                    .iter()
+                    .filter(|(o, _)| *o == op)
+                    .map(|(_, b)| *b)
+                    .collect();
                 (of.len(), of.iter().sum::<u64>())
             };
             let (ar, ar_b) = sum(CollectiveOp::AllReduce);
@@ -113,7 +123,8 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
                 ));
                 if let Some(dir) = &args.out {
                     let d = dir.join(format!("rank{r}")).join(&name.replace(' ', "_"));
-                    std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+                    std::fs::create_dir_all(&d)
+                        .with_context(|| format!("creating {}", d.display()))?;
                     let json = serde_json::to_string(&plan)?;
                     std::fs::write(d.join("plan.json"), json)?;
                     std::fs::write(d.join("weights.bin"), blob)?;

@@ -8,8 +8,8 @@
 //! [`plan`] lays the steps and the arena out.
 
 pub mod arg;
-pub mod collective;
 pub mod attention;
+pub mod collective;
 pub mod compress;
 pub mod conv_transpose;
 pub mod counted;

@@ -156,9 +156,7 @@ pub(super) fn scratch(node: &Node, ins: &[Option<&Tensor>], out: u128) -> u128 {
         | Op::Nn(_)
         | Op::Image(_)
         | Op::Fused(_)
-        | Op::Collective(_) => {
-            inputs.saturating_add(out)
-        }
+        | Op::Collective(_) => inputs.saturating_add(out),
     }
 }
 

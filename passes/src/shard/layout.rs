@@ -36,7 +36,11 @@ pub enum Edit {
     /// rank 0 only; an AllReduce of its output follows.
     Row { w_axis: usize, parts: Vec<u64> },
     /// Constant input `input` cut along `axis`.
-    Operand { input: usize, axis: usize, parts: Vec<u64> },
+    Operand {
+        input: usize,
+        axis: usize,
+        parts: Vec<u64>,
+    },
     /// Shape input 1 (Reshape, Expand) becomes the output's shape with `axis` divided.
     TargetShape { axis: usize },
     /// Split sizes (input 1) divided: the split runs along the split axis.
@@ -84,24 +88,31 @@ pub fn analyze(g: &Graph, ranks: usize, seeds: &HashMap<NodeId, Vec<u64>>) -> Re
             .enumerate()
             .filter_map(|(i, v)| v.and_then(|v| st.split.get(&v)).map(|s| (i, s.clone())))
             .collect();
-        let from: BTreeSet<NodeId> = split_ins.iter().flat_map(|(_, s)| s.seeds.clone()).collect();
+        let from: BTreeSet<NodeId> = split_ins
+            .iter()
+            .flat_map(|(_, s)| s.seeds.clone())
+            .collect();
         let conflict = |why: String| {
             Ok(Outcome::Conflict(Conflict {
                 seeds: from.clone(),
                 reason: format!("node `{}` ({}): {why}", node.name, node.op),
             }))
         };
-        if let Some(parts) = seeds.get(&nid) {
-            // Column-parallel: input 0 is whole (checked when seeds are chosen).
-            if !split_ins.is_empty() {
-                return conflict("a column-parallel product's input is split".into());
-            }
+        // A candidate whose input is split already is row-parallel (or batched), not a
+        // column-parallel product.
+        if let Some(parts) = seeds.get(&nid).filter(|_| split_ins.is_empty()) {
             let out = g.ty(node.outputs[0])?;
             let w_axis = match node.op {
                 Op::Nn(NnOp::Gemm) if node.attrs.int_or("transB", 0)? != 0 => 0,
                 _ => 1,
             };
-            st.edits.push((nid, Edit::Column { w_axis, parts: parts.clone() }));
+            st.edits.push((
+                nid,
+                Edit::Column {
+                    w_axis,
+                    parts: parts.clone(),
+                },
+            ));
             st.split.insert(
                 node.outputs[0],
                 Split {
@@ -155,7 +166,14 @@ fn rule(
     let out = node.outputs[0];
     let out_shape = known(g, out)?;
     let one = |axis: usize, parts: Vec<u64>| {
-        Ok(Ok(vec![(out, Split { axis, parts, seeds: BTreeSet::new() })]))
+        Ok(Ok(vec![(
+            out,
+            Split {
+                axis,
+                parts,
+                seeds: BTreeSet::new(),
+            },
+        )]))
     };
     let rank_of = |i: usize| -> Res<usize> {
         Ok(node.inputs[i].map_or(Ok(0), |v| g.ty(v).map(|t| t.shape.len()))?)
@@ -183,7 +201,10 @@ fn rule(
         ) if i0 == 0 => {
             let in_shape = known(g, node.inputs[0].ok_or_else(missing)?)?;
             let Some(b) = regroup(&in_shape, &out_shape, s0.axis) else {
-                return Ok(Err(format!("the split axis {} does not survive the reshape", s0.axis)));
+                return Ok(Err(format!(
+                    "the split axis {} does not survive the reshape",
+                    s0.axis
+                )));
             };
             let same = out_shape[b] == in_shape[s0.axis]
                 && out_shape[b + 1..].iter().product::<u64>()
@@ -196,7 +217,9 @@ fn rule(
                 }
                 vec![out_shape[b]]
             } else {
-                return Ok(Err("a merged Q/K/V product is reshaped across its parts".into()));
+                return Ok(Err(
+                    "a merged Q/K/V product is reshaped across its parts".into()
+                ));
             };
             if node.op == Op::Shape(ShapeOp::Reshape) {
                 st.edits.push((nid, Edit::TargetShape { axis: b }));
@@ -230,7 +253,16 @@ fn rule(
                 return Ok(Ok(node
                     .outputs
                     .iter()
-                    .map(|&v| (v, Split { axis: s0.axis, parts: s0.parts.clone(), seeds: BTreeSet::new() }))
+                    .map(|&v| {
+                        (
+                            v,
+                            Split {
+                                axis: s0.axis,
+                                parts: s0.parts.clone(),
+                                seeds: BTreeSet::new(),
+                            },
+                        )
+                    })
                     .collect()));
             }
             if outs != s0.parts || node.inputs.get(1).copied().flatten().is_none() {
@@ -244,7 +276,16 @@ fn rule(
                 .outputs
                 .iter()
                 .zip(outs)
-                .map(|(&v, p)| (v, Split { axis, parts: vec![p], seeds: BTreeSet::new() }))
+                .map(|(&v, p)| {
+                    (
+                        v,
+                        Split {
+                            axis,
+                            parts: vec![p],
+                            seeds: BTreeSet::new(),
+                        },
+                    )
+                })
                 .collect()))
         }
         Op::Shape(ShapeOp::Slice) if i0 == 0 => {
@@ -264,7 +305,11 @@ fn rule(
         Op::Shape(ShapeOp::Concat) => {
             let r = out_shape.len();
             let axis = norm_axis(node.attrs.int_or("axis", 0)?, r);
-            if axis == s0.axis || ins.iter().any(|(_, s)| s.axis != s0.axis || s.parts != s0.parts) {
+            if axis == s0.axis
+                || ins
+                    .iter()
+                    .any(|(_, s)| s.axis != s0.axis || s.parts != s0.parts)
+            {
                 return Ok(Err("it concatenates along the split axis".into()));
             }
             if let Err(why) = whole_operands(g, nid, s0.axis, r, &s0.parts, st)? {
@@ -280,7 +325,10 @@ fn rule(
         ) if i0 == 0 && ins.len() == 1 => {
             let r = out_shape.len();
             let axis = norm_axis(node.attrs.int_or("axis", -1)?, r);
-            let over_rest = !matches!(node.op, Op::Reduce(ReduceOp::Softmax | ReduceOp::LogSoftmax));
+            let over_rest = !matches!(
+                node.op,
+                Op::Reduce(ReduceOp::Softmax | ReduceOp::LogSoftmax)
+            );
             if s0.axis == axis || (over_rest && s0.axis > axis) {
                 return Ok(Err("it reduces over the split axis".into()));
             }
@@ -309,7 +357,16 @@ fn product(
     let b_const = g.konst(b).is_some() && g.ty(b)?.shape.len() == 2;
     let only = |i: usize| ins.len() == 1 && ins[0].0 == i;
     let s = &ins[0].1;
-    let same = |axis: usize| Ok(Ok(vec![(out, Split { axis, parts: s.parts.clone(), seeds: BTreeSet::new() })]));
+    let same = |axis: usize| {
+        Ok(Ok(vec![(
+            out,
+            Split {
+                axis,
+                parts: s.parts.clone(),
+                seeds: BTreeSet::new(),
+            },
+        )]))
+    };
     if gemm && node.attrs.int_or("transA", 0)? != 0 {
         return Ok(Err("Gemm with transA".into()));
     }
@@ -318,13 +375,22 @@ fn product(
             true => 1,
             false => 0,
         };
-        st.edits.push((nid, Edit::Row { w_axis, parts: s.parts.clone() }));
+        st.edits.push((
+            nid,
+            Edit::Row {
+                w_axis,
+                parts: s.parts.clone(),
+            },
+        ));
         return Ok(Ok(Vec::new()));
     }
     if only(0) && b_const && s.axis + 1 < a_rank {
-        if gemm && node.inputs.get(2).copied().flatten().is_some_and(|c| {
-            g.ty(c).is_ok_and(|t| t.shape.len() == 2 && t.shape[0].known() != Some(1))
-        }) {
+        if gemm
+            && node.inputs.get(2).copied().flatten().is_some_and(|c| {
+                g.ty(c)
+                    .is_ok_and(|t| t.shape.len() == 2 && t.shape[0].known() != Some(1))
+            })
+        {
             return Ok(Err("a Gemm bias with rows".into()));
         }
         return same(s.axis + r - a_rank);
@@ -439,14 +505,19 @@ pub fn known(g: &Graph, v: ValueId) -> Res<Vec<u64>> {
 }
 
 fn missing() -> ShardError {
-    ShardError::Ir(gopt_ir::IrError::Invalid("a product without its operands".into()))
+    ShardError::Ir(gopt_ir::IrError::Invalid(
+        "a product without its operands".into(),
+    ))
 }
 
 fn indivisible(g: &Graph, nid: NodeId, shape: &[u64], axis: usize, ranks: usize) -> ShardError {
     let node = g.node(nid);
     ShardError::Indivisible {
         node: node.name.clone(),
-        what: format!("dim {axis} ({}) of its output {shape:?}, the head count", shape[axis]),
+        what: format!(
+            "dim {axis} ({}) of its output {shape:?}, the head count",
+            shape[axis]
+        ),
         ranks,
     }
 }

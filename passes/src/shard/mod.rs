@@ -90,7 +90,10 @@ pub fn collectives(g: &Graph) -> Vec<(CollectiveOp, u64)> {
                     .iter()
                     .filter_map(|v| g.value(*v).ty.as_ref())
                     .map(|t| {
-                        t.shape.iter().map(|d| d.known().unwrap_or(0)).product::<u64>()
+                        t.shape
+                            .iter()
+                            .map(|d| d.known().unwrap_or(0))
+                            .product::<u64>()
                             * t.dtype.size() as u64
                     })
                     .sum();
@@ -139,10 +142,17 @@ pub fn shard(g: &Verified, ranks: usize) -> Result<Sharded, ShardError> {
         .collect();
     if row.is_empty() {
         dropped.truncate(3);
-        return Err(ShardError::NothingToShard { ranks, reasons: dropped });
+        return Err(ShardError::NothingToShard {
+            ranks,
+            reasons: dropped,
+        });
     }
-    let mut column: Vec<NodeId> = seeds.keys().copied().collect();
-    column.sort();
+    let column: Vec<String> = layouts
+        .edits
+        .iter()
+        .filter(|(_, e)| matches!(e, Edit::Column { .. }))
+        .map(|(n, _)| name(n))
+        .collect();
     let gathered = g
         .outputs
         .iter()
@@ -154,7 +164,7 @@ pub fn shard(g: &Verified, ranks: usize) -> Result<Sharded, ShardError> {
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Sharded {
         ranks: graphs,
-        column: column.iter().map(name).collect(),
+        column,
         row,
         gathered,
     })
@@ -177,8 +187,14 @@ fn choose_seeds(g: &Graph, ranks: usize) -> Result<HashMap<NodeId, Vec<u64>>, Sh
         let (Some(Some(a)), Some(Some(b))) = (node.inputs.first(), node.inputs.get(1)) else {
             continue;
         };
-        let bias_ok = node.inputs.get(2).copied().flatten().is_none_or(|c| g.konst(c).is_some());
-        if g.konst(*a).is_some() || g.konst(*b).is_none() || g.ty(*b)?.shape.len() != 2 || !bias_ok {
+        let bias_ok = node
+            .inputs
+            .get(2)
+            .copied()
+            .flatten()
+            .is_none_or(|c| g.konst(c).is_some());
+        if g.konst(*a).is_some() || g.konst(*b).is_none() || g.ty(*b)?.shape.len() != 2 || !bias_ok
+        {
             continue;
         }
         let out = node.outputs[0];
@@ -191,7 +207,11 @@ fn choose_seeds(g: &Graph, ranks: usize) -> Result<HashMap<NodeId, Vec<u64>>, Sh
             }
             return Err(ShardError::Indivisible {
                 node: node.name.clone(),
-                what: format!("its {p} output columns ({} {})", if gemm { "Gemm" } else { "MatMul" }, fmt_shape(&shape)),
+                what: format!(
+                    "its {p} output columns ({} {})",
+                    if gemm { "Gemm" } else { "MatMul" },
+                    fmt_shape(&shape)
+                ),
                 ranks,
             });
         }
@@ -206,7 +226,11 @@ fn fmt_shape(s: &[u64]) -> String {
 
 /// The pieces of a product's output columns when all it feeds (through a bias Add or
 /// reshapes that keep the last axis) is one Split along the last axis.
-fn merged_parts(g: &Graph, consumers: &HashMap<ValueId, Vec<NodeId>>, mut v: ValueId) -> Option<Vec<u64>> {
+fn merged_parts(
+    g: &Graph,
+    consumers: &HashMap<ValueId, Vec<NodeId>>,
+    mut v: ValueId,
+) -> Option<Vec<u64>> {
     let cols = *known(g, v).ok()?.last()?;
     for _ in 0..4 {
         let users = consumers.get(&v)?;
@@ -229,7 +253,8 @@ fn merged_parts(g: &Graph, consumers: &HashMap<ValueId, Vec<NodeId>>, mut v: Val
                 return (parts.iter().sum::<u64>() == cols).then_some(parts);
             }
             _ if out_shape.last() != Some(&cols) => return None,
-            Op::Elementwise(gopt_ir::ops::ElementwiseOp::Add) | Op::Shape(gopt_ir::ops::ShapeOp::Reshape) => v = out,
+            Op::Elementwise(gopt_ir::ops::ElementwiseOp::Add)
+            | Op::Shape(gopt_ir::ops::ShapeOp::Reshape) => v = out,
             _ => return None,
         }
     }
@@ -260,11 +285,18 @@ fn reaches_output(
 /// graph output; then verified (types inferred anew).
 fn rank_graph(g: &Graph, l: &Layouts, rank: usize, ranks: usize) -> Result<Verified, ShardError> {
     let mut h = Graph::clone(g);
-    let cut = |h: &mut Graph, nid: NodeId, input: usize, axis: usize, parts: &[u64]| -> Result<(), ShardError> {
+    let cut = |h: &mut Graph,
+               nid: NodeId,
+               input: usize,
+               axis: usize,
+               parts: &[u64]|
+     -> Result<(), ShardError> {
         let Some(v) = h.nodes[nid.index()].inputs.get(input).copied().flatten() else {
             return Ok(());
         };
-        let t = h.constant(v).ok_or_else(|| IrError::Invalid(format!("`{}` is not a constant", h.value(v).name)))?;
+        let t = h
+            .constant(v)
+            .ok_or_else(|| IrError::Invalid(format!("`{}` is not a constant", h.value(v).name)))?;
         let p = slice::piece(t, axis, parts, rank, ranks)?;
         let name = format!("{}/rank{rank}", h.value(v).name);
         let c = h.add_const(&name, p);
@@ -310,9 +342,15 @@ fn rank_graph(g: &Graph, l: &Layouts, rank: usize, ranks: usize) -> Result<Verif
             }
             Edit::Operand { input, axis, parts } => cut(&mut h, *nid, *input, *axis, parts)?,
             Edit::TargetShape { axis } => {
-                let mut shape: Vec<i64> = known(g, node.outputs[0])?.iter().map(|&d| d as i64).collect();
+                let mut shape: Vec<i64> = known(g, node.outputs[0])?
+                    .iter()
+                    .map(|&d| d as i64)
+                    .collect();
                 shape[*axis] /= ranks as i64;
-                let c = h.add_const(&format!("{}/shape/rank{rank}", node.name), Tensor::from_i64s(&shape));
+                let c = h.add_const(
+                    &format!("{}/shape/rank{rank}", node.name),
+                    Tensor::from_i64s(&shape),
+                );
                 h.nodes[nid.index()].inputs[1] = Some(c);
             }
             Edit::SplitSizes => {
@@ -325,7 +363,10 @@ fn rank_graph(g: &Graph, l: &Layouts, rank: usize, ranks: usize) -> Result<Verif
                         Ok(s[axis] as i64 / ranks as i64)
                     })
                     .collect::<Result<_, ShardError>>()?;
-                let c = h.add_const(&format!("{}/sizes/rank{rank}", node.name), Tensor::from_i64s(&sizes));
+                let c = h.add_const(
+                    &format!("{}/sizes/rank{rank}", node.name),
+                    Tensor::from_i64s(&sizes),
+                );
                 h.nodes[nid.index()].inputs[1] = Some(c);
             }
         }

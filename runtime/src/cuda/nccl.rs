@@ -12,8 +12,7 @@ pub fn gpu_count() -> Result<usize> {
     if !unsafe { cudarc::driver::sys::is_culib_present() } {
         return Err(RuntimeError::NoCuda("driver"));
     }
-    let n = cudarc::driver::CudaContext::device_count()
-        .map_err(super::drv("counting the GPUs"))?;
+    let n = cudarc::driver::CudaContext::device_count().map_err(super::drv("counting the GPUs"))?;
     Ok(n.max(0) as usize)
 }
 

@@ -113,7 +113,8 @@ impl CollectiveOp {
         }
         let parts = ex.exchange(rank, x.clone())?;
         for (r, p) in parts.iter().enumerate() {
-            if p.dtype() != x.dtype() || (self == CollectiveOp::AllReduce && p.shape() != x.shape()) {
+            if p.dtype() != x.dtype() || (self == CollectiveOp::AllReduce && p.shape() != x.shape())
+            {
                 return Err(IrError::Shape(format!(
                     "`{}`: rank {r} gave {} {:?}, rank {rank} {} {:?}",
                     self.name(),
@@ -133,7 +134,8 @@ impl CollectiveOp {
                 cat.attrs = Attrs::default();
                 cat.attrs.set("axis", crate::attr::Attr::Int(axis as i64));
                 let mut out = crate::ops::ShapeOp::Concat.eval(cx, &cat, &refs)?;
-                out.pop().ok_or_else(|| IrError::Invalid("Concat gave no output".into()))?
+                out.pop()
+                    .ok_or_else(|| IrError::Invalid("Concat gave no output".into()))?
             }
         };
         Ok(vec![y])
