@@ -132,7 +132,7 @@ fn gemm_out(p: &CudaPlan) -> u32 {
         .iter()
         .find_map(|s| match s {
             Step::Gemm(g) if g.node == "m" => Some(g.out),
-            Step::Gemm(_) | Step::Kernel(_) => None,
+            Step::Gemm(_) | Step::Kernel(_) | Step::Collective(_) => None,
         })
         .expect("the merged GEMM")
 }

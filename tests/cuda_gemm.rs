@@ -199,7 +199,7 @@ fn transposed_and_scaled_gemms_plan_and_compile() {
             .iter()
             .filter_map(|s| match s {
                 Step::Gemm(gm) => Some(gm),
-                Step::Kernel(_) => None,
+                Step::Kernel(_) | Step::Collective(_) => None,
             })
             .collect();
         let [gm] = gemms[..] else {

@@ -55,7 +55,7 @@ fn the_fixture_plans_into_the_two_fused_epilogues() {
         .iter()
         .filter_map(|s| match s {
             Step::Gemm(g) => Some(g),
-            Step::Kernel(_) => None,
+            Step::Kernel(_) | Step::Collective(_) => None,
         })
         .collect();
     assert_eq!(gemms.len(), 2, "{:?}", p.steps);

@@ -92,6 +92,7 @@ fn no_step_writes_over_what_it_reads() {
                     ins.extend(g.bias.iter().chain(&g.residual));
                     (ins, vec![g.out])
                 }
+                Step::Collective(c) => (vec![c.input], vec![c.output]),
             };
             for o in &outs {
                 let Some((o0, o1)) = range(*o) else { continue };
@@ -186,7 +187,7 @@ fn channels_last_convolutions_plan_as_gemms() {
             .iter()
             .find_map(|s| match s {
                 Step::Gemm(g) => Some(g.clone()),
-                Step::Kernel(_) => None,
+                Step::Kernel(_) | Step::Collective(_) => None,
             })
             .expect("the convolution is a GEMM");
         assert!(gemm.trans_b && gemm.n == m as u64, "{gemm:?}");
@@ -484,7 +485,7 @@ fn residual_before_activation_goes_to_the_gemm_epilogue() {
             .iter()
             .find_map(|s| match s {
                 Step::Gemm(g) => Some(g.clone()),
-                Step::Kernel(_) => None,
+                Step::Kernel(_) | Step::Collective(_) => None,
             })
             .expect("the convolution is a GEMM");
         if all_in_library {

@@ -142,7 +142,7 @@ fn the_cuda_plan_reads_the_merged_gemms_in_place() {
             .iter()
             .filter_map(|s| match s {
                 Step::Gemm(g) => Some(g.out),
-                Step::Kernel(_) => None,
+                Step::Kernel(_) | Step::Collective(_) => None,
             })
             .collect();
         let mut rows = 0;

@@ -111,6 +111,7 @@ pub fn aliasing(g: &Graph, lowered: &[Lowered], views: Views) -> Vec<bool> {
             | Lowered::ConvGemm(_)
             | Lowered::PackedGemm
             | Lowered::Kernel(_)
+            | Lowered::Collective(_)
             | Lowered::Unsupported(_) => false,
         })
         .collect()

@@ -17,6 +17,7 @@
 //! table ([`stream`]).
 
 mod kernels;
+pub mod link;
 mod stream;
 #[cfg(test)]
 mod tests;
@@ -138,6 +139,8 @@ pub enum Kind {
     Attention,
     /// A memory-bound kernel (element-wise, reduction, normalization, data movement).
     Stream,
+    /// Communication between GPUs, bound by the link ([`link`]).
+    Collective,
 }
 
 /// The execution kind of an op: exhaustive, so a new op must be classified here.
@@ -273,6 +276,7 @@ pub fn kind(op: Op) -> Kind {
             FusedOp::FusedConv => Kind::Conv,
             FusedOp::FusedElementwise => Kind::Stream,
         },
+        Op::Collective(_) => Kind::Collective,
     }
 }
 
@@ -286,10 +290,12 @@ pub fn family(op: Op) -> &'static str {
         Kind::Gemm => return "gemm",
         Kind::Conv => return "conv",
         Kind::Attention => return "attention",
+        Kind::Collective => return "collective",
         Kind::Stream => {}
     }
     match op {
         Op::Elementwise(_) | Op::Fused(_) => "elementwise",
+        Op::Collective(_) => "collective",
         Op::Shape(_) => "movement",
         Op::Reduce(r) => match r {
             ReduceOp::LayerNormalization
@@ -521,6 +527,9 @@ pub fn op_work(
     if k == Kind::Free {
         return free;
     }
+    if let Op::Collective(c) = op {
+        return link::collective_work(c, attrs, outputs);
+    }
     let bytes_of = |ty: &TensorType| -> f64 { elems(ty) * ty.dtype.size() as f64 };
     let out_elems: f64 = outputs.iter().map(elems).sum();
     let reads = stream::reads(op, inputs, out_elems);
@@ -542,7 +551,7 @@ pub fn op_work(
         ..stream
     };
     let c = match k {
-        Kind::Free | Kind::Stream => stream,
+        Kind::Free | Kind::Stream | Kind::Collective => stream,
         Kind::Gemm => match op {
             Op::Nn(NnOp::MatMul | NnOp::Gemm) | Op::Fused(FusedOp::FusedMatMul) => {
                 trans_b(op, attrs)

@@ -22,6 +22,7 @@ pub mod quantize;
 pub mod report;
 pub mod rules;
 pub mod split_weights;
+pub mod shard;
 
 use egg::{BackoffScheduler, Runner, StopReason};
 use gopt_ir::{DType, Verified};

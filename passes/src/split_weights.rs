@@ -195,7 +195,12 @@ fn weight_of(op: Op) -> Option<(usize, AxisOf, &'static [usize])> {
         },
         // Element-wise ops, reductions, image ops, control flow and attention read
         // weights no product reads: none is split.
-        Op::Elementwise(_) | Op::Reduce(_) | Op::Image(_) | Op::Control(_) | Op::Attention(_) => {
+        Op::Elementwise(_)
+        | Op::Reduce(_)
+        | Op::Image(_)
+        | Op::Control(_)
+        | Op::Attention(_)
+        | Op::Collective(_) => {
             None
         }
     }

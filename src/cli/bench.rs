@@ -37,6 +37,8 @@ use std::time::Instant;
         gopt bench tests/data/models/gpt2_small/model.onnx --batch 1 --seq 64 --backend wgpu --adapter llvmpipe"
 )]
 pub struct Args {
+    #[command(flatten)]
+    pub tp: super::tensor_parallel::TpArgs,
     /// The model file (.onnx).
     pub model: PathBuf,
     #[command(flatten)]
@@ -212,6 +214,7 @@ pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Runs `gopt bench`.
 pub fn main(args: &Args) -> Result<ExitCode> {
+    super::tensor_parallel::refuse(&args.tp, "bench")?;
     if !(1..=MAX_RUNS).contains(&args.iters) {
         bail!(
             "--iters {}: expected 1 to {MAX_RUNS} timed runs",

@@ -105,6 +105,8 @@ pub struct Args {
     /// With --generate: which steps to compile.
     #[arg(long, value_enum, default_value_t = super::compile_generate::Steps::All, requires = "generate")]
     pub steps: super::compile_generate::Steps,
+    #[command(flatten)]
+    pub tp: super::tensor_parallel::TpArgs,
 }
 
 /// The optimizer options `compile`, `run` and `test` share.
@@ -401,6 +403,9 @@ impl CudaSummary {
 
 /// Runs `gopt compile`.
 pub fn main(args: &Args) -> Result<ExitCode> {
+    if let Some(ranks) = args.tp.ranks() {
+        return super::tensor_parallel::compile(args, ranks);
+    }
     if args.generate {
         return super::compile_generate::main(args);
     }
@@ -660,7 +665,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-fn parse_binds(binds: &[String]) -> Result<Bindings> {
+pub(super) fn parse_binds(binds: &[String]) -> Result<Bindings> {
     let mut b = Bindings::new();
     for s in binds {
         let Some((name, size)) = s.split_once('=') else {

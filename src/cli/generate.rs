@@ -39,6 +39,8 @@ use std::time::Instant;
         [batch, seq]) or text with one prompt per line (ids separated by spaces or commas)."
 )]
 pub struct Args {
+    #[command(flatten)]
+    pub tp: super::tensor_parallel::TpArgs,
     /// The decoder (.onnx) exported with its KV cache.
     pub model: PathBuf,
     /// A prompt as comma-separated token ids (`1,15043,29892`) or a file (.npy, or
@@ -116,6 +118,7 @@ struct Report<'a> {
 
 /// Runs `gopt generate`.
 pub fn main(args: &Args) -> Result<ExitCode> {
+    super::tensor_parallel::refuse(&args.tp, "generate")?;
     let t0 = Instant::now();
     let prompts = read_prompts(&args.prompts, args.batch)?;
     let model = gopt::load_model(&args.model)

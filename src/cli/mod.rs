@@ -15,6 +15,7 @@ pub mod memory;
 pub mod profile;
 pub mod quantized;
 pub mod run;
+pub mod tensor_parallel;
 pub mod test;
 
 use std::time::Duration;

@@ -33,6 +33,8 @@ use std::time::Instant;
         gopt compile model.onnx --target wgsl -o out/ && gopt run out/ -i x.npy"
 )]
 pub struct Args {
+    #[command(flatten)]
+    pub tp: super::tensor_parallel::TpArgs,
     /// The model file (.onnx), or an artifact folder `gopt compile -o DIR` wrote (its
     /// plans run without optimizing again, once every file matches the SHA-256 its
     /// plan.json records).
@@ -92,6 +94,7 @@ struct Report {
 
 /// Runs `gopt run`.
 pub fn main(args: &Args) -> Result<ExitCode> {
+    super::tensor_parallel::refuse(&args.tp, "run")?;
     let t0 = Instant::now();
     // A folder is an artifact `gopt compile -o` wrote: its plans run as compiled, after
     // every file is checked against the hashes its plan records.

@@ -9,6 +9,7 @@
 
 pub mod arg;
 pub mod attention;
+pub mod collective;
 pub mod compress;
 pub mod conv_transpose;
 pub mod counted;
@@ -169,7 +170,8 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
             | Lowered::Folded(_)
             | Lowered::Gemm(_)
             | Lowered::ConvGemm(_)
-            | Lowered::PackedGemm => {}
+            | Lowered::PackedGemm
+            | Lowered::Collective(_) => {}
         }
     }
     Ok((kernels, others))

@@ -5,6 +5,7 @@
 //! runtime replays it without the graph. What each node becomes comes from
 //! [`crate::lower`]; the arena from [`crate::memory::arena`].
 
+use super::collective::Collective;
 use super::conv_gemm;
 use super::fold;
 use super::gemm::{self, Gemm};
@@ -35,6 +36,8 @@ pub enum Step {
     Kernel(usize),
     /// A cuBLASLt matmul (then its post kernel, if any).
     Gemm(Gemm),
+    /// An NCCL collective between the ranks of a tensor-parallel model.
+    Collective(Collective),
 }
 
 /// The plan of one bucket.
@@ -170,6 +173,9 @@ pub fn build_with_options(
                 kernels.push(k);
                 steps.push(Step::Kernel(kernels.len() - 1));
             }),
+            Lowered::Collective(op) => {
+                super::collective::lower(g, n, *op).map(|c| steps.push(Step::Collective(c)))
+            }
             Lowered::Unsupported(why) => Err(crate::lower::support::unsupported(n, why)),
         };
         match done {
@@ -203,6 +209,7 @@ pub fn build_with_options(
                     used.extend(&kernels[p].inputs);
                 }
             }
+            Step::Collective(c) => used.push(c.input),
         }
     }
     used.extend(g.outputs.iter().map(|v| v.0));
@@ -310,6 +317,7 @@ fn window_offsets(g: &Graph, lowered: &[Lowered]) -> std::collections::HashMap<V
             | Lowered::Kernel(_)
             | Lowered::Absorbed
             | Lowered::Folded(_)
+            | Lowered::Collective(_)
             | Lowered::Unsupported(_) => continue,
         };
         if let (Some(Some(src)), Some(out)) = (n.inputs.first(), n.outputs.first()) {
@@ -369,6 +377,7 @@ impl CudaPlan {
             .map(|s| match s {
                 Step::Kernel(_) => 1,
                 Step::Gemm(g) => 1 + usize::from(g.post.is_some()),
+                Step::Collective(_) => 1,
             })
             .sum()
     }
@@ -385,6 +394,10 @@ impl CudaPlan {
                     .get(*k)
                     .map_or("unknown", |k| kernel_kind(&k.name)),
                 Step::Gemm(_) => GEMM_KIND,
+                Step::Collective(c) => match c.kind {
+                    super::collective::CollectiveKind::AllReduce => "allreduce",
+                    super::collective::CollectiveKind::AllGather => "allgather",
+                },
             })
             .collect()
     }

@@ -383,7 +383,8 @@ fn form(g: &Graph, node: &Node) -> Result<Form> {
         | Op::Shape(_)
         | Op::Control(_)
         | Op::Attention(_)
-        | Op::Fused(_) => other(),
+        | Op::Fused(_)
+        | Op::Collective(_) => other(),
     }
 }
 

@@ -63,7 +63,7 @@ pub mod trilu;
 pub mod unique;
 
 use gopt_ir::ops::{
-    AttentionOp, ControlOp, ElementwiseOp, FusedOp, ImageOp, NnOp, ReduceOp, ShapeOp,
+    AttentionOp, CollectiveOp, ControlOp, ElementwiseOp, FusedOp, ImageOp, NnOp, ReduceOp, ShapeOp,
 };
 use gopt_ir::{Graph, Node, Op, ValueId};
 
@@ -333,6 +333,9 @@ pub enum Lowered {
     /// a backend's plan from the graph and the lowering before any kernel is written
     /// (the CUDA plan's `cuda::fold`; other backends fold nothing).
     Folded(Fold),
+    /// No kernel: a collective, which the CUDA executor runs as an NCCL call between
+    /// the rank's steps (`cuda::collective`); other backends refuse it.
+    Collective(CollectiveOp),
     /// No GPU kernel, and why (the op, or the mode of it).
     Unsupported(String),
 }
@@ -849,5 +852,7 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
                 }
             }
         },
+        // Collectives run as NCCL calls between the ranks' steps, not as kernels.
+        Op::Collective(c) => Lowered::Collective(c),
     })
 }

@@ -444,7 +444,8 @@ fn form(g: &Graph, node: &Node) -> Result<Form> {
         | Op::Shape(_)
         | Op::Attention(_)
         | Op::Image(_)
-        | Op::Control(_) => other(),
+        | Op::Control(_)
+        | Op::Collective(_) => other(),
     }
 }
 

@@ -67,15 +67,3 @@ pub(crate) fn read_index(dt: DType, elem: &str, len: usize, code: u32, k: &str) 
     )
 }
 
-/// The check of `node` (of `g`): its code, and `what` for the message. An axis too
-/// long for an i32 index is unsupported (no WGSL binding holds one).
-pub(crate) fn check(g: &Graph, node: &Node, len: usize, what: String) -> Result<IndexCheck> {
-    if i32::try_from(len).is_err() {
-        return Err(unsupported(node, "an axis of 2^31 elements or more"));
-    }
-    Ok(IndexCheck {
-        code: index_code(g, node)?,
-        op: node.op.name().into(),
-        what,
-    })
-}

@@ -217,6 +217,10 @@ pub fn write(g: &Graph, i: usize, n: &Node, lowered: &Lowered) -> Result<Option<
         Lowered::ConvGemm(s) => conv::emit(s, &name),
         Lowered::PackedGemm => packed::emit(g, n, &name),
         Lowered::Kernel(spec) => kernel(spec, &name),
+        Lowered::Collective(_) => Err(crate::lower::support::unsupported(
+            n,
+            "a collective (tensor-parallel runs are CUDA's, through NCCL)",
+        )),
         Lowered::Unsupported(why) => Err(crate::lower::support::unsupported(n, why)),
         // The WGSL plan folds nothing: its pool binds whole buffers.
         Lowered::Folded(_) => Err(CodegenError::Plan(format!(

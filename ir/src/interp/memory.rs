@@ -151,9 +151,12 @@ pub(super) fn scratch(node: &Node, ins: &[Option<&Tensor>], out: u128) -> u128 {
                 .saturating_add(out)
         }
         Op::Shape(_) => out,
-        Op::Attention(_) | Op::Reduce(_) | Op::Nn(_) | Op::Image(_) | Op::Fused(_) => {
-            inputs.saturating_add(out)
-        }
+        Op::Attention(_)
+        | Op::Reduce(_)
+        | Op::Nn(_)
+        | Op::Image(_)
+        | Op::Fused(_)
+        | Op::Collective(_) => inputs.saturating_add(out),
     }
 }
 

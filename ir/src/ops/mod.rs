@@ -16,6 +16,7 @@ use std::collections::HashMap;
 use std::fmt;
 
 pub mod attention;
+pub mod collective;
 pub mod control;
 pub mod elementwise;
 pub mod fused;
@@ -27,6 +28,7 @@ pub mod shape;
 pub mod util;
 
 pub use attention::AttentionOp;
+pub use collective::CollectiveOp;
 pub use control::ControlOp;
 pub use elementwise::ElementwiseOp;
 pub use fused::FusedOp;
@@ -87,6 +89,8 @@ pub enum Op {
     Attention(AttentionOp),
     /// Fused forms the optimizer produces (gopt-internal, not ONNX).
     Fused(FusedOp),
+    /// Communication between the ranks of a sharded model (gopt-internal, not ONNX).
+    Collective(CollectiveOp),
 }
 
 impl Op {
@@ -101,6 +105,7 @@ impl Op {
             Op::Control(o) => o.name(),
             Op::Attention(o) => o.name(),
             Op::Fused(o) => o.name(),
+            Op::Collective(o) => o.name(),
         }
     }
 
@@ -116,6 +121,7 @@ impl Op {
             .or_else(|| ControlOp::from_name(s).map(Op::Control))
             .or_else(|| AttentionOp::from_name(s).map(Op::Attention))
             .or_else(|| FusedOp::from_name(s).map(Op::Fused))
+            .or_else(|| CollectiveOp::from_name(s).map(Op::Collective))
     }
 
     /// The ONNX op with this name: [`Op::from_name`] without the gopt-internal ops, so
@@ -125,10 +131,11 @@ impl Op {
         Op::from_name(s).filter(|op| !op.is_internal())
     }
 
-    /// True for gopt-internal ops (the fused family), which are not ONNX ops.
+    /// True for gopt-internal ops (the fused and collective families), which are not
+    /// ONNX ops.
     pub fn is_internal(self) -> bool {
         match self {
-            Op::Fused(_) => true,
+            Op::Fused(_) | Op::Collective(_) => true,
             Op::Elementwise(_)
             | Op::Reduce(_)
             | Op::Shape(_)
@@ -150,6 +157,7 @@ impl Op {
         v.extend(ControlOp::ALL.iter().map(|&o| Op::Control(o)));
         v.extend(AttentionOp::ALL.iter().map(|&o| Op::Attention(o)));
         v.extend(FusedOp::ALL.iter().map(|&o| Op::Fused(o)));
+        v.extend(CollectiveOp::ALL.iter().map(|&o| Op::Collective(o)));
         v
     }
 
@@ -211,6 +219,7 @@ impl Op {
             Op::Control(o) => o.eval(cx, node, inputs),
             Op::Attention(o) => o.eval(cx, node, inputs),
             Op::Fused(o) => o.eval(cx, node, inputs),
+            Op::Collective(o) => o.eval(cx, node, inputs),
         }
     }
 
@@ -259,6 +268,7 @@ impl Op {
             Op::Control(o) => o.infer(cx, node, inputs),
             Op::Attention(o) => o.infer(cx, node, inputs),
             Op::Fused(o) => o.infer(cx, node, inputs),
+            Op::Collective(o) => o.infer(cx, node, inputs),
         }
     }
 
@@ -268,6 +278,7 @@ impl Op {
         match self {
             Op::Elementwise(o) => o.is_deterministic(),
             Op::Fused(o) => o.is_deterministic(),
+            Op::Collective(o) => o.is_deterministic(),
             Op::Reduce(_)
             | Op::Shape(_)
             | Op::Nn(_)

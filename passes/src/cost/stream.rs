@@ -97,5 +97,7 @@ pub(super) fn scalar(op: Op, inputs: &[&TensorType], outputs: &[TensorType]) -> 
         | Op::Attention(_)
         | Op::Control(_)
         | Op::Image(_) => false,
+        // Priced by the link (`super::link`), never as a kernel of threads.
+        Op::Collective(_) => false,
     }
 }

@@ -216,6 +216,13 @@ impl Executable {
                     tuner.choose(&lt, g, &mut p, plan.tf32)?;
                     Ready::Gemm(Box::new(p), g.post)
                 }
+                Step::Collective(c) => {
+                    return Err(RuntimeError::Usage(format!(
+                        "collective `{}`: this plan is one rank of a tensor-parallel model; \
+                         the multi-GPU executor that runs it is not built yet",
+                        c.node
+                    )))
+                }
             });
         }
         let tuning = tuner.finish()?;
@@ -309,6 +316,7 @@ impl Executable {
                         self.plan.kernels[*k].name, self.plan.kernels[*k].node
                     ),
                     Step::Gemm(g) => format!("step {i}: GEMM `{}`", g.node),
+                    Step::Collective(c) => format!("step {i}: collective `{}`", c.node),
                 };
                 self.stream.synchronize().map_err(drv(what))?;
             }
@@ -747,6 +755,9 @@ impl Executable {
                         g.node.clone(),
                         None,
                     ),
+                    Step::Collective(c) => {
+                        (format!("{:?} `{}`", c.kind, c.node), c.node.clone(), None)
+                    }
                 };
                 crate::StepTime {
                     label,

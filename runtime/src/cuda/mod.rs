@@ -16,6 +16,7 @@ pub mod device;
 pub mod exec;
 pub mod memory;
 mod modules;
+pub mod nccl;
 pub mod peaks;
 pub mod tune;
 pub use modules::compile_for_arch;

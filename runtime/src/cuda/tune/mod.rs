@@ -481,7 +481,7 @@ pub fn tune_plan(
     let mut tuner = Tuner::new(dev, &stream, opts, (base, arena.len()));
     for s in &plan.steps {
         match s {
-            Step::Kernel(_) => {}
+            Step::Kernel(_) | Step::Collective(_) => {}
             Step::Gemm(g) => {
                 let ptrs = gemm_ptrs(plan, g, base, weights.base())?;
                 let mut p = blas::prepare(&lt, g, ptrs, plan.tf32)?;

@@ -1,0 +1,164 @@
+//! The sharding pass on small graphs built here: an MLP block (column-parallel up,
+//! row-parallel down, the AllReduce before the bias and residual) computes the unsplit
+//! block's numbers when its ranks run together; a width that does not divide is an
+//! error naming it; N=1 is the identity; and the cost model prices a collective by its
+//! ring traffic over NVLink.
+
+use gopt_ir::ops::collective::simulate;
+use gopt_ir::ops::{CollectiveOp, ElementwiseOp, NnOp};
+use gopt_ir::{dim, verify, Attr, Attrs, DType, Graph, Op, Tensor, TensorType};
+use gopt_passes::cost::link::{COLLECTIVE_LATENCY_S, NVLINK4_BYTES_PER_S};
+use gopt_passes::cost::{op_work, Target};
+use gopt_passes::shard::{collectives, shard, ShardError};
+
+fn data(shape: &[usize], seed: u64) -> Tensor {
+    let n: usize = shape.iter().product();
+    let v: Vec<f64> = (0..n)
+        .map(|i| (((i as u64 * 2654435761 + seed * 40503) % 1000) as f64 / 500.0) - 1.0)
+        .collect();
+    Tensor::from_f64s(DType::F32, shape, &v).expect("data")
+}
+
+/// `y = relu(x @ W1 + b1) @ W2 + b2 + x`, x f32[3,8], W1 [8,width].
+fn mlp(width: usize) -> Graph {
+    let mut g = Graph::new("mlp");
+    let x = g.add_input("x", TensorType::new(DType::F32, dim::shape_of(&[3, 8])));
+    let w1 = g.add_const("w1", data(&[8, width], 1));
+    let b1 = g.add_const("b1", data(&[width], 2));
+    let w2 = g.add_const("w2", data(&[width, 8], 3));
+    let b2 = g.add_const("b2", data(&[8], 4));
+    let ew = |e| Op::Elementwise(e);
+    let n = g.add_node(
+        "up",
+        Op::Nn(NnOp::MatMul),
+        Attrs::default(),
+        vec![Some(x), Some(w1)],
+        &["h"],
+    );
+    let h = g.nodes[n.index()].outputs[0];
+    let n = g.add_node(
+        "up_bias",
+        ew(ElementwiseOp::Add),
+        Attrs::default(),
+        vec![Some(h), Some(b1)],
+        &["hb"],
+    );
+    let hb = g.nodes[n.index()].outputs[0];
+    let n = g.add_node(
+        "act",
+        ew(ElementwiseOp::Relu),
+        Attrs::default(),
+        vec![Some(hb)],
+        &["a"],
+    );
+    let a = g.nodes[n.index()].outputs[0];
+    let n = g.add_node(
+        "down",
+        Op::Nn(NnOp::MatMul),
+        Attrs::default(),
+        vec![Some(a), Some(w2)],
+        &["d"],
+    );
+    let d = g.nodes[n.index()].outputs[0];
+    let n = g.add_node(
+        "down_bias",
+        ew(ElementwiseOp::Add),
+        Attrs::default(),
+        vec![Some(d), Some(b2)],
+        &["db"],
+    );
+    let db = g.nodes[n.index()].outputs[0];
+    let n = g.add_node(
+        "residual",
+        ew(ElementwiseOp::Add),
+        Attrs::default(),
+        vec![Some(db), Some(x)],
+        &["y"],
+    );
+    let y = g.nodes[n.index()].outputs[0];
+    g.outputs.push(y);
+    g
+}
+
+#[test]
+fn an_mlp_splits_and_its_ranks_sum_to_the_whole() {
+    let g = verify(mlp(16)).expect("verify");
+    let x = data(&[3, 8], 9);
+    let want = gopt_ir::interp::run(&g, std::slice::from_ref(&x)).expect("run");
+    for ranks in [2, 4] {
+        let s = shard(&g, ranks).expect("shard");
+        assert_eq!(
+            (s.column.as_slice(), s.row.as_slice()),
+            (&["up".to_string()][..], &["down".to_string()][..])
+        );
+        for r in &s.ranks {
+            let c = collectives(r);
+            assert_eq!(c.len(), 1, "one AllReduce");
+            assert_eq!(c[0], (CollectiveOp::AllReduce, 3 * 8 * 4));
+            // Each rank holds 1/N of the up and down weights.
+            let w1 = r
+                .nodes
+                .iter()
+                .find(|n| n.name == "up")
+                .and_then(|n| n.inputs[1])
+                .expect("w1");
+            assert_eq!(
+                r.ty(w1).expect("typed").to_string(),
+                format!("f32[8,{}]", 16 / ranks)
+            );
+        }
+        let graphs: Vec<Graph> = s.ranks.iter().map(|r| Graph::clone(r)).collect();
+        let outs = simulate(&graphs, std::slice::from_ref(&x)).expect("simulate");
+        for got in outs {
+            let (a, b) = (got[0].to_f64_vec(), want[0].to_f64_vec());
+            for (p, q) in a.iter().zip(&b) {
+                assert!(
+                    (p - q).abs() <= 1e-5 * (1.0 + q.abs()),
+                    "x{ranks}: {p} vs {q}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn one_rank_is_the_identity_and_odd_widths_are_named() {
+    let g = verify(mlp(15)).expect("verify");
+    let s = shard(&g, 1).expect("one rank");
+    assert_eq!(*s.ranks[0], *g);
+    let e = shard(&g, 2).expect_err("15 columns, 2 ranks");
+    assert!(matches!(e, ShardError::Indivisible { ranks: 2, .. }), "{e}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("`up`") && msg.contains("15 output columns"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn collectives_cost_their_ring_traffic_over_nvlink() {
+    let t = Target::h200();
+    let ty = TensorType::new(DType::F32, dim::shape_of(&[1, 128, 768]));
+    let bytes = 128.0 * 768.0 * 4.0;
+    for (ranks, share) in [(1usize, 0.0), (2, 1.0), (4, 1.5)] {
+        let mut a = Attrs::default();
+        a.set("ranks", Attr::Int(ranks as i64));
+        let w = op_work(
+            &t,
+            Op::Collective(CollectiveOp::AllReduce),
+            &a,
+            &[&ty],
+            &[ty.clone()],
+        );
+        let want = if ranks == 1 {
+            0.0
+        } else {
+            share * bytes / NVLINK4_BYTES_PER_S + COLLECTIVE_LATENCY_S
+        };
+        assert!(
+            (w.seconds - want).abs() < 1e-12,
+            "x{ranks}: {} vs {want}",
+            w.seconds
+        );
+    }
+}

@@ -1,0 +1,147 @@
+//! `--tensor-parallel N`: `gopt compile` splits the model N ways
+//! (`gopt_passes::shard`), optimizes each rank's graph, builds its CUDA plan with
+//! `--target cuda`, and reports per rank the collectives and their bytes; `-o DIR`
+//! writes each rank's graph and plan. `run`, `bench` and `generate` check that the
+//! machine has N GPUs and NCCL, and since the multi-GPU executor is not built yet,
+//! refuse the run either way (exit 2), saying which.
+
+use super::compile::{parse_binds, Args as CompileArgs};
+use gopt::Backend;
+use super::{fmt_duration, outln};
+use anyhow::{bail, Context, Result};
+use gopt::ir::ops::CollectiveOp;
+use gopt::passes::shard::{collectives, shard};
+use std::collections::BTreeMap;
+use std::process::ExitCode;
+use std::time::Instant;
+
+/// The `--tensor-parallel` flag `compile`, `run`, `bench` and `generate` share.
+#[derive(clap::Args, Clone, Debug, Default)]
+pub struct TpArgs {
+    /// Tensor parallelism over N GPUs, Megatron-style: attention heads and MLP columns
+    /// split N ways (column-parallel Q/K/V, up and gate; row-parallel output and down
+    /// projections, each followed by an NCCL all-reduce). `compile` builds and reports
+    /// the N rank graphs (their CUDA plans with --target cuda) and needs the model's
+    /// dims bound (--bind, or its buckets); `run`, `bench` and `generate` need N GPUs
+    /// and NCCL (libnccl.so.2). Heads, K/V heads and MLP widths must divide by N.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]
+    pub tensor_parallel: Option<u64>,
+}
+
+impl TpArgs {
+    /// The rank count asked for, when above 1 (one rank is the ordinary path).
+    pub fn ranks(&self) -> Option<usize> {
+        self.tensor_parallel.filter(|&n| n > 1).map(|n| n as usize)
+    }
+}
+
+/// `run`/`bench`/`generate --tensor-parallel N`: an error saying what this machine
+/// lacks (GPUs, NCCL) or that the multi-GPU executor is not built.
+pub fn refuse(tp: &TpArgs, command: &str) -> Result<()> {
+    let Some(n) = tp.ranks() else { return Ok(()) };
+    gopt::runtime::cuda::nccl::check_ranks(n)
+        .with_context(|| format!("gopt {command} --tensor-parallel {n}"))?;
+    Ok(())
+}
+
+/// `gopt compile --tensor-parallel N`.
+pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
+    if args.generate {
+        bail!("--tensor-parallel with --generate: not supported yet (compile the prefill graph with --bind)");
+    }
+    let t = Instant::now();
+    let model = gopt::load_model(&args.model)
+        .with_context(|| format!("cannot import {}", args.model.display()))?;
+    let opts = args.opt.options()?;
+    let opts = opts.clone().budgets(opts.get_config().budgets.start());
+    let opts = match args.target {
+        Backend::Cuda => opts.backend(Backend::Cuda),
+        Backend::Wgpu => {
+            bail!("--tensor-parallel: the rank plans are CUDA's (NCCL); use --target cuda or none")
+        }
+        Backend::Cpu => opts,
+    };
+    let bindings = parse_binds(&args.binds)?;
+    let buckets: Vec<BTreeMap<String, u64>> = if bindings.is_empty() {
+        gopt::pipeline::plan(&model.model, &opts)?.combinations()
+    } else {
+        vec![bindings.iter().map(|(k, v)| (k.clone(), *v)).collect()]
+    };
+    outln!(
+        "tensor parallel: {ranks} ranks, {} bucket(s), model {}",
+        buckets.len(),
+        args.model.display()
+    );
+    for bucket in &buckets {
+        let name: Vec<String> = bucket.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        let name = if name.is_empty() {
+            "static".to_string()
+        } else {
+            name.join(" ")
+        };
+        let b: gopt::Bindings = bucket.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        let g = gopt::prepare(&model.model, &b).with_context(|| format!("bucket {name}"))?;
+        let s = shard(&g, ranks).with_context(|| format!("bucket {name}"))?;
+        outln!("bucket {name}:");
+        outln!(
+            "  column-parallel products: {}; row-parallel: {} (an AllReduce after each); gathered outputs: {}",
+            s.column.len(),
+            s.row.len(),
+            if s.gathered.is_empty() { "none".to_string() } else { s.gathered.join(", ") }
+        );
+        for (r, rg) in s.ranks.into_iter().enumerate() {
+            let v = gopt::pipeline::optimize_prepared(rg, bucket, &opts)
+                .with_context(|| format!("bucket {name}, rank {r}"))?;
+            let c = collectives(&v.graph);
+            let sum = |op: CollectiveOp| {
+                let of: Vec<u64> = c
+                    .iter()
+                    .filter(|(o, _)| *o == op)
+                    .map(|(_, b)| *b)
+                    .collect();
+                (of.len(), of.iter().sum::<u64>())
+            };
+            let (ar, ar_b) = sum(CollectiveOp::AllReduce);
+            let (ag, ag_b) = sum(CollectiveOp::AllGather);
+            let (w_n, w_bytes) = v.graph.weight_stats();
+            let mut line = format!(
+                "  rank {r}: {} nodes, {w_n} weights ({}), {ar} AllReduce ({} per run), {ag} AllGather ({})",
+                v.graph.nodes.len(),
+                gopt::report::human_bytes(w_bytes as u64),
+                gopt::report::human_bytes(ar_b),
+                gopt::report::human_bytes(ag_b),
+            );
+            if args.target == Backend::Cuda {
+                let (plan, blob) = gopt::codegen::cuda::plan::build(&v.graph)
+                    .with_context(|| format!("bucket {name}, rank {r}: CUDA plan"))?;
+                let kinds = plan.kernel_kinds();
+                line.push_str(&format!(
+                    "; CUDA plan: {} steps ({} allreduce, {} allgather), arena {}",
+                    plan.steps.len(),
+                    kinds.get("allreduce").copied().unwrap_or(0),
+                    kinds.get("allgather").copied().unwrap_or(0),
+                    gopt::report::human_bytes(plan.arena_bytes as u64),
+                ));
+                if let Some(dir) = &args.out {
+                    let d = dir.join(format!("rank{r}")).join(&name.replace(' ', "_"));
+                    std::fs::create_dir_all(&d)
+                        .with_context(|| format!("creating {}", d.display()))?;
+                    let json = serde_json::to_string(&plan)?;
+                    std::fs::write(d.join("plan.json"), json)?;
+                    std::fs::write(d.join("weights.bin"), blob)?;
+                }
+            }
+            if let Some(dir) = &args.out {
+                let d = dir.join(format!("rank{r}")).join(&name.replace(' ', "_"));
+                std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
+                std::fs::write(d.join("graph.ir"), gopt::ir::text::print(&v.graph))?;
+            }
+            outln!("{line}");
+        }
+    }
+    if let Some(dir) = &args.out {
+        outln!("wrote rank{{0..{}}}/<bucket>/ under {} (graph.ir; plan.json and weights.bin with --target cuda)", ranks - 1, dir.display());
+    }
+    outln!("total {}", fmt_duration(t.elapsed()));
+    Ok(ExitCode::SUCCESS)
+}
