@@ -6,10 +6,7 @@
 //! i64 index is read as two 32-bit words (WGSL has no 64-bit integers): one whose high
 //! word is not the low word's sign is out of range too, not read modulo 2^32.
 
-use super::unsupported;
-use crate::plan::{index_code, IndexCheck};
-use crate::Result;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 /// The error word's declaration, at binding `k` (the one after the outputs).
 pub(crate) fn error_binding(k: usize) -> String {
