@@ -163,7 +163,13 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
                 }
                 Err(e) => return Err(e),
             },
-            Lowered::Unsupported(why) => others.push((n.name.clone(), why)),
+            // The same message as a writer's refusal: the node, the backend and why.
+            Lowered::Unsupported(why) => others.push((
+                n.name.clone(),
+                crate::lower::support::unsupported(n, &why)
+                    .for_backend(BACKEND)
+                    .to_string(),
+            )),
             Lowered::View
             | Lowered::Window(_)
             | Lowered::Absorbed
