@@ -174,7 +174,14 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
                 }
                 Err(e) => return Err(e),
             },
-            Lowered::Unsupported(why) => others.push((n.name.clone(), why)),
+            // Refused while lowering (a typed spec that does not parse, too): named
+            // with the node, its op and this backend, as a writer's refusal is.
+            Lowered::Unsupported(why) => others.push((
+                n.name.clone(),
+                crate::lower::support::unsupported(n, &why)
+                    .for_backend(BACKEND)
+                    .to_string(),
+            )),
             Lowered::View
             | Lowered::Window(_)
             | Lowered::Absorbed

@@ -247,7 +247,7 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<WgslKernel>, Vec<(String, String)>
             Ok(Some(k)) => kernels.push(k),
             Ok(None) => {}
             Err(e @ CodegenError::Unsupported { .. }) => {
-                others.push((n.name.clone(), e.to_string()));
+                others.push((n.name.clone(), e.for_backend(BACKEND).to_string()));
             }
             Err(e) => return Err(e),
         }
