@@ -21,8 +21,8 @@ pub mod nhwc;
 pub mod quantize;
 pub mod report;
 pub mod rules;
-pub mod split_weights;
 pub mod shard;
+pub mod split_weights;
 
 use egg::{BackoffScheduler, Runner, StopReason};
 use gopt_ir::{DType, Verified};

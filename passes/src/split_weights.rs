@@ -200,9 +200,7 @@ fn weight_of(op: Op) -> Option<(usize, AxisOf, &'static [usize])> {
         | Op::Image(_)
         | Op::Control(_)
         | Op::Attention(_)
-        | Op::Collective(_) => {
-            None
-        }
+        | Op::Collective(_) => None,
     }
 }
 

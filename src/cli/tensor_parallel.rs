@@ -6,11 +6,11 @@
 //! refuse the run either way (exit 2), saying which.
 
 use super::compile::{parse_binds, Args as CompileArgs};
-use gopt::Backend;
 use super::{fmt_duration, outln};
 use anyhow::{bail, Context, Result};
 use gopt::ir::ops::CollectiveOp;
 use gopt::passes::shard::{collectives, shard};
+use gopt::Backend;
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 use std::time::Instant;

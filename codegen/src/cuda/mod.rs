@@ -45,13 +45,13 @@ pub mod conv_nd;
 pub mod conv_spec;
 pub mod conv_state;
 pub mod linear_attention;
+pub mod lower_syntax;
 pub mod pool;
 pub mod recurrent;
 pub mod reduce;
 pub mod spectral;
 pub mod split_pad;
 pub mod support;
-pub mod lower_syntax;
 pub mod syntax;
 
 use crate::lower::{lower, Lowered, Spec, Views};
@@ -163,7 +163,8 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
                 }
                 Err(e) => return Err(e),
             },
-            // The same message as a writer's refusal: the node, the backend and why.
+            // Refused while lowering (a typed spec that does not parse, too): named
+            // with the node, its op and this backend, as a writer's refusal is.
             Lowered::Unsupported(why) => others.push((
                 n.name.clone(),
                 crate::lower::support::unsupported(n, &why)

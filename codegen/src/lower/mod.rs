@@ -522,7 +522,7 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
 }
 
 /// What node `n` of `g` becomes, with the element-wise, row, reduction, arg, scan,
-/// loss, Trilu and GatherElements families' specs left unparsed
+/// loss, Trilu, GatherElements, SwiGLU and RotaryEmbedding families' specs left unparsed
 /// ([`Spec::Shallow`]): what [`absorb`] asks of a value's readers, while those
 /// readers' specs ask [`absorb`] which of their inputs are read in place (parsing
 /// here would go round that circle forever).
@@ -530,6 +530,7 @@ pub fn shallow(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
     lower_as(g, n, views, false)
 }
 
+/// [`lower`] (`parse`) or [`shallow`].
 fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Lowered> {
     if (views.stores_casts && absorb::cast_stored_by_producer(g, n))
         || (views.strided_reads && absorb::cut_read_in_place(g, n, views))
@@ -801,10 +802,14 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
                 let a = attention::lower(g, n, views.strided_reads);
                 return typed(a, |s| Spec::Attention(Box::new(s)));
             }
-            AttentionOp::RotaryEmbedding => {
-                typed(rotary::spec(g, n, views), |s| Spec::Rotary(Box::new(s)))?
-            }
-            AttentionOp::SwiGLU => typed(glu::spec(g, n, views), |s| Spec::Glu(Box::new(s)))?,
+            // Their specs ask `absorb` which inputs are read in place, as the
+            // element-wise spec does: parsed only when not shallow.
+            AttentionOp::RotaryEmbedding => parsed(Rotary, &|| {
+                typed(rotary::spec(g, n, views), |s| Spec::Rotary(Box::new(s)))
+            })?,
+            AttentionOp::SwiGLU => parsed(Glu, &|| {
+                typed(glu::spec(g, n, views), |s| Spec::Glu(Box::new(s)))
+            })?,
             AttentionOp::TensorScatter => return scattered(g, n, scatter::ScatterOp::Cache, views),
             AttentionOp::CausalConvWithState => {
                 typed(conv_state::spec(g, n), |s| Spec::ConvState(Box::new(s)))?

@@ -63,4 +63,3 @@ pub(crate) fn read_index(dt: DType, elem: &str, len: usize, code: u32, k: &str) 
          let {k} = u32({k}s);\n"
     )
 }
-

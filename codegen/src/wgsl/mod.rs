@@ -27,6 +27,7 @@ pub mod glu;
 pub mod indexed;
 pub mod linear_attention;
 pub mod loss;
+pub mod lower_syntax;
 pub mod matmul;
 pub mod movement;
 pub mod nms;
@@ -44,7 +45,6 @@ pub mod sample;
 pub mod scatter;
 pub mod spectral;
 pub mod split_pad;
-pub mod lower_syntax;
 pub mod syntax;
 pub mod topk;
 pub mod trilu;
@@ -246,7 +246,7 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<WgslKernel>, Vec<(String, String)>
             Ok(Some(k)) => kernels.push(k),
             Ok(None) => {}
             Err(e @ CodegenError::Unsupported { .. }) => {
-                others.push((n.name.clone(), e.to_string()));
+                others.push((n.name.clone(), e.for_backend(BACKEND).to_string()));
             }
             Err(e) => return Err(e),
         }
