@@ -85,6 +85,8 @@ fn runs_refuse_more_ranks_than_this_machine_has() {
         &llama,
         "--prompt-ids",
         "5,17",
+        "--max-new-tokens",
+        "2",
         "--tensor-parallel",
         "2",
     ]);
