@@ -148,7 +148,7 @@ fn collectives_cost_their_ring_traffic_over_nvlink() {
             Op::Collective(CollectiveOp::AllReduce),
             &a,
             &[&ty],
-            &[ty.clone()],
+            std::slice::from_ref(&ty),
         );
         let want = if ranks == 1 {
             0.0

@@ -123,7 +123,7 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
                     gopt::report::human_bytes(plan.arena_bytes as u64),
                 ));
                 if let Some(dir) = &args.out {
-                    let d = dir.join(format!("rank{r}")).join(&name.replace(' ', "_"));
+                    let d = dir.join(format!("rank{r}")).join(name.replace(' ', "_"));
                     std::fs::create_dir_all(&d)
                         .with_context(|| format!("creating {}", d.display()))?;
                     let json = serde_json::to_string(&plan)?;
@@ -132,7 +132,7 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
                 }
             }
             if let Some(dir) = &args.out {
-                let d = dir.join(format!("rank{r}")).join(&name.replace(' ', "_"));
+                let d = dir.join(format!("rank{r}")).join(name.replace(' ', "_"));
                 std::fs::create_dir_all(&d).with_context(|| format!("creating {}", d.display()))?;
                 std::fs::write(d.join("graph.ir"), gopt::ir::text::print(&v.graph))?;
             }
