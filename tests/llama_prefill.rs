@@ -9,58 +9,19 @@
 //! CUDA plan reads the merged GEMMs' pieces in place and compiles for sm_90.
 
 use gopt::codegen::cuda::plan::{self, Step};
-use gopt::ir::{DType, Model, Tensor, TensorType};
+use gopt::ir::{DType, Model, Tensor};
 use gopt::pipeline::{specialize, Options};
 use gopt::{Backend, Precision};
 use std::collections::BTreeMap;
-use std::path::Path;
 
 mod common;
 
 const BATCH: usize = 2;
 const SEQ: usize = 12;
 
-/// Decoder `name` with `position_ids` the constant `0..SEQ` in every row.
+/// Decoder `name` as a prompt of BATCH x SEQ ([`common::decoders::prefill`]).
 fn prefill(name: &str) -> Model {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/data/decoders")
-        .join(name)
-        .join("model.onnx");
-    let mut m = gopt::load_model(&path)
-        .unwrap_or_else(|e| panic!("{name}: {e}"))
-        .model;
-    let g = &mut m.graph;
-    let ids: Vec<f64> = (0..BATCH * SEQ).map(|i| (i % SEQ) as f64).collect();
-    let positions = Tensor::from_f64s(DType::I64, &[BATCH, SEQ], &ids).expect("positions");
-    let ones = Tensor::from_f64s(DType::I64, &[BATCH, SEQ], &[1.0; BATCH * SEQ]).expect("mask");
-    for v in g.inputs.clone() {
-        let value = &g.values[v.index()];
-        let ty = value.ty.clone().expect("typed input");
-        let t = match value.name.as_str() {
-            "input_ids" => continue,
-            "position_ids" => positions.clone(),
-            "attention_mask" => ones.clone(),
-            // The caches, empty: a prompt with no past.
-            _ => {
-                let shape: Vec<usize> = ty
-                    .shape
-                    .iter()
-                    .enumerate()
-                    .map(|(a, d)| match a {
-                        0 => BATCH,
-                        2 => 0,
-                        _ => d.known().expect("static cache dims") as usize,
-                    })
-                    .collect();
-                Tensor::zeros(ty.dtype, &shape)
-            }
-        };
-        g.inputs.retain(|i| *i != v);
-        let shape = gopt::ir::dim::shape_of(t.shape());
-        g.values[v.index()].ty = Some(TensorType::new(t.dtype(), shape));
-        g.constants.insert(v, t.into());
-    }
-    m
+    common::decoders::prefill(name, BATCH, SEQ)
 }
 
 fn bucket() -> BTreeMap<String, u64> {

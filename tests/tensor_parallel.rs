@@ -7,10 +7,12 @@
 //! output's largest magnitude. Dims that do not divide are errors naming the dim.
 
 use gopt::ir::ops::collective::simulate;
-use gopt::ir::{DType, Dim, Model, Tensor, TensorType, Verified};
+use gopt::ir::{Dim, Model, Tensor, Verified};
 use gopt::passes::shard::{collectives, shard, ShardError};
 use std::collections::BTreeMap;
 use std::path::Path;
+
+mod common;
 
 const BATCH: usize = 2;
 const SEQ: usize = 9;
@@ -26,41 +28,9 @@ fn load(dir: &str, name: &str) -> Model {
         .model
 }
 
-/// Decoder `name` as a prompt alone: `position_ids` the constant `0..SEQ`, the mask
-/// all ones and the caches empty constants (as `tests/llama_prefill.rs` does).
+/// Decoder `name` as a prompt of BATCH x SEQ ([`common::decoders::prefill`]).
 fn prefill(name: &str) -> Model {
-    let mut m = load("decoders", name);
-    let g = &mut m.graph;
-    let ids: Vec<f64> = (0..BATCH * SEQ).map(|i| (i % SEQ) as f64).collect();
-    let positions = Tensor::from_f64s(DType::I64, &[BATCH, SEQ], &ids).expect("positions");
-    let ones = Tensor::from_f64s(DType::I64, &[BATCH, SEQ], &[1.0; BATCH * SEQ]).expect("mask");
-    for v in g.inputs.clone() {
-        let value = &g.values[v.index()];
-        let ty = value.ty.clone().expect("typed input");
-        let t = match value.name.as_str() {
-            "input_ids" => continue,
-            "position_ids" => positions.clone(),
-            "attention_mask" => ones.clone(),
-            _ => {
-                let shape: Vec<usize> = ty
-                    .shape
-                    .iter()
-                    .enumerate()
-                    .map(|(a, d)| match a {
-                        0 => BATCH,
-                        2 => 0,
-                        _ => d.known().expect("static cache dims") as usize,
-                    })
-                    .collect();
-                Tensor::zeros(ty.dtype, &shape)
-            }
-        };
-        g.inputs.retain(|i| *i != v);
-        let shape = gopt::ir::dim::shape_of(t.shape());
-        g.values[v.index()].ty = Some(TensorType::new(t.dtype(), shape));
-        g.constants.insert(v, t.into());
-    }
-    m
+    common::decoders::prefill(name, BATCH, SEQ)
 }
 
 /// `m` specialized to BATCH x SEQ (its first symbol the batch, the others the

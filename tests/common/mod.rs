@@ -5,6 +5,7 @@
 #![allow(dead_code)]
 
 pub mod cli;
+pub mod decoders;
 pub mod packed;
 
 use cudarc::nvrtc::{compile_ptx_with_opts, CompileOptions};
