@@ -17,6 +17,35 @@ impl Verified {
     pub fn into_inner(self) -> Graph {
         self.0
     }
+
+    /// Narrows value `v`'s type to `ty`: the same dtype and rank, each known dim kept,
+    /// symbolic dims made known (a GPU plan lays a data-dependent size out at its
+    /// bound). The structure is untouched and every value stays typed, so the graph
+    /// stays verified; anything else is an error.
+    pub fn refine_type(&mut self, v: ValueId, ty: crate::graph::TensorType) -> Result<()> {
+        let name = &self.0.value(v).name;
+        let old = self.0.ty(v)?;
+        let kept = old.dtype == ty.dtype
+            && old.shape.len() == ty.shape.len()
+            && old
+                .shape
+                .iter()
+                .zip(&ty.shape)
+                .all(|(was, now)| match (was, now) {
+                    (crate::dim::Dim::Known(a), crate::dim::Dim::Known(b)) => a == b,
+                    (crate::dim::Dim::Known(_), _) => false,
+                    (_, crate::dim::Dim::Known(_)) => true,
+                    (_, _) => was == now,
+                });
+        if !kept {
+            return Err(IrError::Invalid(format!(
+                "value `{name}`: type {old} cannot be narrowed to {ty} (only symbolic \
+                 dims may become known)"
+            )));
+        }
+        self.0.values[v.index()].ty = Some(ty);
+        Ok(())
+    }
 }
 
 impl Deref for Verified {

@@ -31,6 +31,7 @@ pub mod conv_transpose;
 pub mod counted;
 pub mod cumulative;
 pub mod dialect;
+pub(crate) mod dispatch;
 pub mod einsum;
 pub mod elementwise;
 pub mod gather_elements;

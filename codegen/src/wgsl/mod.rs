@@ -167,39 +167,7 @@ pub const VIEWS: Views = Views {
 /// The shader of `spec` for node `n` (named `name`): one exhaustive match over the
 /// specs [`crate::lower`] makes, so a new family is a compile error here.
 pub fn kernel(spec: &Spec, name: &str) -> Result<WgslKernel> {
-    match spec {
-        Spec::Shallow(kind) => Err(crate::lower::shallow_written(*kind)),
-        Spec::Elementwise(s) => elementwise::emit(s, name),
-        Spec::Trilu(s) => trilu::emit(s, name),
-        Spec::GatherElements(s) => gather_elements::emit(s, name),
-        Spec::Arg(s) => arg::emit(s, name),
-        Spec::Cumulative(s) => cumulative::emit(s, name),
-        Spec::Loss(s) => loss::emit(s, name),
-        Spec::Rows(s) => rows::emit(s, name),
-        Spec::Reduce(s) => reduce::emit(s, name),
-        Spec::Movement(s) => movement::emit(s, name),
-        Spec::SplitPad(s) => split_pad::emit(s, name),
-        Spec::Glu(s) => glu::emit(s, name),
-        Spec::Rotary(s) => rotary::emit(s, name),
-        Spec::TopK(s) => topk::emit(s, name),
-        Spec::Norm(s) => norm::emit(s, name),
-        Spec::Counted(s) => counted::emit(s, name),
-        Spec::Conv(s) => conv::emit(s, name),
-        Spec::Einsum(s) => einsum::emit(s, name),
-        Spec::Quant(s) => quant::emit(s, name),
-        Spec::ConvTranspose(s) => conv_transpose::emit(s, name),
-        Spec::ConvNd(s) => conv_nd::emit(s, name),
-        Spec::ConvState(s) => conv_state::emit(s, name),
-        Spec::Pool(s) => pool::emit(s, name),
-        Spec::Resize(s) => resize::emit(s, name),
-        Spec::Recurrent(s) => recurrent::emit(s, name),
-        Spec::Sample(s) => sample::emit(s, name),
-        Spec::Attention(s) => attention::emit(s, name),
-        Spec::Spectral(s) => spectral::emit(s, name),
-        Spec::LinearAttention(s) => linear_attention::emit(s, name),
-        Spec::Scatter(s) => scatter::emit(s, name),
-        Spec::Indexed(s) => indexed::emit(s, name),
-    }
+    crate::lower::dispatch::write_spec!(spec, name)
 }
 
 /// The shader of node `i` (`n`) of `g` as lowered (`None` for a view), validated by
