@@ -81,10 +81,6 @@ for m in "${models[@]}"; do
                         past_sequence_length) binds+=(--bind "$s=$past") ;;
                     esac
                 done
-                # Exporters name a total length by its formula (one opaque symbol).
-                if [[ " ${syms[*]} " == *" past_sequence_length "* ]]; then
-                    binds+=(--bind "past_sequence_length + sequence_length=$((past + new))")
-                fi
                 for v in "${variants[@]}"; do
                     read -r -a extra <<<"$v"
                     for target in cuda wgsl; do

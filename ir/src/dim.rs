@@ -30,6 +30,20 @@ impl Dim {
         Dim::Sym(Arc::from(name))
     }
 
+    /// The dim an exporter names `text` (an ONNX `dim_param`): an arithmetic expression
+    /// over names and whole numbers with `+`, `*`, `/` (floor) and parentheses, as
+    /// exporters write a total length (`"past_sequence_length + sequence_length"`),
+    /// becomes that expression, so binding its names binds it; any other text (a plain
+    /// name, `batch-size`, a `-`) is one symbol of that name.
+    pub fn parse(text: &str) -> Dim {
+        let has_op = text.contains(['+', '*', '/', '(']);
+        let tokens = has_op.then(|| expr::tokens(text)).flatten();
+        match tokens.and_then(|t| expr::Parser { t, at: 0 }.whole()) {
+            Some(d) => d,
+            None => Dim::sym(text),
+        }
+    }
+
     /// The size when it is known.
     pub fn known(&self) -> Option<u64> {
         match self {
@@ -153,4 +167,102 @@ pub fn concrete(shape: &[Dim]) -> Option<Vec<usize>> {
 pub fn fmt_shape(shape: &[Dim]) -> String {
     let parts: Vec<String> = shape.iter().map(|d| d.to_string()).collect();
     format!("[{}]", parts.join(","))
+}
+
+/// The small expression grammar of [`Dim::parse`]: `sum := product ('+' product)*`,
+/// `product := atom (('*' | '/') atom)*`, `atom := name | number | '(' sum ')'`.
+mod expr {
+    use super::Dim;
+
+    #[derive(Clone, Debug, PartialEq)]
+    pub(super) enum Tok {
+        Name(String),
+        Num(u64),
+        Op(char),
+    }
+
+    /// The tokens of `text`, or `None` where a character is outside the grammar.
+    pub(super) fn tokens(text: &str) -> Option<Vec<Tok>> {
+        let mut out = Vec::new();
+        let mut chars = text.chars().peekable();
+        while let Some(&c) = chars.peek() {
+            if c.is_whitespace() {
+                chars.next();
+            } else if "+*/()".contains(c) {
+                out.push(Tok::Op(c));
+                chars.next();
+            } else if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
+                let mut word = String::new();
+                while let Some(&w) = chars.peek() {
+                    if !(w.is_ascii_alphanumeric() || w == '_' || w == '.') {
+                        break;
+                    }
+                    word.push(w);
+                    chars.next();
+                }
+                if word.starts_with(|f: char| f.is_ascii_digit()) {
+                    out.push(Tok::Num(word.parse().ok()?));
+                } else {
+                    out.push(Tok::Name(word));
+                }
+            } else {
+                return None;
+            }
+        }
+        Some(out)
+    }
+
+    pub(super) struct Parser {
+        pub t: Vec<Tok>,
+        pub at: usize,
+    }
+
+    impl Parser {
+        /// The whole token list as one expression, or `None`.
+        pub fn whole(mut self) -> Option<Dim> {
+            let d = self.sum()?;
+            (self.at == self.t.len()).then_some(d)
+        }
+
+        fn eat(&mut self, op: char) -> bool {
+            let hit = self.t.get(self.at) == Some(&Tok::Op(op));
+            self.at += usize::from(hit);
+            hit
+        }
+
+        fn sum(&mut self) -> Option<Dim> {
+            let mut d = self.product()?;
+            while self.eat('+') {
+                d = d.add(&self.product()?);
+            }
+            Some(d)
+        }
+
+        fn product(&mut self) -> Option<Dim> {
+            let mut d = self.atom()?;
+            loop {
+                if self.eat('*') {
+                    d = d.mul(&self.atom()?);
+                } else if self.eat('/') {
+                    d = d.div(&self.atom()?);
+                } else {
+                    return Some(d);
+                }
+            }
+        }
+
+        fn atom(&mut self) -> Option<Dim> {
+            let tok = self.t.get(self.at)?.clone();
+            self.at += 1;
+            match tok {
+                Tok::Name(n) => Some(Dim::sym(&n)),
+                Tok::Num(n) => Some(Dim::Known(n)),
+                Tok::Op('(') => {
+                    let d = self.sum()?;
+                    self.eat(')').then_some(d)
+                }
+                Tok::Op(_) => None,
+            }
+        }
+    }
 }

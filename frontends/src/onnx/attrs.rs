@@ -265,7 +265,7 @@ pub(crate) fn value_type(
         .iter()
         .map(|d| match &d.value {
             Some(D::DimValue(v)) if *v >= 0 => Dim::Known(*v as u64),
-            Some(D::DimParam(p)) if !p.is_empty() => Dim::sym(p),
+            Some(D::DimParam(p)) if !p.is_empty() => Dim::parse(p),
             _ => fresh(),
         })
         .collect();
