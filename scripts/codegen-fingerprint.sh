@@ -50,6 +50,10 @@ fingerprint() {
         local src="$out/kernels.cu"
         [[ "$target" == wgsl ]] && src="$out/kernels.wgsl"
         echo "$name $target $* kernels=$(sha256sum "$src" | cut -c1-16) plan=$(strip_plan "$out/plan.json")"
+    elif [[ "$msg" == *"panicked at"* ]]; then
+        # A panic is a bug whatever the tree: named by its place (the message carries
+        # the thread's id, which changes from run to run).
+        echo "$name $target $* PANIC $(grep -m1 -o 'panicked at [^ ]*' <<<"$msg")"
     else
         echo "$name $target $* error=$(printf '%s' "$msg" | sha256sum | cut -c1-16)"
     fi

@@ -154,8 +154,12 @@ pub fn spec(g: &Graph, n: &Node, views: Views) -> Result<Spec> {
         let args = bn
             .inputs
             .iter()
-            .map(|i| {
+            .enumerate()
+            .map(|(k, i)| {
                 let Some(v) = *i else { return Ok(None) };
+                if !reads_operand(op, k) {
+                    return Ok(None);
+                }
                 Ok(Some(Arg {
                     at: names.get(&v).cloned().ok_or_else(unbound)?,
                     dtype: body.ty(v).map_err(support::plan)?.dtype,
@@ -177,12 +181,13 @@ pub fn spec(g: &Graph, n: &Node, views: Views) -> Result<Spec> {
             trains_if,
         });
     }
-    let result = body
+    let mut result = body
         .outputs
         .first()
         .and_then(|o| names.get(o))
         .cloned()
         .ok_or_else(|| support::unsupported(n, "a body without output"))?;
+    let inputs = bound_inputs(n, inputs, &shape, &mut steps, &mut result)?;
     let mask = dropout_mask(n);
     if let Some(m) = mask {
         let (mdt, ms) = support::typed(g, n, m)?;
@@ -203,6 +208,79 @@ pub fn spec(g: &Graph, n: &Node, views: Views) -> Result<Spec> {
         mask: mask.map(|m| m.0),
         check,
     })
+}
+
+/// Whether `op` reads operand `k`'s elements: CastLike takes only its second operand's
+/// type (already its result's), so a kernel never binds nor indexes that tensor, whose
+/// shape need not broadcast to the output's.
+fn reads_operand(op: E, k: usize) -> bool {
+    !(op == E::CastLike && k == 1)
+}
+
+/// The parameters some step or the result reads, renumbered in order (a parameter only
+/// a CastLike's type came from is not bound); each must broadcast to the output's
+/// `shape`, which is refused otherwise rather than indexed out of its bounds.
+fn bound_inputs(
+    n: &Node,
+    inputs: Vec<Input>,
+    shape: &[usize],
+    steps: &mut [Step],
+    result: &mut Operand,
+) -> Result<Vec<Input>> {
+    let mut read = vec![false; inputs.len()];
+    let mut mark = |o: &Operand| {
+        if let Operand::Input(k) = o {
+            if let Some(r) = read.get_mut(*k) {
+                *r = true;
+            }
+        }
+    };
+    mark(result);
+    for st in steps.iter() {
+        st.args.iter().flatten().for_each(|a| mark(&a.at));
+        st.trains_if.iter().for_each(|(o, _)| mark(o));
+    }
+    let mut renumber = vec![None; inputs.len()];
+    let mut kept = Vec::new();
+    for (k, i) in inputs.into_iter().enumerate() {
+        if !read[k] {
+            continue;
+        }
+        let pad = shape.len().checked_sub(i.shape.len());
+        let broadcasts = pad.is_some_and(|pad| {
+            i.shape
+                .iter()
+                .enumerate()
+                .all(|(a, &d)| d == 1 || d == shape[a + pad])
+        });
+        if !broadcasts {
+            return Err(support::unsupported(
+                n,
+                &format!(
+                    "an input of shape {:?} that does not broadcast to the output's {shape:?}",
+                    i.shape
+                ),
+            ));
+        }
+        renumber[k] = Some(kept.len());
+        kept.push(i);
+    }
+    let to_kept = |o: &mut Operand| {
+        if let Operand::Input(k) = o {
+            if let Some(Some(j)) = renumber.get(*k) {
+                *k = *j;
+            }
+        }
+    };
+    to_kept(result);
+    for st in steps.iter_mut() {
+        st.args
+            .iter_mut()
+            .flatten()
+            .for_each(|a| to_kept(&mut a.at));
+        st.trains_if.iter_mut().for_each(|(o, _)| to_kept(o));
+    }
+    Ok(kept)
 }
 
 fn plan_err(node: &Node, what: &str) -> CodegenError {
@@ -349,5 +427,60 @@ pub fn dropout_mask(node: &Node) -> Option<ValueId> {
         node.outputs.get(1).copied()
     } else {
         None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const VIEWS: Views = Views {
+        alias_outputs: false,
+        strided_reads: false,
+        stores_casts: false,
+        offset_views: false,
+    };
+
+    fn parsed(src: &str) -> Graph {
+        gopt_ir::text::parse(src).unwrap_or_else(|e| panic!("{e}\n{src}"))
+    }
+
+    #[test]
+    fn cast_like_binds_only_the_tensor_it_reads() {
+        // The expanded Celu/Selu/Elu functions cast a scalar like the input tensor.
+        let g = gopt_ir::verify(parsed(
+            r#"graph "g"(%0 "x": f16[], %1 "like": f32[3,4]) -> (%2) {
+  %2 "y": f32[] = CastLike "c"(%0, %1)
+}
+"#,
+        ))
+        .expect("verifies")
+        .into_inner();
+        let s = spec(&g, &g.nodes[0], VIEWS).expect("a kernel");
+        assert_eq!(s.inputs.len(), 1, "{:?}", s.inputs);
+        assert_eq!((s.inputs[0].value, s.inputs[0].shape.len()), (0, 0));
+        assert_eq!(
+            s.steps[0].args[0].as_ref().map(|a| &a.at),
+            Some(&Operand::Input(0))
+        );
+    }
+
+    #[test]
+    fn an_input_that_does_not_broadcast_is_refused() {
+        // Declared types that do not broadcast (never from inference): a refusal naming
+        // the shapes, not an index out of the input's bounds.
+        let g = parsed(
+            r#"graph "g"(%0 "a": f32[4], %1 "b": f32[2,3]) -> (%2) {
+  %2 "y": f32[3] = Add "add"(%0, %1)
+}
+"#,
+        );
+        let e = spec(&g, &g.nodes[0], VIEWS)
+            .expect_err("refused")
+            .to_string();
+        assert!(
+            e.contains("does not broadcast") && e.contains("`add`"),
+            "{e}"
+        );
     }
 }
