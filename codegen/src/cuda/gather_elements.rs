@@ -4,6 +4,7 @@
 //! run's error word ([`crate::plan::IndexCheck`]) and reads element 0 of the axis.
 
 use super::elementwise::storage;
+use super::support::one_output;
 use super::Kernel;
 use crate::lower::gather_elements::Spec;
 use crate::plan::IndexCheck;
@@ -43,13 +44,13 @@ pub fn emit(sp: &Spec, name: &str) -> Result<Kernel> {
             op: sp.site.op.into(),
             what: sp.out_of_range(),
         }),
-        ..Kernel::flat(
+        ..one_output(
+            &sp.site,
             name,
-            &sp.site.node,
             source,
             sp.n,
             vec![sp.data.0, sp.indices.0],
-            vec![sp.out.0],
+            sp.out,
         )
     })
 }

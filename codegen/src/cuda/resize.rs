@@ -10,7 +10,7 @@
 //! so what lavapipe runs vouches for them.
 
 use super::elementwise::storage;
-use super::support::{flit, store};
+use super::support::{flit, one_output, store};
 use super::syntax::Cuda;
 use super::Kernel;
 use crate::lower::resize::ResizeSpec;
@@ -46,13 +46,13 @@ pub fn emit(sp: &ResizeSpec, name: &str) -> Result<Kernel> {
             ("body", &tx.body),
         ],
     )?;
-    Ok(Kernel::flat(
+    Ok(one_output(
+        &sp.site,
         name,
-        &sp.site.node,
         source,
         sp.n,
         vec![sp.x.0],
-        vec![sp.out.0],
+        sp.out,
     ))
 }
 

@@ -8,7 +8,7 @@
 //! run's error word and reads batch 0.
 
 use super::elementwise::storage;
-use super::support::store;
+use super::support::{one_output, store};
 use super::syntax::Cuda;
 use super::Kernel;
 use crate::lower::sample::{AffineGridSpec, GridSampleSpec, RoiAlignSpec, SampleSpec};
@@ -52,13 +52,13 @@ fn grid_sample(name: &str, sp: &GridSampleSpec) -> Result<Kernel> {
         ("store", store(sp.dtype, "acc")),
     ]);
     let source = fill(GRID_SAMPLE, &values)?;
-    Ok(Kernel::flat(
+    Ok(one_output(
+        &sp.site,
         name,
-        &sp.site.node,
         source,
         sp.n,
         vec![sp.x.0, sp.grid.0],
-        vec![sp.out.0],
+        sp.out,
     ))
 }
 
@@ -71,13 +71,13 @@ fn affine_grid(name: &str, sp: &AffineGridSpec) -> Result<Kernel> {
         ("store", store(sp.dtype, "acc")),
     ]);
     let source = fill(AFFINE_GRID, &values)?;
-    Ok(Kernel::flat(
+    Ok(one_output(
+        &sp.site,
         name,
-        &sp.site.node,
         source,
         sp.n,
         vec![sp.theta.0],
-        vec![sp.out.0],
+        sp.out,
     ))
 }
 
@@ -96,13 +96,13 @@ fn roi_align(name: &str, sp: &RoiAlignSpec) -> Result<Kernel> {
     let source = fill(ROI_ALIGN, &values)?;
     Ok(Kernel {
         index_check: Some(sp.check.clone()),
-        ..Kernel::flat(
+        ..one_output(
+            &sp.site,
             name,
-            &sp.site.node,
             source,
             sp.n,
             vec![sp.x.0, sp.rois.0, sp.batch.0],
-            vec![sp.out.0],
+            sp.out,
         )
     })
 }

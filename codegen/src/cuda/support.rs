@@ -5,9 +5,11 @@
 //! the same way, as `CodegenError::Unsupported` naming what, instead of panicking.
 
 use super::elementwise::storage;
+use super::Kernel;
+use crate::lower::support::Site;
 use crate::CodegenError;
 use gopt_ir::ops::fused::Activation;
-use gopt_ir::{DType, Node};
+use gopt_ir::{DType, Node, ValueId};
 
 /// The error for a mode or operand `node` has that the CUDA backend cannot run.
 pub fn unsupported(node: &Node, what: &str) -> CodegenError {
@@ -67,4 +69,17 @@ pub fn activation(act: Activation, v: &str) -> String {
 /// Blocks for `n` threads in blocks of `block` (grid-stride loops cover the rest).
 pub fn blocks(n: usize, block: u32) -> u32 {
     u32::try_from(n.div_ceil(block as usize).clamp(1, 65_535 * 32)).unwrap_or(u32::MAX)
+}
+
+/// The kernel of `n` threads ([`Kernel::flat`]) that the node of `site` runs, writing
+/// its one output `out`.
+pub fn one_output(
+    site: &Site,
+    name: &str,
+    source: String,
+    n: usize,
+    inputs: Vec<u32>,
+    out: ValueId,
+) -> Kernel {
+    Kernel::flat(name, &site.node, source, n, inputs, vec![out.0])
 }

@@ -797,14 +797,7 @@ fn deform_conv(g: &Graph, node: &Node) -> Result<DeformConvSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A one-node graph from the IR's text format.
-    fn graph(src: &str) -> Graph {
-        let g = gopt_ir::text::parse(src).unwrap_or_else(|e| panic!("{e}\n{src}"));
-        gopt_ir::verify(g)
-            .unwrap_or_else(|e| panic!("{e}\n{src}"))
-            .into_inner()
-    }
+    use crate::lower::support::test_graph as graph;
 
     fn conv_transpose_dims(attrs: &str, y: &str) -> Vec<TapDim> {
         let g = graph(&format!(

@@ -132,3 +132,13 @@ pub fn check_float(node: &Node, dt: DType, what: &str) -> Result<()> {
         other => Err(unsupported(node, &format!("{other} {what}"))),
     }
 }
+
+/// The verified graph of IR text `src`, for the lowering tests (a text that does not
+/// parse or verify fails the test with the error and the text).
+#[cfg(test)]
+pub fn test_graph(src: &str) -> Graph {
+    let g = gopt_ir::text::parse(src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    gopt_ir::verify(g)
+        .unwrap_or_else(|e| panic!("{e}\n{src}"))
+        .into_inner()
+}
