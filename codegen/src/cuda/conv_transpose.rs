@@ -127,14 +127,8 @@ fn col2im(site: &Site, name: &str, sp: &Col2ImSpec) -> Result<Kernel> {
             ("store", &store(dt, "acc")),
         ],
     )?;
-    Ok(one_output(
-        site,
-        name,
-        source,
-        sp.total(),
-        vec![sp.x.0],
-        sp.out,
-    ))
+    let inputs = vec![sp.x.0];
+    Ok(one_output(site, name, source, sp.total(), inputs, sp.out))
 }
 
 /// Statements (indented sixteen spaces) decoding the checked flat position `f` in the

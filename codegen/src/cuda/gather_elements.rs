@@ -38,19 +38,13 @@ pub fn emit(sp: &Spec, name: &str) -> Result<Kernel> {
             ("coords", &coords),
         ],
     )?;
+    let inputs = vec![sp.data.0, sp.indices.0];
     Ok(Kernel {
         index_check: Some(IndexCheck {
             code,
             op: sp.site.op.into(),
             what: sp.out_of_range(),
         }),
-        ..one_output(
-            &sp.site,
-            name,
-            source,
-            sp.n,
-            vec![sp.data.0, sp.indices.0],
-            sp.out,
-        )
+        ..one_output(&sp.site, name, source, sp.n, inputs, sp.out)
     })
 }

@@ -105,16 +105,10 @@ pub fn emit(sp: &Indexed, name: &str) -> Result<Kernel> {
             ("body", &parts.body),
         ],
     )?;
+    let inputs = parts.inputs.iter().map(|v| v.0).collect();
     Ok(Kernel {
         index_check: parts.check,
-        ..one_output(
-            &sp.site,
-            name,
-            source,
-            parts.n,
-            parts.inputs.iter().map(|v| v.0).collect(),
-            parts.out,
-        )
+        ..one_output(&sp.site, name, source, parts.n, inputs, parts.out)
     })
 }
 
@@ -318,24 +312,13 @@ fn compute_literal(t: &Tensor) -> String {
 /// and bf16 a product then a sum in f32, f64 unfused), integers wrapped.
 fn range(sp: &Indexed, s: &RangeSpec) -> Result<Parts> {
     let dt = s.dtype;
-    let t = storage(dt);
-    // The type `start` and `delta` are computed in, and element `i`'s value.
-    let (ct, value) = match dt {
-        DType::F32 => ("float", "fmaf((float)i, d, s)".to_string()),
-        DType::F16 | DType::BF16 if s.stash_f32 => {
-            ("float", store(dt, "__fadd_rn(s, __fmul_rn((float)i, d))"))
-        }
-        DType::F16 | DType::BF16 => ("float", store(dt, "fmaf((float)i, d, s)")),
-        DType::F64 => (
-            "double",
-            "__dadd_rn(s, __dmul_rn((double)i, d))".to_string(),
-        ),
-        DType::I16 | DType::I32 | DType::I64 => (
-            "long long",
-            format!("({t})((unsigned long long)s + (unsigned long long)i * (unsigned long long)d)"),
-        ),
+    let ct = match dt {
+        DType::F32 | DType::F16 | DType::BF16 => "float",
+        DType::F64 => "double",
+        DType::I16 | DType::I32 | DType::I64 => "long long",
         other => return Err(sp.site.unsupported(&format!("{other} values"))),
     };
+    let t = storage(dt);
     let mut params = Vec::new();
     let mut inputs = Vec::new();
     let mut pre = String::new();
@@ -350,12 +333,35 @@ fn range(sp: &Indexed, s: &RangeSpec) -> Result<Parts> {
         };
         pre += &format!("    const {ct} {name} = {v};\n");
     }
-    let body = format!("        out[i] = {value};\n");
+    let value = match dt {
+        DType::F32 => "fmaf((float)i, d, s)".to_string(),
+        DType::F16 | DType::BF16 if s.stash_f32 => {
+            store(dt, "__fadd_rn(s, __fmul_rn((float)i, d))")
+        }
+        DType::F16 | DType::BF16 => store(dt, "fmaf((float)i, d, s)"),
+        DType::F64 => "__dadd_rn(s, __dmul_rn((double)i, d))".to_string(),
+        DType::Bool
+        | DType::I8
+        | DType::I16
+        | DType::I32
+        | DType::I64
+        | DType::U8
+        | DType::U16
+        | DType::U32
+        | DType::U64 => {
+            format!("({t})((unsigned long long)s + (unsigned long long)i * (unsigned long long)d)")
+        }
+    };
     Ok(Parts {
+        what: "Range".into(),
+        how: "start + i * delta",
         params,
         inputs,
+        out: s.out,
         pre,
-        ..Parts::reading("Range".into(), "start + i * delta", &[], s.out, body, s.n)
+        body: format!("        out[i] = {value};\n"),
+        n: s.n,
+        check: None,
     })
 }
 

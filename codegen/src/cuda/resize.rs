@@ -46,14 +46,8 @@ pub fn emit(sp: &ResizeSpec, name: &str) -> Result<Kernel> {
             ("body", &tx.body),
         ],
     )?;
-    Ok(one_output(
-        &sp.site,
-        name,
-        source,
-        sp.n,
-        vec![sp.x.0],
-        sp.out,
-    ))
+    let inputs = vec![sp.x.0];
+    Ok(one_output(&sp.site, name, source, sp.n, inputs, sp.out))
 }
 
 /// The nearest element's copy: as stored (saturated for f32, f16 and bf16), the
