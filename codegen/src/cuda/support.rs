@@ -83,3 +83,48 @@ pub fn one_output(
 ) -> Kernel {
     Kernel::flat(name, &site.node, source, n, inputs, vec![out.0])
 }
+
+/// How a kernel that compares elements of one dtype reads them (ArgMax, ArgMin, Hardmax
+/// and TopK alike): floats in f32 (f64 in double) through `gopt_ld`, NaN tested;
+/// integers in their own type, exactly, never NaN.
+pub struct Compared {
+    /// The type elements are compared in.
+    pub ct: &'static str,
+    /// Whether they are floats (and may be NaN).
+    float: bool,
+}
+
+impl Compared {
+    /// How elements of `dt` are compared.
+    pub fn of(dt: DType) -> Compared {
+        let ct = if dt == DType::F64 {
+            "double"
+        } else if dt.is_float() {
+            "float"
+        } else {
+            storage(dt)
+        };
+        Compared {
+            ct,
+            float: dt.is_float(),
+        }
+    }
+
+    /// Element `at` of `x`, read in the compare type.
+    pub fn read(&self, at: &str) -> String {
+        if self.float {
+            format!("gopt_ld(x[{at}])")
+        } else {
+            format!("x[{at}]")
+        }
+    }
+
+    /// Whether compared value `v` is NaN.
+    pub fn isnan(&self, v: &str) -> String {
+        if self.float {
+            format!("isnan({v})")
+        } else {
+            "false".to_string()
+        }
+    }
+}
