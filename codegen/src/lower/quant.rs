@@ -21,7 +21,7 @@
 
 use super::index::{strides, sum, Lit};
 use super::pool::{resolve, Dim};
-use super::support::{input, opt_input, output, plan, typed, unsupported, Site};
+use super::support::{input, opt_input, output, plan, typed, unsupported, Sited};
 use crate::Result;
 use gopt_ir::ops::NnOp;
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
@@ -376,13 +376,7 @@ impl IntConvSpec {
 }
 
 /// A quantization node, resolved: where it is, and which op with what.
-#[derive(Clone, Debug, PartialEq)]
-pub struct QuantSpec {
-    /// The node: its name, op and operands.
-    pub site: Site,
-    /// The op and its parameters.
-    pub form: Form,
-}
+pub type QuantSpec = Sited<Form>;
 
 /// The op of a quantization node, resolved.
 #[derive(Clone, Debug, PartialEq)]
@@ -401,10 +395,7 @@ pub enum Form {
 
 /// Reads quantization node `node` of `g`.
 pub fn spec(g: &Graph, node: &Node) -> Result<QuantSpec> {
-    Ok(QuantSpec {
-        site: Site::of(node),
-        form: form(g, node)?,
-    })
+    Sited::read(g, node, form)
 }
 
 /// Reads the op of quantization node `node` of `g`.

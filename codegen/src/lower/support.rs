@@ -20,6 +20,26 @@ pub fn unsupported(node: &Node, what: &str) -> CodegenError {
     }
 }
 
+/// A node resolved to one of its family's forms: where it is, and which op with what
+/// (the families whose writers need nothing else).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sited<F> {
+    /// The node: its name, op and operands.
+    pub site: Site,
+    /// The op and its parameters.
+    pub form: F,
+}
+
+impl<F> Sited<F> {
+    /// Node `node` of `g`, its form read by the family's `form`.
+    pub fn read(g: &Graph, node: &Node, form: fn(&Graph, &Node) -> Result<F>) -> Result<Self> {
+        Ok(Sited {
+            site: Site::of(node),
+            form: form(g, node)?,
+        })
+    }
+}
+
 /// The node a spec was read from, as the writers need it without the graph: its name
 /// and op (kernel names, error messages) and its operands' value ids (the buffers a
 /// kernel binds), absent optional inputs kept as `None` in their positions.
