@@ -3,6 +3,8 @@
 //! CUDA expressions (float literals, stores that round once to the storage type,
 //! activations). They exist so each emitter reports a missing or unsupported operand
 //! the same way, as `CodegenError::Unsupported` naming what, instead of panicking.
+//! The kernel of a node with one output ([`one_output`]) and how compared elements
+//! are read ([`Compared`]) live here too, so the writers that need them say it once.
 
 use super::elementwise::storage;
 use super::Kernel;
