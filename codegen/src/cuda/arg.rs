@@ -4,12 +4,11 @@
 //! i64; Hardmax writes its lane, 1 at the index and 0 elsewhere, in the data's dtype.
 
 use super::elementwise::storage;
-use super::support::store;
+use super::support::{store, Compared};
 use super::Kernel;
 use crate::lower::arg::{ArgKind, Spec};
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("arg.cu");
 
@@ -17,28 +16,7 @@ const TEMPLATE: &str = include_str!("arg.cu");
 pub fn emit(sp: &Spec, name: &str) -> Result<Kernel> {
     let dt = sp.dtype;
     let t = storage(dt);
-    // The type elements are compared in, how one is read, and whether it is NaN.
-    let (ct, float) = if dt == DType::F64 {
-        ("double", true)
-    } else if dt.is_float() {
-        ("float", true)
-    } else {
-        (t, false)
-    };
-    let read = |at: &str| {
-        if float {
-            format!("gopt_ld(x[{at}])")
-        } else {
-            format!("x[{at}]")
-        }
-    };
-    let isnan = |v: &str| {
-        if float {
-            format!("isnan({v})")
-        } else {
-            "false".to_string()
-        }
-    };
+    let cmp = Compared::of(dt);
     let inner = sp.inner.max(1);
     let (ot, write) = if sp.kind == ArgKind::Hardmax {
         let one = store(dt, "(j == bi ? 1.0f : 0.0f)");
@@ -61,16 +39,16 @@ pub fn emit(sp: &Spec, name: &str) -> Result<Kernel> {
             ("name", name),
             ("t", t),
             ("ot", ot),
-            ("ct", ct),
+            ("ct", cmp.ct),
             ("d", &sp.d.to_string()),
             ("inner", &inner.to_string()),
             ("span", &sp.span().to_string()),
             ("lanes", &sp.lanes.to_string()),
             ("tie", if sp.last { "higher" } else { "lower" }),
-            ("first", &read("base")),
-            ("bnan", &isnan("best")),
-            ("load", &read(&format!("base + j * {inner}LL"))),
-            ("vnan", &isnan("v")),
+            ("first", &cmp.read("base")),
+            ("bnan", &cmp.isnan("best")),
+            ("load", &cmp.read(&format!("base + j * {inner}LL"))),
+            ("vnan", &cmp.isnan("v")),
             ("last", last),
             ("better", &format!("({better})")),
             ("write", &write),

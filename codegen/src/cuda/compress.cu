@@ -9,13 +9,7 @@
 extern "C" __global__ void __launch_bounds__(1024) {{name}}(const {{t}}* __restrict__ x, const unsigned char* __restrict__ cond, {{t}}* __restrict__ y, unsigned int* __restrict__ status) {
     __shared__ unsigned int scan[1024];
     __shared__ long long sel[1024];
-    __shared__ unsigned int base;
-    const unsigned int t = threadIdx.x;
-    if (t == 0) {
-        base = 0u;
-    }
-    __syncthreads();
-    for (long long start = 0; start < {{len}}LL; start += 1024LL) {
+{{scan_init}}    for (long long start = 0; start < {{len}}LL; start += 1024LL) {
         const long long j = start + t;
         unsigned int f = 0u;
         if (j < {{len}}LL) {
@@ -26,15 +20,7 @@ extern "C" __global__ void __launch_bounds__(1024) {{name}}(const {{t}}* __restr
 {{raise}}                }
             }
         }
-        scan[t] = f;
-        __syncthreads();
-        for (unsigned int off = 1u; off < 1024u; off <<= 1) {
-            const unsigned int v = t >= off ? scan[t - off] : 0u;
-            __syncthreads();
-            scan[t] += v;
-            __syncthreads();
-        }
-        if (f == 1u) {
+{{scan_step}}        if (f == 1u) {
             sel[scan[t] - 1u] = j;
         }
         __syncthreads();

@@ -16,6 +16,14 @@ use crate::Result;
 
 const TEMPLATE: &str = include_str!("compress.cu");
 
+/// The block-wide scan Compress and NonZero share (`{{scan_init}}` before the chunk
+/// loop, `{{scan_step}}` turning each chunk's flags `f` into inclusive ranks in
+/// `scan`), filled into both templates.
+pub const SCAN: [(&str, &str); 2] = [
+    ("scan_init", include_str!("scan_init.cu")),
+    ("scan_step", include_str!("scan_step.cu")),
+];
+
 /// Emits the kernel of Compress spec `sp`, counting into status word `slot`, with the
 /// index check raising `code` where the condition can select past the axis.
 pub fn emit(sp: &CompressSpec, slot: u32, code: Option<u32>, name: &str) -> Result<Kernel> {
@@ -34,6 +42,7 @@ pub fn emit(sp: &CompressSpec, slot: u32, code: Option<u32>, name: &str) -> Resu
     let holes = sp.holes(slot, raise);
     let mut holes: Vec<(&str, &str)> = holes.iter().map(|(k, v)| (*k, v.as_str())).collect();
     holes.extend([("name", name), ("t", storage(sp.dtype))]);
+    holes.extend(SCAN);
     let source = fill(TEMPLATE, &holes)?;
     let mut k = Kernel::flat(
         name,

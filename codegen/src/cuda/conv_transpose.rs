@@ -16,7 +16,7 @@
 //!   (zero outside the image) at each tap's offset position, times the mask.
 
 use super::elementwise::storage;
-use super::support::store;
+use super::support::{one_output, store};
 use super::Kernel;
 use crate::lower::conv_transpose::{
     walk, Col2ImSpec, ConvTransposeSpec, DeformConvSpec, Form, MaxUnpoolSpec, Spec, TapDim,
@@ -104,14 +104,7 @@ fn conv_transpose(site: &Site, name: &str, sp: &ConvTransposeSpec) -> Result<Ker
             ("store", &store(dt, bias)),
         ],
     )?;
-    Ok(Kernel::flat(
-        name,
-        &site.node,
-        source,
-        sp.total(),
-        inputs,
-        vec![sp.out.0],
-    ))
+    Ok(one_output(site, name, source, sp.total(), inputs, sp.out))
 }
 
 /// Col2Im: the gather over the block taps of each channel.
@@ -134,14 +127,8 @@ fn col2im(site: &Site, name: &str, sp: &Col2ImSpec) -> Result<Kernel> {
             ("store", &store(dt, "acc")),
         ],
     )?;
-    Ok(Kernel::flat(
-        name,
-        &site.node,
-        source,
-        sp.total(),
-        vec![sp.x.0],
-        vec![sp.out.0],
-    ))
+    let inputs = vec![sp.x.0];
+    Ok(one_output(site, name, source, sp.total(), inputs, sp.out))
 }
 
 /// Statements (indented sixteen spaces) decoding the checked flat position `f` in the
@@ -258,12 +245,5 @@ fn deform_conv(site: &Site, name: &str, sp: &DeformConvSpec) -> Result<Kernel> {
             ("store", &store(dt, bias)),
         ],
     )?;
-    Ok(Kernel::flat(
-        name,
-        &site.node,
-        source,
-        sp.total(),
-        inputs,
-        vec![sp.out.0],
-    ))
+    Ok(one_output(site, name, source, sp.total(), inputs, sp.out))
 }

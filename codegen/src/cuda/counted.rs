@@ -3,6 +3,7 @@
 //! as its last parameter and writes the size of each counted output to the output's
 //! word. The WGSL kernels (`wgsl/counted.rs`) are the same algorithms line by line.
 
+use super::compress::SCAN;
 use super::elementwise::storage;
 use super::Kernel;
 use crate::lower::counted::{CountedSpec, NonZeroSpec};
@@ -55,6 +56,8 @@ fn nonzero(sp: &NonZeroSpec, name: &str) -> Result<Kernel> {
             ("slot", &sp.slot.to_string()),
             ("nonzero", &nonzero_test(dt, "i")),
             ("coords", &coords),
+            SCAN[0],
+            SCAN[1],
         ],
     )?;
     let mut k = Kernel::flat(

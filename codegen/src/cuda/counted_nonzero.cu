@@ -5,24 +5,10 @@
 // {{slot}}; the runtime keeps that many columns.
 extern "C" __global__ void __launch_bounds__(1024) {{name}}(const {{t}}* __restrict__ x, long long* __restrict__ y, unsigned int* __restrict__ status) {
     __shared__ unsigned int scan[1024];
-    __shared__ unsigned int base;
-    const unsigned int t = threadIdx.x;
-    if (t == 0) {
-        base = 0u;
-    }
-    __syncthreads();
-    for (long long start = 0; start < {{n}}LL; start += 1024LL) {
+{{scan_init}}    for (long long start = 0; start < {{n}}LL; start += 1024LL) {
         const long long i = start + t;
         const unsigned int f = (i < {{n}}LL && {{nonzero}}) ? 1u : 0u;
-        scan[t] = f;
-        __syncthreads();
-        for (unsigned int off = 1u; off < 1024u; off <<= 1) {
-            const unsigned int v = t >= off ? scan[t - off] : 0u;
-            __syncthreads();
-            scan[t] += v;
-            __syncthreads();
-        }
-        if (f) {
+{{scan_step}}        if (f) {
             const long long pos = (long long)base + scan[t] - 1;
             long long r = i;
 {{coords}}        }

@@ -4,6 +4,7 @@
 //! run's error word ([`crate::plan::IndexCheck`]) and reads element 0 of the axis.
 
 use super::elementwise::storage;
+use super::support::one_output;
 use super::Kernel;
 use crate::lower::gather_elements::Spec;
 use crate::plan::IndexCheck;
@@ -37,19 +38,13 @@ pub fn emit(sp: &Spec, name: &str) -> Result<Kernel> {
             ("coords", &coords),
         ],
     )?;
+    let inputs = vec![sp.data.0, sp.indices.0];
     Ok(Kernel {
         index_check: Some(IndexCheck {
             code,
             op: sp.site.op.into(),
             what: sp.out_of_range(),
         }),
-        ..Kernel::flat(
-            name,
-            &sp.site.node,
-            source,
-            sp.n,
-            vec![sp.data.0, sp.indices.0],
-            vec![sp.out.0],
-        )
+        ..one_output(&sp.site, name, source, sp.n, inputs, sp.out)
     })
 }

@@ -7,7 +7,7 @@
 //! mirrors the WGSL writer's line by line, so the two backends compute alike.
 
 use super::elementwise::storage;
-use super::support::{flit, store};
+use super::support::{flit, one_output, store};
 use super::Kernel;
 use crate::lower::indexed::{
     AxisRead, EyeSpec, FillSpec, GatherNdSpec, Indexed, IndexedSpec, MapSpec, OneHotSpec,
@@ -35,6 +35,46 @@ struct Parts {
     body: String,
     n: usize,
     check: Option<IndexCheck>,
+}
+
+impl Parts {
+    /// A kernel of `n` threads reading `reads` (parameter name, dtype, value) as stored,
+    /// with no preamble and no index check.
+    fn reading(
+        what: String,
+        how: &'static str,
+        reads: &[(&str, DType, ValueId)],
+        out: ValueId,
+        body: String,
+        n: usize,
+    ) -> Parts {
+        Parts {
+            what,
+            how,
+            params: reads
+                .iter()
+                .map(|(name, dt, _)| format!("const {}* __restrict__ {name}", storage(*dt)))
+                .collect(),
+            inputs: reads.iter().map(|r| r.2).collect(),
+            out,
+            pre: String::new(),
+            body,
+            n,
+            check: None,
+        }
+    }
+
+    /// These parts raising spec `sp`'s code for a read out of range (`what`).
+    fn checked(self, sp: &Indexed, what: String) -> Parts {
+        Parts {
+            check: Some(IndexCheck {
+                code: sp.code,
+                op: sp.site.op.into(),
+                what,
+            }),
+            ..self
+        }
+    }
 }
 
 /// Emits the kernel of indexing spec `sp`.
@@ -65,16 +105,10 @@ pub fn emit(sp: &Indexed, name: &str) -> Result<Kernel> {
             ("body", &parts.body),
         ],
     )?;
+    let inputs = parts.inputs.iter().map(|v| v.0).collect();
     Ok(Kernel {
         index_check: parts.check,
-        ..Kernel::flat(
-            name,
-            &sp.site.node,
-            source,
-            parts.n,
-            parts.inputs.iter().map(|v| v.0).collect(),
-            vec![parts.out.0],
-        )
+        ..one_output(&sp.site, name, source, parts.n, inputs, parts.out)
     })
 }
 
@@ -116,17 +150,14 @@ fn map(sp: &Indexed, m: &MapSpec) -> Parts {
     } else {
         "        out[i] = x[at];\n".to_string()
     };
-    Parts {
-        what: sp.site.op.to_string(),
-        how: "the output coordinates mapped back to the input's element",
-        params: vec![format!("const {}* __restrict__ x", storage(m.dtype))],
-        inputs: vec![m.x],
-        out: m.out,
-        pre: String::new(),
+    Parts::reading(
+        sp.site.op.to_string(),
+        "the output coordinates mapped back to the input's element",
+        &[("x", m.dtype, m.x)],
+        m.out,
         body,
-        n: m.n,
-        check: None,
-    }
+        m.n,
+    )
 }
 
 /// GatherND: each coordinate of the row read, wrapped, checked, and added times its
@@ -150,24 +181,12 @@ fn gather_nd(sp: &Indexed, s: &GatherNdSpec) -> Result<Parts> {
         );
     }
     body += "        out[i] = data[at];\n";
-    Ok(Parts {
-        what: "GatherND".into(),
-        how: "each index row's coordinates checked and added to the slice's offset",
-        params: vec![
-            format!("const {}* __restrict__ data", storage(s.dtype)),
-            format!("const {}* __restrict__ idx", storage(s.index_dtype)),
-        ],
-        inputs: vec![s.data, s.indices],
-        out: s.out,
-        pre: String::new(),
-        body,
-        n: s.n,
-        check: Some(IndexCheck {
-            code,
-            op: sp.site.op.into(),
-            what: s.out_of_range(),
-        }),
-    })
+    let reads = [("data", s.dtype, s.data), ("idx", s.index_dtype, s.indices)];
+    let how = "each index row's coordinates checked and added to the slice's offset";
+    Ok(
+        Parts::reading("GatherND".into(), how, &reads, s.out, body, s.n)
+            .checked(sp, s.out_of_range()),
+    )
 }
 
 /// ReverseSequence: the batch entry's length read and checked, the time coordinate
@@ -184,24 +203,12 @@ fn reverse(sp: &Indexed, s: &ReverseSpec) -> Result<Parts> {
          if (t < len) at = i - t * {tst}LL + (len - 1 - t) * {tst}LL;\n        \
          out[i] = x[at];\n"
     );
-    Ok(Parts {
-        what: "ReverseSequence".into(),
-        how: "the time coordinate mirrored below the batch entry's checked length",
-        params: vec![
-            format!("const {}* __restrict__ x", storage(s.dtype)),
-            format!("const {}* __restrict__ lens", storage(s.lens_dtype)),
-        ],
-        inputs: vec![s.x, s.lens],
-        out: s.out,
-        pre: String::new(),
-        body,
-        n: s.n,
-        check: Some(IndexCheck {
-            code,
-            op: sp.site.op.into(),
-            what: s.out_of_range(),
-        }),
-    })
+    let reads = [("x", s.dtype, s.x), ("lens", s.lens_dtype, s.lens)];
+    let how = "the time coordinate mirrored below the batch entry's checked length";
+    Ok(
+        Parts::reading("ReverseSequence".into(), how, &reads, s.out, body, s.n)
+            .checked(sp, s.out_of_range()),
+    )
 }
 
 /// The floats whose integers are exact up to this (f16 stops at 2048, but an f16
@@ -247,20 +254,19 @@ fn one_hot(sp: &Indexed, s: &OneHotSpec) -> Result<Parts> {
         block = s.inner * depth,
         it = storage(s.index_dtype),
     );
-    Ok(Parts {
-        what: "OneHot".into(),
-        how: "on where the index (negative ones plus depth) is the coordinate along the new axis",
-        params: vec![
-            format!("const {}* __restrict__ idx", storage(s.index_dtype)),
-            format!("const {}* __restrict__ values", storage(s.dtype)),
-        ],
-        inputs: vec![s.indices, s.values],
-        out: s.out,
-        pre: String::new(),
+    let reads = [
+        ("idx", s.index_dtype, s.indices),
+        ("values", s.dtype, s.values),
+    ];
+    let how = "on where the index (negative ones plus depth) is the coordinate along the new axis";
+    Ok(Parts::reading(
+        "OneHot".into(),
+        how,
+        &reads,
+        s.out,
         body,
-        n: s.n,
-        check: None,
-    })
+        s.n,
+    ))
 }
 
 /// EyeLike: one where column minus row is `k`.
@@ -274,17 +280,9 @@ fn eye(s: &EyeSpec) -> Parts {
         one = store(s.dtype, "1"),
         zero = store(s.dtype, "0"),
     );
-    Parts {
-        what: format!("EyeLike ({} x {})", s.rows, s.cols),
-        how: "one on the k-th diagonal, zero elsewhere",
-        params: Vec::new(),
-        inputs: Vec::new(),
-        out: s.out,
-        pre: String::new(),
-        body,
-        n: s.rows * s.cols,
-        check: None,
-    }
+    let what = format!("EyeLike ({} x {})", s.rows, s.cols);
+    let how = "one on the k-th diagonal, zero elsewhere";
+    Parts::reading(what, how, &[], s.out, body, s.rows * s.cols)
 }
 
 /// A literal of one-element `t` in the compute type of its dtype (float, double or
@@ -375,15 +373,13 @@ fn constant(s: &FillSpec) -> Parts {
         DType::F64 => compute_literal(v),
         other => format!("({})({})", storage(other), compute_literal(v)),
     };
-    Parts {
-        what: "ConstantOfShape".into(),
-        how: "every element the value",
-        params: Vec::new(),
-        inputs: Vec::new(),
-        out: s.out,
-        pre: String::new(),
-        body: format!("        out[i] = {lit};\n"),
-        n: s.n,
-        check: None,
-    }
+    let body = format!("        out[i] = {lit};\n");
+    Parts::reading(
+        "ConstantOfShape".into(),
+        "every element the value",
+        &[],
+        s.out,
+        body,
+        s.n,
+    )
 }

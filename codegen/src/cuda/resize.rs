@@ -10,7 +10,7 @@
 //! so what lavapipe runs vouches for them.
 
 use super::elementwise::storage;
-use super::support::{flit, store};
+use super::support::{flit, one_output, store};
 use super::syntax::Cuda;
 use super::Kernel;
 use crate::lower::resize::ResizeSpec;
@@ -46,14 +46,8 @@ pub fn emit(sp: &ResizeSpec, name: &str) -> Result<Kernel> {
             ("body", &tx.body),
         ],
     )?;
-    Ok(Kernel::flat(
-        name,
-        &sp.site.node,
-        source,
-        sp.n,
-        vec![sp.x.0],
-        vec![sp.out.0],
-    ))
+    let inputs = vec![sp.x.0];
+    Ok(one_output(&sp.site, name, source, sp.n, inputs, sp.out))
 }
 
 /// The nearest element's copy: as stored (saturated for f32, f16 and bf16), the

@@ -8,7 +8,7 @@
 //! run's error word and reads batch 0.
 
 use super::elementwise::storage;
-use super::support::store;
+use super::support::{one_output, store};
 use super::syntax::Cuda;
 use super::Kernel;
 use crate::lower::sample::{AffineGridSpec, GridSampleSpec, RoiAlignSpec, SampleSpec};
@@ -52,14 +52,8 @@ fn grid_sample(name: &str, sp: &GridSampleSpec) -> Result<Kernel> {
         ("store", store(sp.dtype, "acc")),
     ]);
     let source = fill(GRID_SAMPLE, &values)?;
-    Ok(Kernel::flat(
-        name,
-        &sp.site.node,
-        source,
-        sp.n,
-        vec![sp.x.0, sp.grid.0],
-        vec![sp.out.0],
-    ))
+    let inputs = vec![sp.x.0, sp.grid.0];
+    Ok(one_output(&sp.site, name, source, sp.n, inputs, sp.out))
 }
 
 /// The AffineGrid kernel.
@@ -71,14 +65,8 @@ fn affine_grid(name: &str, sp: &AffineGridSpec) -> Result<Kernel> {
         ("store", store(sp.dtype, "acc")),
     ]);
     let source = fill(AFFINE_GRID, &values)?;
-    Ok(Kernel::flat(
-        name,
-        &sp.site.node,
-        source,
-        sp.n,
-        vec![sp.theta.0],
-        vec![sp.out.0],
-    ))
+    let inputs = vec![sp.theta.0];
+    Ok(one_output(&sp.site, name, source, sp.n, inputs, sp.out))
 }
 
 /// The RoiAlign kernel.
@@ -94,15 +82,9 @@ fn roi_align(name: &str, sp: &RoiAlignSpec) -> Result<Kernel> {
         ("store", store(sp.dtype, "acc")),
     ]);
     let source = fill(ROI_ALIGN, &values)?;
+    let inputs = vec![sp.x.0, sp.rois.0, sp.batch.0];
     Ok(Kernel {
         index_check: Some(sp.check.clone()),
-        ..Kernel::flat(
-            name,
-            &sp.site.node,
-            source,
-            sp.n,
-            vec![sp.x.0, sp.rois.0, sp.batch.0],
-            vec![sp.out.0],
-        )
+        ..one_output(&sp.site, name, source, sp.n, inputs, sp.out)
     })
 }

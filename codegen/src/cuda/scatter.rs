@@ -6,7 +6,7 @@
 //! error word and reads as 0). Every body mirrors the WGSL writer's line by line.
 
 use super::elementwise::storage;
-use super::support::store;
+use super::support::{one_output, store};
 use super::syntax::Cuda;
 use super::Kernel;
 use crate::lower::scatter::{CacheSpec, Operands, Reduction, Scatter, ScatterSpec};
@@ -73,14 +73,7 @@ pub fn emit(sp: &Scatter, name: &str) -> Result<Kernel> {
     inputs.extend(parts.inputs.iter().map(|(v, _)| v.0));
     Ok(Kernel {
         index_check: parts.check,
-        ..Kernel::flat(
-            name,
-            &sp.site.node,
-            source,
-            parts.n,
-            inputs,
-            vec![parts.out.0],
-        )
+        ..one_output(&sp.site, name, source, parts.n, inputs, parts.out)
     })
 }
 

@@ -3,11 +3,15 @@
 //! CUDA expressions (float literals, stores that round once to the storage type,
 //! activations). They exist so each emitter reports a missing or unsupported operand
 //! the same way, as `CodegenError::Unsupported` naming what, instead of panicking.
+//! The kernel of a node with one output ([`one_output`]) and how compared elements
+//! are read ([`Compared`]) live here too, so the writers that need them say it once.
 
 use super::elementwise::storage;
+use super::Kernel;
+use crate::lower::support::Site;
 use crate::CodegenError;
 use gopt_ir::ops::fused::Activation;
-use gopt_ir::{DType, Node};
+use gopt_ir::{DType, Node, ValueId};
 
 /// The error for a mode or operand `node` has that the CUDA backend cannot run.
 pub fn unsupported(node: &Node, what: &str) -> CodegenError {
@@ -67,4 +71,62 @@ pub fn activation(act: Activation, v: &str) -> String {
 /// Blocks for `n` threads in blocks of `block` (grid-stride loops cover the rest).
 pub fn blocks(n: usize, block: u32) -> u32 {
     u32::try_from(n.div_ceil(block as usize).clamp(1, 65_535 * 32)).unwrap_or(u32::MAX)
+}
+
+/// The kernel of `n` threads ([`Kernel::flat`]) that the node of `site` runs, writing
+/// its one output `out`.
+pub fn one_output(
+    site: &Site,
+    name: &str,
+    source: String,
+    n: usize,
+    inputs: Vec<u32>,
+    out: ValueId,
+) -> Kernel {
+    Kernel::flat(name, &site.node, source, n, inputs, vec![out.0])
+}
+
+/// How a kernel that compares elements of one dtype reads them (ArgMax, ArgMin, Hardmax
+/// and TopK alike): floats in f32 (f64 in double) through `gopt_ld`, NaN tested;
+/// integers in their own type, exactly, never NaN.
+pub struct Compared {
+    /// The type elements are compared in.
+    pub ct: &'static str,
+    /// Whether they are floats (and may be NaN).
+    float: bool,
+}
+
+impl Compared {
+    /// How elements of `dt` are compared.
+    pub fn of(dt: DType) -> Compared {
+        let ct = if dt == DType::F64 {
+            "double"
+        } else if dt.is_float() {
+            "float"
+        } else {
+            storage(dt)
+        };
+        Compared {
+            ct,
+            float: dt.is_float(),
+        }
+    }
+
+    /// Element `at` of `x`, read in the compare type.
+    pub fn read(&self, at: &str) -> String {
+        if self.float {
+            format!("gopt_ld(x[{at}])")
+        } else {
+            format!("x[{at}]")
+        }
+    }
+
+    /// Whether compared value `v` is NaN.
+    pub fn isnan(&self, v: &str) -> String {
+        if self.float {
+            format!("isnan({v})")
+        } else {
+            "false".to_string()
+        }
+    }
 }

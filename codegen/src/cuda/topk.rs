@@ -4,11 +4,11 @@
 //! stored and indices as i64. The WGSL kernel is the same algorithm line by line.
 
 use super::elementwise::storage;
+use super::support::Compared;
 use super::Kernel;
 use crate::lower::topk::TopKSpec;
 use crate::template::fill;
 use crate::Result;
-use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("topk.cu");
 
@@ -16,31 +16,8 @@ const TEMPLATE: &str = include_str!("topk.cu");
 pub fn emit(sp: &TopKSpec, name: &str) -> Result<Kernel> {
     let dt = sp.dtype;
     let t = storage(dt);
-    // The type elements are compared in, and how one is read.
-    let (ct, float) = if dt == DType::F64 {
-        ("double", true)
-    } else if dt.is_float() {
-        ("float", true)
-    } else {
-        (t, false)
-    };
-    let read = |at: &str| {
-        if float {
-            format!("gopt_ld(x[{at}])")
-        } else {
-            format!("x[{at}]")
-        }
-    };
-    let before = sp.before(
-        |a, b| format!("{a} > {b}"),
-        |v| {
-            if float {
-                format!("isnan({v})")
-            } else {
-                "false".to_string()
-            }
-        },
-    );
+    let cmp = Compared::of(dt);
+    let before = sp.before(|a, b| format!("{a} > {b}"), |v| cmp.isnan(v));
     let inner = sp.inner;
     let source = fill(
         TEMPLATE,
@@ -48,15 +25,15 @@ pub fn emit(sp: &TopKSpec, name: &str) -> Result<Kernel> {
             ("what", if sp.largest { "largest" } else { "smallest" }),
             ("name", name),
             ("t", t),
-            ("ct", ct),
+            ("ct", cmp.ct),
             ("before", &before),
             ("n", &sp.n().to_string()),
             ("d", &sp.d.to_string()),
             ("k", &sp.k.to_string()),
             ("inner", &inner.to_string()),
             ("span", &(sp.d * inner).to_string()),
-            ("load_v", &read("i")),
-            ("load_w", &read(&format!("base + j * {inner}LL"))),
+            ("load_v", &cmp.read("i")),
+            ("load_w", &cmp.read(&format!("base + j * {inner}LL"))),
         ],
     )?;
     Ok(Kernel::flat(

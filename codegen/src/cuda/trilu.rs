@@ -3,7 +3,7 @@
 //! the device from its one-element i64 input.
 
 use super::elementwise::storage;
-use super::support::store;
+use super::support::{one_output, store};
 use super::Kernel;
 use crate::lower::trilu::{Diagonal, Spec};
 use crate::template::fill;
@@ -43,12 +43,5 @@ pub fn emit(sp: &Spec, name: &str) -> Result<Kernel> {
             ("zero", &store(sp.dtype, "0")),
         ],
     )?;
-    Ok(Kernel::flat(
-        name,
-        &sp.site.node,
-        source,
-        sp.n,
-        inputs,
-        vec![sp.out.0],
-    ))
+    Ok(one_output(&sp.site, name, source, sp.n, inputs, sp.out))
 }

@@ -540,6 +540,7 @@ fn mask(g: &Graph, node: &Node, d: &Dims) -> Result<Option<Mask>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lower::support::test_graph as graph;
 
     #[test]
     fn packed_strides_step_over_the_other_heads() {
@@ -563,13 +564,6 @@ mod tests {
         let d = Dims::new(2, (6, 2), (5, 7), 8, false).with_head_v(10);
         assert_eq!(d.v_strides, [2 * 70, 70, 10]);
         assert_eq!(d.out_strides, [6 * 50, 50, 10]);
-    }
-
-    fn graph(src: &str) -> Graph {
-        let g = gopt_ir::text::parse(src).unwrap_or_else(|e| panic!("{e}\n{src}"));
-        gopt_ir::verify(g)
-            .unwrap_or_else(|e| panic!("{e}\n{src}"))
-            .into_inner()
     }
 
     #[test]

@@ -40,6 +40,18 @@ pub fn stray_attr(node: &Node) -> Option<&str> {
         .find(|k| !PLAIN_ATTRS.contains(k) && !FUSED_ATTRS.contains(k))
 }
 
+/// Refuses a bias (of any operand kind, with its shape) that is not one value per
+/// output channel (`m` of them).
+pub fn check_bias<T>(node: &Node, bias: &Option<(T, Vec<usize>)>, m: usize) -> Result<()> {
+    match bias {
+        Some((_, bs)) if bs.as_slice() != [m] => Err(unsupported(
+            node,
+            "a bias that is not one value per output channel",
+        )),
+        Some(_) | None => Ok(()),
+    }
+}
+
 /// One convolution with every size resolved (1-D convolutions have `h = kh = 1`).
 #[derive(Clone, Debug, PartialEq)]
 pub struct ConvSpec {
@@ -304,14 +316,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvSpec> {
         }
     };
     let bias = operand(2, "biases")?;
-    if let Some((_, bs)) = &bias {
-        if bs.as_slice() != [m] {
-            return Err(unsupported(
-                node,
-                "a bias that is not one value per output channel",
-            ));
-        }
-    }
+    check_bias(node, &bias, m)?;
     let residual = if fused {
         operand(3, "residuals")?
     } else {

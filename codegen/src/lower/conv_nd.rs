@@ -9,7 +9,7 @@
 //! residual, in the node's `epilogue` order), so the CUDA and WGSL kernels accept and
 //! refuse the same nodes and index the same way.
 
-use super::conv::{resolve, stray_attr, FUSED_ATTRS};
+use super::conv::{check_bias, resolve, stray_attr, FUSED_ATTRS};
 use super::dialect::Dialect;
 use super::pool::ints;
 use super::support::{check_float, input, opt_input, output, plan, typed, unsupported, Site};
@@ -436,14 +436,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<ConvNdSpec> {
         )));
     }
     let bias = operand(g, node, 2, "biases")?;
-    if let Some((_, bs)) = &bias {
-        if bs.as_slice() != [m] {
-            return Err(unsupported(
-                node,
-                "a bias that is not one value per output channel",
-            ));
-        }
-    }
+    check_bias(node, &bias, m)?;
     let residual = if fused {
         operand(g, node, 3, "residuals")?
             .map(|(op, rs)| residual(node, op, &rs, &ys))

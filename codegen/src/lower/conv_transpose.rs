@@ -21,7 +21,7 @@
 use super::dialect::Dialect;
 use super::pool::resolve;
 use super::support::{
-    check_float, const_input, input, opt_input, output, plan, typed, unsupported, Site,
+    check_float, const_input, input, opt_input, output, plan, typed, unsupported, Sited,
 };
 use crate::Result;
 use gopt_ir::ops::{ImageOp, NnOp};
@@ -299,13 +299,7 @@ impl DeformConvSpec {
 }
 
 /// A node of this family, resolved: where it is, and which op with what.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Spec {
-    /// The node: its name, op and operands.
-    pub site: Site,
-    /// The op and its parameters.
-    pub form: Form,
-}
+pub type Spec = Sited<Form>;
 
 /// The op of a node of this family, resolved.
 #[derive(Clone, Debug, PartialEq)]
@@ -322,10 +316,7 @@ pub enum Form {
 
 /// Reads node `node` of `g` (ConvTranspose, Col2Im, MaxUnpool or DeformConv).
 pub fn spec(g: &Graph, node: &Node) -> Result<Spec> {
-    Ok(Spec {
-        site: Site::of(node),
-        form: form(g, node)?,
-    })
+    Sited::read(g, node, form)
 }
 
 /// Reads the op of node `node` of `g`.
@@ -797,14 +788,7 @@ fn deform_conv(g: &Graph, node: &Node) -> Result<DeformConvSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A one-node graph from the IR's text format.
-    fn graph(src: &str) -> Graph {
-        let g = gopt_ir::text::parse(src).unwrap_or_else(|e| panic!("{e}\n{src}"));
-        gopt_ir::verify(g)
-            .unwrap_or_else(|e| panic!("{e}\n{src}"))
-            .into_inner()
-    }
+    use crate::lower::support::test_graph as graph;
 
     fn conv_transpose_dims(attrs: &str, y: &str) -> Vec<TapDim> {
         let g = graph(&format!(

@@ -59,6 +59,21 @@ impl Spec {
     }
 }
 
+/// The `axis` of an elements op over data dims `ds` (GatherElements and
+/// ScatterElements alike), normalized, refusing indices dims `is` (of the same rank)
+/// wider than the data off the axis.
+pub fn elements_axis(node: &Node, ds: &[usize], is: &[usize]) -> Result<usize> {
+    let axis = node.attrs.int_or("axis", 0).map_err(plan)?;
+    let axis = gopt_ir::ops::util::norm_axis(axis, ds.len()).map_err(plan)?;
+    if (0..ds.len()).any(|a| a != axis && is[a] > ds[a]) {
+        return Err(unsupported(
+            node,
+            "indices wider than the data off the axis",
+        ));
+    }
+    Ok(axis)
+}
+
 /// Reads GatherElements node `node` of `g`.
 pub fn spec(g: &Graph, node: &Node) -> Result<Spec> {
     let (data, indices) = (input(node, 0)?, input(node, 1)?);
@@ -71,14 +86,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<Spec> {
     if ds.len() != is.len() || ds.is_empty() {
         return Err(unsupported(node, "indices of another rank than the data"));
     }
-    let axis = gopt_ir::ops::util::norm_axis(node.attrs.int_or("axis", 0).map_err(plan)?, ds.len())
-        .map_err(plan)?;
-    if (0..ds.len()).any(|a| a != axis && is[a] > ds[a]) {
-        return Err(unsupported(
-            node,
-            "indices wider than the data off the axis",
-        ));
-    }
+    let axis = elements_axis(node, &ds, &is)?;
     let n: usize = is.iter().product();
     if n == 0 || ds[axis] == 0 {
         return Err(unsupported(node, "an empty tensor"));

@@ -168,17 +168,28 @@ pub struct GatherNdSpec {
 impl GatherNdSpec {
     /// What an index out of range is, for the run's error message.
     pub fn out_of_range(&self) -> String {
-        let lens: Vec<String> = self.coords.iter().map(|(l, _)| l.to_string()).collect();
-        format!(
-            "an index out of range for the indexed axes (lengths {})",
-            lens.join(", ")
-        )
+        coords_out_of_range(&self.coords)
     }
 
     /// The longest indexed axis.
     pub fn max_len(&self) -> usize {
-        self.coords.iter().map(|c| c.0).max().unwrap_or(1)
+        longest_coord(&self.coords)
     }
+}
+
+/// What an index out of range is for the indexed axes `coords` (length, stride), for
+/// the run's error message (GatherND and ScatterND alike).
+pub fn coords_out_of_range(coords: &[(usize, usize)]) -> String {
+    let lens: Vec<String> = coords.iter().map(|(l, _)| l.to_string()).collect();
+    format!(
+        "an index out of range for the indexed axes (lengths {})",
+        lens.join(", ")
+    )
+}
+
+/// The longest of the indexed axes `coords` (length, stride); 1 for none.
+pub fn longest_coord(coords: &[(usize, usize)]) -> usize {
+    coords.iter().map(|c| c.0).max().unwrap_or(1)
 }
 
 /// ReverseSequence: output element `i` at batch `b` and time `t` copies the input at
@@ -333,6 +344,34 @@ struct Unary {
     ys: Vec<usize>,
 }
 
+impl Unary {
+    /// The map of `n` output elements reading this input through `axes`.
+    fn map(&self, n: usize, axes: Vec<(usize, AxisRead)>) -> MapSpec {
+        MapSpec {
+            x: self.x,
+            out: self.out,
+            dtype: self.dtype,
+            n,
+            x_len: self.xs.iter().product(),
+            axes,
+        }
+    }
+
+    /// The map over the output's elements whose axis `a` reads the input's axis `a`
+    /// as `read(input length, output length, input stride)` says.
+    fn axis_by_axis(
+        &self,
+        node: &Node,
+        read: impl Fn(usize, usize, usize) -> AxisRead,
+    ) -> Result<MapSpec> {
+        let st = strides(&self.xs);
+        let axes = (0..self.ys.len())
+            .map(|a| (self.ys[a], read(self.xs[a], self.ys[a], st[a])))
+            .collect();
+        Ok(self.map(elements(node, &self.ys)?, axes))
+    }
+}
+
 /// Reads the input and output of one-input op `node` (of the same rank).
 fn unary(g: &Graph, node: &Node) -> Result<Unary> {
     let (x, out) = (input(node, 0)?, output(node, 0)?);
@@ -358,35 +397,12 @@ fn unary(g: &Graph, node: &Node) -> Result<Unary> {
 /// Tile: along each axis the input coordinate is the output's modulo the input's
 /// length (the repeats are the output's dims over the input's).
 fn tile(g: &Graph, node: &Node) -> Result<MapSpec> {
-    let Unary {
-        x,
-        out,
-        dtype,
-        xs,
-        ys,
-    } = unary(g, node)?;
-    let n = elements(node, &ys)?;
-    let st = strides(&xs);
-    let axes = (0..ys.len())
-        .map(|a| {
-            let read = if xs[a] == ys[a] {
-                AxisRead::Direct { stride: st[a] }
-            } else {
-                AxisRead::Wrap {
-                    len: xs[a].max(1),
-                    stride: st[a],
-                }
-            };
-            (ys[a], read)
-        })
-        .collect();
-    Ok(MapSpec {
-        x,
-        out,
-        dtype,
-        n,
-        x_len: xs.iter().product(),
-        axes,
+    unary(g, node)?.axis_by_axis(node, |x, y, stride| match x == y {
+        true => AxisRead::Direct { stride },
+        false => AxisRead::Wrap {
+            len: x.max(1),
+            stride,
+        },
     })
 }
 
@@ -394,13 +410,8 @@ fn tile(g: &Graph, node: &Node) -> Result<MapSpec> {
 /// axes, transposed, viewed as the output), as the transposed view's axes each reading
 /// the 6-D input's stride.
 fn depth_space(g: &Graph, node: &Node, to_space: bool) -> Result<MapSpec> {
-    let Unary {
-        x,
-        out,
-        dtype,
-        xs,
-        ys,
-    } = unary(g, node)?;
+    let u = unary(g, node)?;
+    let (xs, ys) = (&u.xs, &u.ys);
     let bs = node.attrs.int("blocksize").map_err(plan)?;
     let bs = bs
         .and_then(|b| usize::try_from(b).ok())
@@ -435,7 +446,7 @@ fn depth_space(g: &Graph, node: &Node, to_space: bool) -> Result<MapSpec> {
             (tmp, [0, 1, 3, 5, 2, 4])
         }
     };
-    let count = elements(node, &ys)?;
+    let count = elements(node, ys)?;
     if count != tmp.iter().product::<usize>() {
         return Err(plan(format!(
             "node `{}`: output {ys:?} for input {xs:?}",
@@ -447,14 +458,7 @@ fn depth_space(g: &Graph, node: &Node, to_space: bool) -> Result<MapSpec> {
         .iter()
         .map(|&p| (tmp[p], AxisRead::Direct { stride: st[p] }))
         .collect();
-    Ok(MapSpec {
-        x,
-        out,
-        dtype,
-        n: count,
-        x_len: xs.iter().product(),
-        axes,
-    })
+    Ok(u.map(count, axes))
 }
 
 /// CenterCropPad: along each axis the output is centred on the input, the odd element
@@ -462,37 +466,17 @@ fn depth_space(g: &Graph, node: &Node, to_space: bool) -> Result<MapSpec> {
 /// length minus the input's), zero where it pads. The axes not named keep their
 /// length, so the difference (and the shift) is 0 there.
 fn center_crop_pad(g: &Graph, node: &Node) -> Result<MapSpec> {
-    let Unary {
-        x,
-        out,
-        dtype,
-        xs,
-        ys,
-    } = unary(g, node)?;
-    let n = elements(node, &ys)?;
-    let st = strides(&xs);
-    let axes = (0..ys.len())
-        .map(|a| {
-            let d = ys[a] as i64 - xs[a] as i64;
-            let shift = d.signum() * (d.abs() / 2);
-            let read = match shift == 0 && ys[a] <= xs[a] {
-                true => AxisRead::Direct { stride: st[a] },
-                false => AxisRead::Shift {
-                    shift,
-                    len: xs[a],
-                    stride: st[a],
-                },
-            };
-            (ys[a], read)
-        })
-        .collect();
-    Ok(MapSpec {
-        x,
-        out,
-        dtype,
-        n,
-        x_len: xs.iter().product(),
-        axes,
+    unary(g, node)?.axis_by_axis(node, |x, y, stride| {
+        let d = y as i64 - x as i64;
+        let shift = d.signum() * (d.abs() / 2);
+        match shift == 0 && y <= x {
+            true => AxisRead::Direct { stride },
+            false => AxisRead::Shift {
+                shift,
+                len: x,
+                stride,
+            },
+        }
     })
 }
 
@@ -683,14 +667,7 @@ fn constant_of_shape(g: &Graph, node: &Node) -> Result<FillSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// A one-node graph from the IR's text format.
-    fn graph(src: &str) -> Graph {
-        let g = gopt_ir::text::parse(src).unwrap_or_else(|e| panic!("{e}\n{src}"));
-        gopt_ir::verify(g)
-            .unwrap_or_else(|e| panic!("{e}\n{src}"))
-            .into_inner()
-    }
+    use crate::lower::support::test_graph as graph;
 
     fn map(g: &Graph) -> MapSpec {
         let op = match g.nodes[0].op.name() {

@@ -293,6 +293,7 @@ pub fn spec(g: &Graph, node: &Node) -> Result<LinearAttentionSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::lower::support::test_graph as graph;
     use gopt_ir::attr::{Attr, Attrs};
     use gopt_ir::ops::AttentionOp;
     use gopt_ir::Op;
@@ -339,13 +340,6 @@ mod tests {
         ];
         assert!(rule(&node(&bad)).is_err());
         assert!(rule(&node(&heads[..1])).is_err());
-    }
-
-    fn graph(src: &str) -> Graph {
-        let g = gopt_ir::text::parse(src).unwrap_or_else(|e| panic!("{e}\n{src}"));
-        gopt_ir::verify(g)
-            .unwrap_or_else(|e| panic!("{e}\n{src}"))
-            .into_inner()
     }
 
     #[test]

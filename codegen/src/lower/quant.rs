@@ -21,7 +21,7 @@
 
 use super::index::{strides, sum, Lit};
 use super::pool::{resolve, Dim};
-use super::support::{input, opt_input, output, plan, typed, unsupported, Site};
+use super::support::{input, opt_input, output, plan, typed, unsupported, Sited};
 use crate::Result;
 use gopt_ir::ops::NnOp;
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
@@ -376,13 +376,7 @@ impl IntConvSpec {
 }
 
 /// A quantization node, resolved: where it is, and which op with what.
-#[derive(Clone, Debug, PartialEq)]
-pub struct QuantSpec {
-    /// The node: its name, op and operands.
-    pub site: Site,
-    /// The op and its parameters.
-    pub form: Form,
-}
+pub type QuantSpec = Sited<Form>;
 
 /// The op of a quantization node, resolved.
 #[derive(Clone, Debug, PartialEq)]
@@ -401,10 +395,7 @@ pub enum Form {
 
 /// Reads quantization node `node` of `g`.
 pub fn spec(g: &Graph, node: &Node) -> Result<QuantSpec> {
-    Ok(QuantSpec {
-        site: Site::of(node),
-        form: form(g, node)?,
-    })
+    Sited::read(g, node, form)
 }
 
 /// Reads the op of quantization node `node` of `g`.
@@ -488,39 +479,56 @@ fn promote(a: DType, b: DType) -> DType {
     }
 }
 
-/// Reads QuantizeLinear.
-fn quantize(g: &Graph, node: &Node) -> Result<QuantizeSpec> {
+/// The affine map of (de)quantization node `node`: data, scales, zero points, output.
+/// `sides` checks the data's and output's dtypes and returns the quantized side's (the
+/// zero points') dtype with what else its op reads from them.
+fn affine<T>(
+    g: &Graph,
+    node: &Node,
+    sides: impl FnOnce(DType, DType) -> Result<(DType, T)>,
+) -> Result<(Affine, T)> {
     let (x, out) = (input(node, 0)?, output(node, 0)?);
     let (x_dt, xs) = typed(g, node, x)?;
     let (out_dt, _) = typed(g, node, out)?;
-    if !is_f32ish(x_dt) {
-        return Err(unsupported(node, &format!("{x_dt} data")));
-    }
-    let (lo, hi) = range(out_dt).ok_or_else(|| unsupported(node, &format!("a {out_dt} output")))?;
+    let (quantized, more) = sides(x_dt, out_dt)?;
     let (scale, zero) = params(g, node, &xs)?;
-    if zero.is_some_and(|z| z.dt != out_dt) {
+    if zero.is_some_and(|z| z.dt != quantized) {
         return Err(plan(format!(
             "{}: a zero point of another dtype",
             node.name
         )));
     }
+    let affine = Affine {
+        x,
+        x_dt,
+        scale,
+        zero,
+        out,
+        out_dt,
+        n: xs.iter().product(),
+    };
+    Ok((affine, more))
+}
+
+/// Reads QuantizeLinear.
+fn quantize(g: &Graph, node: &Node) -> Result<QuantizeSpec> {
+    let (affine, (lo, hi)) = affine(g, node, |x_dt, out_dt| {
+        if !is_f32ish(x_dt) {
+            return Err(unsupported(node, &format!("{x_dt} data")));
+        }
+        let bounds =
+            range(out_dt).ok_or_else(|| unsupported(node, &format!("a {out_dt} output")))?;
+        Ok((out_dt, bounds))
+    })?;
     let prec = match node.attrs.dtype("precision").map_err(plan)? {
         Some(p) => p,
-        None => promote(x_dt, scale.dt),
+        None => promote(affine.x_dt, affine.scale.dt),
     };
     if !is_f32ish(prec) {
         return Err(unsupported(node, &format!("{prec} precision")));
     }
     Ok(QuantizeSpec {
-        affine: Affine {
-            x,
-            x_dt,
-            scale,
-            zero,
-            out,
-            out_dt,
-            n: xs.iter().product(),
-        },
+        affine,
         prec,
         lo,
         hi,
@@ -529,33 +537,16 @@ fn quantize(g: &Graph, node: &Node) -> Result<QuantizeSpec> {
 
 /// Reads DequantizeLinear.
 fn dequantize(g: &Graph, node: &Node) -> Result<DequantizeSpec> {
-    let (x, out) = (input(node, 0)?, output(node, 0)?);
-    let (x_dt, xs) = typed(g, node, x)?;
-    let (out_dt, _) = typed(g, node, out)?;
-    if range(x_dt).is_none() {
-        return Err(unsupported(node, &format!("{x_dt} data")));
-    }
-    if !is_f32ish(out_dt) {
-        return Err(unsupported(node, &format!("a {out_dt} output")));
-    }
-    let (scale, zero) = params(g, node, &xs)?;
-    if zero.is_some_and(|z| z.dt != x_dt) {
-        return Err(plan(format!(
-            "{}: a zero point of another dtype",
-            node.name
-        )));
-    }
-    Ok(DequantizeSpec {
-        affine: Affine {
-            x,
-            x_dt,
-            scale,
-            zero,
-            out,
-            out_dt,
-            n: xs.iter().product(),
-        },
-    })
+    let (affine, ()) = affine(g, node, |x_dt, out_dt| {
+        if range(x_dt).is_none() {
+            return Err(unsupported(node, &format!("{x_dt} data")));
+        }
+        if !is_f32ish(out_dt) {
+            return Err(unsupported(node, &format!("a {out_dt} output")));
+        }
+        Ok((x_dt, ()))
+    })?;
+    Ok(DequantizeSpec { affine })
 }
 
 /// Reads DynamicQuantizeLinear.

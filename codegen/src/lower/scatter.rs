@@ -19,7 +19,9 @@
 //!   ([`in_place`]): then one thread per update element writes it, and the rest of the
 //!   cache is not touched (generation's KV cache, which lives across steps).
 
+use super::gather_elements::elements_axis;
 use super::index::strides;
+use super::indexed::{coords_out_of_range, longest_coord};
 use super::support::{input, opt_input, output, plan, typed, unsupported, Site};
 use crate::plan::{index_code, IndexCheck};
 use crate::Result;
@@ -179,16 +181,12 @@ pub struct NdSpec {
 impl NdSpec {
     /// What an index out of range is, for the run's error message.
     pub fn out_of_range(&self) -> String {
-        let lens: Vec<String> = self.coords.iter().map(|(l, _)| l.to_string()).collect();
-        format!(
-            "an index out of range for the indexed axes (lengths {})",
-            lens.join(", ")
-        )
+        coords_out_of_range(&self.coords)
     }
 
     /// The longest indexed axis.
     pub fn max_len(&self) -> usize {
-        self.coords.iter().map(|c| c.0).max().unwrap_or(1)
+        longest_coord(&self.coords)
     }
 }
 
@@ -301,14 +299,7 @@ fn elements(g: &Graph, node: &Node) -> Result<ElementsSpec> {
             "indices of another rank than the data, or updates of another shape",
         ));
     }
-    let axis = gopt_ir::ops::util::norm_axis(node.attrs.int_or("axis", 0).map_err(plan)?, ds.len())
-        .map_err(plan)?;
-    if (0..ds.len()).any(|a| a != axis && is[a] > ds[a]) {
-        return Err(unsupported(
-            node,
-            "indices wider than the data off the axis",
-        ));
-    }
+    let axis = elements_axis(node, &ds, &is)?;
     if is.contains(&0) {
         return Err(unsupported(node, "empty indices (nothing to scatter)"));
     }
@@ -446,13 +437,7 @@ fn cache(g: &Graph, node: &Node) -> Result<CacheSpec> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn graph(src: &str) -> Graph {
-        let g = gopt_ir::text::parse(src).unwrap_or_else(|e| panic!("{e}\n{src}"));
-        gopt_ir::verify(g)
-            .unwrap_or_else(|e| panic!("{e}\n{src}"))
-            .into_inner()
-    }
+    use crate::lower::support::test_graph as graph;
 
     /// ScatterElements along axis 1 of [3, 5] with [2, 2] indices: each element walks
     /// the 2 positions of its row (stride 1 in the indices).

@@ -20,6 +20,26 @@ pub fn unsupported(node: &Node, what: &str) -> CodegenError {
     }
 }
 
+/// A node resolved to one of its family's forms: where it is, and which op with what
+/// (the families whose writers need nothing else).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sited<F> {
+    /// The node: its name, op and operands.
+    pub site: Site,
+    /// The op and its parameters.
+    pub form: F,
+}
+
+impl<F> Sited<F> {
+    /// Node `node` of `g`, its form read by the family's `form`.
+    pub fn read(g: &Graph, node: &Node, form: fn(&Graph, &Node) -> Result<F>) -> Result<Self> {
+        Ok(Sited {
+            site: Site::of(node),
+            form: form(g, node)?,
+        })
+    }
+}
+
 /// The node a spec was read from, as the writers need it without the graph: its name
 /// and op (kernel names, error messages) and its operands' value ids (the buffers a
 /// kernel binds), absent optional inputs kept as `None` in their positions.
@@ -131,4 +151,14 @@ pub fn check_float(node: &Node, dt: DType, what: &str) -> Result<()> {
         DType::F32 | DType::F16 | DType::BF16 => Ok(()),
         other => Err(unsupported(node, &format!("{other} {what}"))),
     }
+}
+
+/// The verified graph of IR text `src`, for the lowering tests (a text that does not
+/// parse or verify fails the test with the error and the text).
+#[cfg(test)]
+pub fn test_graph(src: &str) -> Graph {
+    let g = gopt_ir::text::parse(src).unwrap_or_else(|e| panic!("{e}\n{src}"));
+    gopt_ir::verify(g)
+        .unwrap_or_else(|e| panic!("{e}\n{src}"))
+        .into_inner()
 }

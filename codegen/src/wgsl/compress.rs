@@ -18,6 +18,14 @@ use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("compress.wgsl");
 
+/// The block-wide scan Compress and NonZero share (`{{scan_init}}` before the chunk
+/// loop, `{{scan_step}}` turning each chunk's flags `f` into inclusive ranks in
+/// `scan`), filled into both templates.
+pub const SCAN: [(&str, &str); 2] = [
+    ("scan_init", include_str!("scan_init.wgsl")),
+    ("scan_step", include_str!("scan_step.wgsl")),
+];
+
 /// Emits the shader of Compress spec `sp`, counting into status word `slot`, with the
 /// index check raising `code` where the condition can select past the axis.
 pub fn emit(sp: &CompressSpec, slot: u32, code: Option<u32>, name: &str) -> Result<WgslKernel> {
@@ -46,6 +54,7 @@ pub fn emit(sp: &CompressSpec, slot: u32, code: Option<u32>, name: &str) -> Resu
         ("enable", super::enable_f16(sp.dtype == DType::F16)),
         ("t", t),
     ]);
+    holes.extend(SCAN);
     let source = fill(TEMPLATE, &holes)?;
     Ok(WgslKernel {
         name: name.to_string(),

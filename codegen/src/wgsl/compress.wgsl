@@ -14,15 +14,7 @@
 
 var<workgroup> scan: array<u32, 256>;
 var<workgroup> sel: array<u32, 256>;
-var<workgroup> base: u32;
-
-@compute @workgroup_size(256)
-fn main(@builtin(local_invocation_index) t: u32) {
-    if (t == 0u) {
-        base = 0u;
-    }
-    workgroupBarrier();
-    for (var start: u32 = 0u; start < {{len}}u; start = start + 256u) {
+{{scan_init}}    for (var start: u32 = 0u; start < {{len}}u; start = start + 256u) {
         let j = start + t;
         var f = 0u;
         if (j < {{len}}u) {
@@ -33,18 +25,7 @@ fn main(@builtin(local_invocation_index) t: u32) {
 {{raise}}                }
             }
         }
-        scan[t] = f;
-        workgroupBarrier();
-        for (var off: u32 = 1u; off < 256u; off = off << 1u) {
-            var v = 0u;
-            if (t >= off) {
-                v = scan[t - off];
-            }
-            workgroupBarrier();
-            scan[t] = scan[t] + v;
-            workgroupBarrier();
-        }
-        if (f == 1u) {
+{{scan_step}}        if (f == 1u) {
             sel[scan[t] - 1u] = j;
         }
         workgroupBarrier();

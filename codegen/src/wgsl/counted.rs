@@ -5,6 +5,7 @@
 //! is refused: WGSL stores it as f32, which rounds small values to zero and so would
 //! change which elements count.
 
+use super::compress::SCAN;
 use super::{storage_type, WgslKernel};
 use crate::lower::counted::{CountedSpec, NonZeroSpec};
 use crate::lower::support::Site;
@@ -71,6 +72,8 @@ fn nonzero(sp: &NonZeroSpec, name: &str) -> Result<WgslKernel> {
             ("t", t),
             ("nonzero", &nonzero_test(dt, "x[i]")),
             ("coords", &coords),
+            SCAN[0],
+            SCAN[1],
         ],
     )?;
     Ok(WgslKernel {

@@ -8,15 +8,7 @@
 @group(0) @binding(2) var<storage, read_write> status: array<u32>;
 
 var<workgroup> scan: array<u32, 256>;
-var<workgroup> base: u32;
-
-@compute @workgroup_size(256)
-fn main(@builtin(local_invocation_index) t: u32) {
-    if (t == 0u) {
-        base = 0u;
-    }
-    workgroupBarrier();
-    for (var start: u32 = 0u; start < {{n}}u; start = start + 256u) {
+{{scan_init}}    for (var start: u32 = 0u; start < {{n}}u; start = start + 256u) {
         let i = start + t;
         var f = 0u;
         if (i < {{n}}u) {
@@ -24,18 +16,7 @@ fn main(@builtin(local_invocation_index) t: u32) {
                 f = 1u;
             }
         }
-        scan[t] = f;
-        workgroupBarrier();
-        for (var off: u32 = 1u; off < 256u; off = off << 1u) {
-            var v = 0u;
-            if (t >= off) {
-                v = scan[t - off];
-            }
-            workgroupBarrier();
-            scan[t] = scan[t] + v;
-            workgroupBarrier();
-        }
-        if (f == 1u) {
+{{scan_step}}        if (f == 1u) {
             let pos = base + scan[t] - 1u;
             var r = i;
 {{coords}}        }

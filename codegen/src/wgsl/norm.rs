@@ -117,6 +117,7 @@ fn stats(parts: &StatsText, what: &str, bindings: &str, f16: bool) -> Result<Str
             ("prepare", &parts.prepare),
             ("normalize", &parts.normalize),
             ("finish", &parts.finish),
+            ("reduce_sum", super::rows::REDUCE_SUM),
         ],
     )
 }

@@ -4,20 +4,7 @@
 {{bindings}}
 var<workgroup> red: array<f32, 256>;
 
-fn reduce_sum(v: f32, lid: u32) -> f32 {
-    red[lid] = v;
-    workgroupBarrier();
-    for (var s: u32 = 128u; s > 0u; s = s >> 1u) {
-        if (lid < s) {
-            red[lid] = red[lid] + red[lid + s];
-        }
-        workgroupBarrier();
-    }
-    let r = red[0];
-    workgroupBarrier();
-    return r;
-}
-
+{{reduce_sum}}
 // The offset of element j of a group from the group's first.
 fn at(j: u32) -> u32 {
 {{offset}}}

@@ -15,6 +15,11 @@ use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("rows.wgsl");
 
+/// `reduce_sum(v, lid)`: the f32 sum of one value per invocation of a 256-wide
+/// workgroup, through the workgroup array `red`, that the row kernels and the
+/// normalizations' statistics shader both use (`{{reduce_sum}}` in their templates).
+pub const REDUCE_SUM: &str = include_str!("reduce_sum.wgsl");
+
 fn storage(site: &Site, dt: DType) -> Result<&'static str> {
     match dt {
         DType::F32 => Ok("f32"),
@@ -144,6 +149,7 @@ pub fn emit(r: &Spec, name: &str) -> Result<WgslKernel> {
                 },
             ),
             ("body", &body),
+            ("reduce_sum", REDUCE_SUM),
         ],
     )?;
     Ok(WgslKernel {
