@@ -15,6 +15,8 @@
 
 use gopt::codegen::cuda::plan::{self, Step};
 use gopt::codegen::cuda::{gemv, Kernel};
+use gopt::codegen::lower::gemm::{self, GemmSpec};
+use gopt::codegen::lower::GemmForm;
 use gopt::ir::dim::shape_of;
 use gopt::ir::ops::{FusedOp, NnOp};
 use gopt::ir::{Attr, Attrs, DType, Graph, Op, Tensor, TensorType};
@@ -148,13 +150,9 @@ impl Case {
     }
 
     fn kernel(&self, g: &Graph) -> Kernel {
-        let node = &g.nodes[0];
-        assert!(
-            gemv::applies(g, node),
-            "{}: the GEMV must apply",
-            self.label()
-        );
-        gemv::emit(g, node, &format!("gemv_{}", self.label()))
+        let sp = spec(g);
+        assert!(gemv::applies(&sp), "{}: the GEMV must apply", self.label());
+        gemv::emit(&sp, &format!("gemv_{}", self.label()))
             .unwrap_or_else(|e| panic!("{}: {e}", self.label()))
     }
 }
@@ -303,6 +301,17 @@ fn gemv_kernels_compile_for_sm90_without_spills() {
     println!("cuda: {n} GEMV kernels compiled for sm_90 (machine code, no spills)");
 }
 
+/// The spec of `g`'s one GEMM node, as the plan's lowering reads it.
+fn spec(g: &Graph) -> GemmSpec {
+    let node = &g.nodes[0];
+    let form = if node.op == Op::Nn(NnOp::Gemm) {
+        GemmForm::Gemm
+    } else {
+        GemmForm::MatMul
+    };
+    gemm::spec(g, node, form).expect("the GEMM parses")
+}
+
 /// A bf16 FusedMatMul of A (`a`) and B (`b`, a constant or a graph input).
 fn one_node(a: &[usize], b: &[usize], trans_b: i64, b_const: bool) -> Graph {
     let mut g = Graph::new("g");
@@ -325,9 +334,9 @@ fn one_node(a: &[usize], b: &[usize], trans_b: i64, b_const: bool) -> Graph {
 #[test]
 fn gemv_applies_only_to_decode_products() {
     let refused = |g: &Graph, why: &str, reason: &str| {
-        let node = &g.nodes[0];
-        assert!(!gemv::applies(g, node), "{why}");
-        match gemv::emit(g, node, "k") {
+        let sp = spec(g);
+        assert!(!gemv::applies(&sp), "{why}");
+        match gemv::emit(&sp, "k") {
             Err(gopt::codegen::CodegenError::Unsupported { what, .. }) => {
                 assert!(what.contains(reason), "{why}: {what}")
             }
@@ -336,10 +345,7 @@ fn gemv_applies_only_to_decode_products() {
     };
     let m = gemv::MAX_ROWS;
     let decode = one_node(&[m, 64], &[32, 64], 1, true);
-    assert!(
-        gemv::applies(&decode, &decode.nodes[0]),
-        "the decode form itself"
-    );
+    assert!(gemv::applies(&spec(&decode)), "the decode form itself");
     // B stored [K, N]: an output column is a strided column of B, not a contiguous row
     // a group of lanes streams with 16-byte loads.
     refused(

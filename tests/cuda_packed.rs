@@ -27,7 +27,7 @@
 
 use gopt::codegen::cuda::plan::{self, Step};
 use gopt::codegen::cuda::{module_source, packed, Kernel};
-use gopt::codegen::lower::packed::GEMV_MAX_ROWS;
+use gopt::codegen::lower::packed::{self as packed_spec, GEMV_MAX_ROWS};
 use gopt::ir::ops::nn::nbits::{NBits, ZeroPoints};
 use gopt::ir::{DType, Graph, Tensor};
 
@@ -109,7 +109,8 @@ impl Case {
     /// The node's kernels (named from the label), and its GEMM if any.
     fn steps(&self, g: &Graph) -> packed::PackedSteps {
         let scratch = g.values.len() as u32;
-        packed::lower(g, &g.nodes[0], &format!("p_{}", self.label()), scratch)
+        packed_spec::spec(g, &g.nodes[0])
+            .and_then(|sp| packed::lower(&sp, &format!("p_{}", self.label()), scratch))
             .unwrap_or_else(|e| panic!("{}: {e}", self.label()))
     }
 }

@@ -109,7 +109,7 @@ pub fn aliasing(g: &Graph, lowered: &[Lowered], views: Views) -> Vec<bool> {
             }
             Lowered::Gemm(_)
             | Lowered::ConvGemm(_)
-            | Lowered::PackedGemm
+            | Lowered::PackedGemm(_)
             | Lowered::Kernel(_)
             | Lowered::Collective(_)
             | Lowered::Unsupported(_) => false,

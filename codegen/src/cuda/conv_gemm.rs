@@ -16,6 +16,8 @@ use super::elementwise::storage;
 use super::gemm::{broadcast_index, finish, post_kernel_over, Epilogue, Gemm, Problem};
 use super::support::activation;
 use super::Kernel;
+use crate::lower::gemm::{tail, Operand, Tail};
+use crate::lower::support::Site;
 use crate::template::fill;
 use crate::{CodegenError, Result};
 use gopt_ir::ops::fused::{Activation, EpilogueOrder};
@@ -92,19 +94,12 @@ pub fn lower(
         ab_dtype: s.x_dt,
     };
     let epilogue = format!("{name}_epilogue");
+    let site = Site::of(node);
+    let tail = tail(g, node, s.act, input(2), 1.0, input(3)).map_err(|e| e.for_backend("CUDA"))?;
     let gemm = match s.order {
-        EpilogueOrder::ActThenResidual => finish(
-            g,
-            node,
-            &epilogue,
-            kernels,
-            problem,
-            s.act,
-            input(2),
-            input(3),
-        )?,
+        EpilogueOrder::ActThenResidual => finish(&site, &epilogue, kernels, problem, &tail)?,
         EpilogueOrder::ResidualThenAct => {
-            residual_first(g, node, s, &epilogue, kernels, problem, input(2), input(3))?
+            residual_first(&site, s, &epilogue, kernels, problem, &tail)?
         }
     };
     Ok(ConvGemm {
@@ -120,27 +115,19 @@ pub fn lower(
 /// activation it has (ReLU, tanh-GELU) and every operand it can take, the GEMM does it
 /// all; otherwise [`finish`] places the sums and the post kernel ends with the rest of
 /// them and the activation.
-#[allow(clippy::too_many_arguments)]
 fn residual_first(
-    g: &Graph,
-    node: &Node,
+    site: &Site,
     s: &ConvSpec,
     name: &str,
     kernels: &mut Vec<Kernel>,
     problem: Problem,
-    bias: Option<ValueId>,
-    residual: Option<ValueId>,
+    tail: &Tail,
 ) -> Result<Gemm> {
-    let mut gm = finish(
-        g,
-        node,
-        name,
-        kernels,
-        problem,
-        Activation::None,
-        bias,
-        residual,
-    )?;
+    let sums = Tail {
+        act: Activation::None,
+        ..tail.clone()
+    };
+    let mut gm = finish(site, name, kernels, problem, &sums)?;
     let in_library = match s.act {
         Activation::None => return Ok(gm),
         Activation::Relu => Some(Epilogue::Relu),
@@ -155,9 +142,9 @@ fn residual_first(
         gm.epilogue = e;
         return Ok(gm);
     }
-    let post_bias = bias.filter(|_| gm.bias.is_none());
-    let post_res = residual.filter(|_| gm.residual.is_none());
-    let k = post_kernel(node, s, name, post_bias, post_res)?;
+    let post_bias = tail.bias.as_ref().filter(|_| gm.bias.is_none());
+    let post_res = tail.residual.as_ref().filter(|_| gm.residual.is_none());
+    let k = post_kernel(site, &tail.out, s, name, post_bias, post_res)?;
     match gm.post {
         Some(i) => kernels[i] = k,
         None => {
@@ -171,11 +158,12 @@ fn residual_first(
 /// In place on the GEMM's output Y `[N, OH, OW, M]`: `y = act(y + bias + residual)`
 /// with whichever of bias and residual cuBLASLt did not add.
 fn post_kernel(
-    node: &Node,
+    site: &Site,
+    out: &Operand,
     s: &ConvSpec,
     name: &str,
-    bias: Option<ValueId>,
-    residual: Option<ValueId>,
+    bias: Option<&Operand>,
+    residual: Option<&Operand>,
 ) -> Result<Kernel> {
     let ys = &s.y_shape;
     let mut params = Vec::new();
@@ -185,13 +173,13 @@ fn post_kernel(
     if let Some(b) = bias {
         let dt = s.bias.unwrap_or(s.out_dt);
         params.push(format!("const {}* __restrict__ b", storage(dt)));
-        inputs.push(b.0);
+        inputs.push(b.id.0);
         body += &format!("    v += gopt_ld(b[c{}]);\n", ys.len() - 1);
         formula += " + bias";
     }
     if let (Some(r), Some((dt, rs))) = (residual, &s.residual) {
         params.push(format!("const {}* __restrict__ r", storage(*dt)));
-        inputs.push(r.0);
+        inputs.push(r.id.0);
         body += &format!("    v += gopt_ld(r[{}]);\n", broadcast_index(rs, ys));
         formula += " + residual";
     }
@@ -200,7 +188,8 @@ fn post_kernel(
     let t = storage(s.out_dt);
     params.push(format!("{t}* __restrict__ y"));
     post_kernel_over(
-        node,
+        &site.node,
+        out.id.0,
         name,
         "convolution epilogue",
         &formula,

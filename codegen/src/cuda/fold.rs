@@ -58,16 +58,16 @@ pub(super) fn decide(g: &Graph, lowered: &mut [Lowered], opts: PlanOptions) {
         let Some(&gi) = producer.get(src) else {
             continue;
         };
-        let gemm_node = &g.nodes[gi];
-        if !matches!(lowered[gi], Lowered::Gemm(_))
-            || (opts.gemv && super::gemv::applies(g, gemm_node))
-        {
+        let Lowered::Gemm(sp) = &lowered[gi] else {
+            continue;
+        };
+        if opts.gemv && super::gemv::applies(sp) {
             continue;
         }
         // Rows of the sliced width must stay 16-byte aligned: cuBLASLt's fast kernels
         // need it (GPT-2's 50257-wide logits written directly took 2.4 ms, padded to
         // 50304 and sliced back 0.5 + 1.0 ms, on the H200).
-        let direct = match gemm::library_only(g, gemm_node) {
+        let direct = match gemm::library_only(sp) {
             Ok(Some(gm)) => {
                 gm.residual.is_none()
                     && gm.batch == 1

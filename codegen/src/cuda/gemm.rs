@@ -14,12 +14,12 @@
 use super::elementwise::storage;
 use super::support::flit;
 use super::Kernel;
-use crate::lower::gemm;
+use crate::lower::gemm::{GemmSpec, Operand, Tail};
+use crate::lower::support::Site;
 use crate::template::fill;
 use crate::{CodegenError, Result};
 use gopt_ir::ops::fused::Activation;
-use gopt_ir::ops::NnOp;
-use gopt_ir::{DType, Graph, Node, Op, ValueId};
+use gopt_ir::DType;
 use serde::{Deserialize, Serialize};
 
 const POST: &str = include_str!("gemm_post.cu");
@@ -93,28 +93,14 @@ pub struct Gemm {
     pub post: Option<usize>,
 }
 
-fn unsupported(node: &Node, what: impl Into<String>) -> CodegenError {
-    CodegenError::Unsupported {
-        node: node.name.clone(),
-        op: node.op.name().into(),
-        backend: "CUDA",
-        what: what.into(),
-    }
+fn unsupported(site: &Site, what: impl Into<String>) -> CodegenError {
+    site.unsupported(&what.into()).for_backend("CUDA")
 }
 
-fn shape(g: &Graph, node: &Node, v: ValueId) -> Result<(DType, Vec<usize>)> {
-    crate::lower::support::typed(g, node, v).map_err(|e| e.for_backend("CUDA"))
-}
-
-/// Lowers one GEMM node. `kernels` receives the post kernel when one is needed (its
-/// index is recorded in the returned [`Gemm`]); `name` names it.
-pub fn lower(g: &Graph, node: &Node, name: &str, kernels: &mut Vec<Kernel>) -> Result<Gemm> {
-    let neutral = |e: CodegenError| e.for_backend("CUDA");
-    let p = gemm::parts(node).map_err(neutral)?;
-    let pr = gemm::problem(g, node, &p).map_err(neutral)?;
-    if let Some(c) = p.bias.filter(|_| node.op == Op::Nn(NnOp::Gemm)) {
-        gemm::gemm_c(g, node, c, pr.m, pr.n).map_err(neutral)?;
-    }
+/// Lowers one GEMM node of spec `sp`. `kernels` receives the post kernel when one is
+/// needed (its index is recorded in the returned [`Gemm`]); `name` names it.
+pub fn lower(sp: &GemmSpec, name: &str, kernels: &mut Vec<Kernel>) -> Result<Gemm> {
+    let (p, pr) = (&sp.parts, &sp.problem);
     let problem = Problem {
         a: pr.a.0,
         b: pr.b.0,
@@ -128,18 +114,17 @@ pub fn lower(g: &Graph, node: &Node, name: &str, kernels: &mut Vec<Kernel>) -> R
         alpha: p.alpha,
         ab_dtype: pr.dtype,
     };
-    let bias = p.bias.map(|v| (v, p.beta));
-    let mut gm = finish_scaled(g, node, name, kernels, problem, p.act, bias, p.residual)?;
+    let mut gm = finish(&sp.site, name, kernels, problem, &sp.tail)?;
     gm.trans_a = pr.trans_a;
     Ok(gm)
 }
 
-/// The GEMM step of `node` when cuBLASLt does its whole epilogue (no post kernel), for
+/// The GEMM step of `sp` when cuBLASLt does its whole epilogue (no post kernel), for
 /// decisions made before the plan writes kernels (folding, [`super::fold`]); `None` when
 /// part of it is left to a post kernel.
-pub(crate) fn library_only(g: &Graph, node: &Node) -> Result<Option<Gemm>> {
+pub(crate) fn library_only(sp: &GemmSpec) -> Result<Option<Gemm>> {
     let mut post = Vec::new();
-    let gm = lower(g, node, "", &mut post)?;
+    let gm = lower(sp, "", &mut post)?;
     Ok((gm.post.is_none() && post.is_empty()).then_some(gm))
 }
 
@@ -170,55 +155,32 @@ pub(crate) struct Problem {
     pub ab_dtype: DType,
 }
 
-/// Splits `act(alpha·A·B + bias) + residual` (the node's output) between cuBLASLt's
-/// epilogue and, for what it cannot do, a post kernel pushed onto `kernels`.
-#[allow(clippy::too_many_arguments)]
+/// Splits `act(alpha·A·B + beta·bias) + residual` (`tail`, the node's output) between
+/// cuBLASLt's epilogue and, for what it cannot do, a post kernel pushed onto `kernels`.
+/// cuBLASLt adds a bias unscaled, so a `beta` other than 1 leaves it to the post kernel.
 pub(crate) fn finish(
-    g: &Graph,
-    node: &Node,
+    site: &Site,
     name: &str,
     kernels: &mut Vec<Kernel>,
     pr: Problem,
-    act: Activation,
-    bias: Option<ValueId>,
-    residual: Option<ValueId>,
+    tail: &Tail,
 ) -> Result<Gemm> {
-    let bias = bias.map(|v| (v, 1.0));
-    finish_scaled(g, node, name, kernels, pr, act, bias, residual)
-}
-
-/// [`finish`] with the bias scaled (Gemm's `beta`): cuBLASLt adds a bias unscaled, so a
-/// scale other than 1 leaves it to the post kernel.
-#[allow(clippy::too_many_arguments)]
-fn finish_scaled(
-    g: &Graph,
-    node: &Node,
-    name: &str,
-    kernels: &mut Vec<Kernel>,
-    pr: Problem,
-    act: Activation,
-    bias: Option<(ValueId, f32)>,
-    residual: Option<ValueId>,
-) -> Result<Gemm> {
-    let out = node.outputs[0];
-    let (ddt, osh) = shape(g, node, out)?;
+    let (ddt, osh) = (tail.out.dtype, &tail.out.shape);
     if !matches!(ddt, DType::F32 | DType::F16 | DType::BF16) {
-        return Err(unsupported(node, format!("output dtype {ddt}")));
+        return Err(unsupported(site, format!("output dtype {ddt}")));
     }
     let n = pr.n;
     let total: usize = osh.iter().product();
     // Bias: fused when it is one value per column (its elements = N, laid out along the
     // last axis), and of the output's dtype or a constant the plan converts.
-    let bias_fusable = |v: ValueId| -> Result<bool> {
-        let (dt, s) = shape(g, node, v)?;
-        Ok(s.iter().product::<usize>() == n
-            && s.last().copied().unwrap_or(1) == n
-            && (dt == ddt || g.konst(v).is_some()))
+    let bias_fusable = |v: &Operand| {
+        v.shape.iter().product::<usize>() == n
+            && v.shape.last().copied().unwrap_or(1) == n
+            && (v.dtype == ddt || v.konst)
     };
-    let residual_fusable = |v: ValueId| -> Result<bool> {
-        let (dt, s) = shape(g, node, v)?;
-        Ok(dt == ddt && s.iter().product::<usize>() == total)
-    };
+    let residual_fusable =
+        |v: &Operand| v.dtype == ddt && v.shape.iter().product::<usize>() == total;
+    let act = tail.act;
     let fused_act = match act {
         Activation::None => Some(Epilogue::None),
         Activation::Relu => Some(Epilogue::Relu),
@@ -238,19 +200,19 @@ fn finish_scaled(
     };
     let mut gemm_bias = None;
     let mut post_bias = None;
-    if let Some((bv, scale)) = bias {
-        if scale == 1.0 && bias_fusable(bv)? {
+    if let Some(bv) = &tail.bias {
+        if tail.beta == 1.0 && bias_fusable(bv) {
             gemm_bias = Some(bv);
         } else {
-            post_bias = Some((bv, scale));
+            post_bias = Some((bv, tail.beta));
         }
     }
     // cuBLASLt adds C before its activation, the node adds the residual after: C only
     // when there is no activation left to apply.
     let mut gemm_res = None;
     let mut post_res = None;
-    if let Some(r) = residual {
-        if fused_act == Some(Epilogue::None) && residual_fusable(r)? {
+    if let Some(r) = &tail.residual {
+        if fused_act == Some(Epilogue::None) && residual_fusable(r) {
             gemm_res = Some(r);
         } else {
             post_res = Some(r);
@@ -264,24 +226,20 @@ fn finish_scaled(
         (Some(_), true) | (None, false | true) => (Epilogue::None, Some(act)),
     };
     let post = if post_bias.is_some() || post_act.is_some() || post_res.is_some() {
-        let k = post_kernel(g, node, name, &osh, ddt, post_bias, post_act, post_res)?;
+        let k = post_kernel(site, name, &tail.out, post_bias, post_act, post_res)?;
         kernels.push(k);
         Some(kernels.len() - 1)
     } else {
         None
     };
-    let bias_dtype = match gemm_bias {
-        Some(v) => Some(shape(g, node, v)?.0),
-        None => None,
-    };
     Ok(Gemm {
-        node: node.name.clone(),
+        node: site.node.clone(),
         a: pr.a,
         b: pr.b,
-        bias: gemm_bias.map(|v| v.0),
-        bias_dtype,
-        residual: gemm_res.map(|v| v.0),
-        out: out.0,
+        bias: gemm_bias.map(|v| v.id.0),
+        bias_dtype: gemm_bias.map(|v| v.dtype),
+        residual: gemm_res.map(|v| v.id.0),
+        out: tail.out.id.0,
         m: pr.m as u64,
         n: n as u64,
         k: pr.k as u64,
@@ -337,17 +295,16 @@ pub(crate) fn broadcast_index(s: &[usize], out: &[usize]) -> String {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+/// The post kernel of `out`: `act(y + scale·bias) + residual`, whichever are given.
 fn post_kernel(
-    g: &Graph,
-    node: &Node,
+    site: &Site,
     name: &str,
-    osh: &[usize],
-    ddt: DType,
-    bias: Option<(ValueId, f32)>,
+    out: &Operand,
+    bias: Option<(&Operand, f32)>,
     act: Option<Activation>,
-    residual: Option<ValueId>,
+    residual: Option<&Operand>,
 ) -> Result<Kernel> {
+    let (ddt, osh) = (out.dtype, &out.shape[..]);
     let t = storage(ddt);
     let mut params = Vec::new();
     let mut inputs = Vec::new();
@@ -355,16 +312,16 @@ fn post_kernel(
     let mut formula = String::from("y");
     for (what, v) in [("b", bias), ("r", residual.map(|v| (v, 1.0)))] {
         let Some((v, scale)) = v else { continue };
-        let (dt, s) = shape(g, node, v)?;
+        let s = &v.shape;
         if s.len() > osh.len() {
             return Err(unsupported(
-                node,
+                site,
                 format!("{what} {s:?} over output {osh:?}"),
             ));
         }
-        params.push(format!("const {}* __restrict__ {what}", storage(dt)));
-        inputs.push(v.0);
-        let term = format!("gopt_ld({what}[{}])", broadcast_index(&s, osh));
+        params.push(format!("const {}* __restrict__ {what}", storage(v.dtype)));
+        inputs.push(v.id.0);
+        let term = format!("gopt_ld({what}[{}])", broadcast_index(s, osh));
         let line = if scale == 1.0 {
             format!("    v += {term};\n")
         } else {
@@ -417,19 +374,13 @@ fn post_kernel(
                 ("t", t),
             ],
         )?;
-        let mut k = Kernel::flat(
-            name,
-            &node.name,
-            source,
-            n / vec,
-            inputs,
-            vec![node.outputs[0].0],
-        );
+        let mut k = Kernel::flat(name, &site.node, source, n / vec, inputs, vec![out.id.0]);
         k.vectorized = true;
         return Ok(k);
     }
     post_kernel_over(
-        node,
+        &site.node,
+        out.id.0,
         name,
         "GEMM epilogue",
         &formula,
@@ -441,13 +392,15 @@ fn post_kernel(
     )
 }
 
-/// The in-place post kernel over `node`'s output (shape `osh`, storage type `t`), one
+/// The in-place post kernel over output `out` of node `node` (shape `osh`, storage
+/// type `t`), one
 /// thread per element: `body` turns `v`, the value at element `i` (coordinates `c0`,
 /// `c1`, …), into the result; `params` end with `y`, `inputs` are the other operands.
 /// Shared by GEMM and convolution epilogues.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn post_kernel_over(
-    node: &Node,
+    node: &str,
+    out: u32,
     name: &str,
     what: &str,
     formula: &str,
@@ -482,12 +435,12 @@ pub(crate) fn post_kernel_over(
     let block = 256u32;
     Ok(Kernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: node.to_string(),
         source,
         threads: n,
         vectorized: false,
         inputs,
-        outputs: vec![node.outputs[0].0],
+        outputs: vec![out],
         shared_mem: 0,
         grid: u32::try_from(n.div_ceil(block as usize))
             .map_err(|_| CodegenError::Plan(format!("{what} grid too large")))?,

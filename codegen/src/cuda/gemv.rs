@@ -14,13 +14,13 @@
 //! store. The template (`gemv.cu`) describes the kernel; [`layout`] picks its sizes.
 
 use super::elementwise::storage;
-use super::support::{activation, flit, store, typed, unsupported};
+use super::support::{activation, flit, store};
 use super::Kernel;
-use crate::lower::gemm;
+use crate::lower::gemm::{GemmSpec, Operand};
 use crate::template::fill;
 use crate::{CodegenError, Result};
 use gopt_ir::ops::fused::Activation;
-use gopt_ir::{DType, Graph, Node, ValueId};
+use gopt_ir::{DType, ValueId};
 
 const TEMPLATE: &str = include_str!("gemv.cu");
 
@@ -51,16 +51,16 @@ const MIN_BLOCKS: usize = 2;
 /// every SM (1024 warps ≈ 8 per SM on an H200).
 const MIN_LANES: usize = 32 * 1024;
 
-/// Whether GEMM node `node` of `g` runs as the GEMV kernel.
-pub fn applies(g: &Graph, node: &Node) -> bool {
-    check(g, node).is_ok()
+/// Whether GEMM `sp` runs as the GEMV kernel.
+pub fn applies(sp: &GemmSpec) -> bool {
+    check(sp).is_ok()
 }
 
-/// The GEMV kernel of `node` (named `name`, its `Kernel::inputs`/`outputs` the graph
+/// The GEMV kernel of `sp` (named `name`, its `Kernel::inputs`/`outputs` the graph
 /// values it reads/writes, in kernel-parameter order: A, B, the bias, the residual,
 /// then the output). A node [`applies`] refuses is an `Unsupported` error saying why.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
-    let p = check(g, node)?;
+pub fn emit(sp: &GemmSpec, name: &str) -> Result<Kernel> {
+    let p = check(sp)?;
     let es = p.dtype.size();
     let l = layout(p.m, p.n, p.k, es);
     let t = storage(p.dtype);
@@ -109,7 +109,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     if grid * BLOCK > i32::MAX as usize {
         return Err(CodegenError::Plan(format!(
             "node `{}`: GEMV grid of {grid} blocks too large",
-            node.name
+            sp.site.node
         )));
     }
     let s = |x: usize| x.to_string();
@@ -142,7 +142,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<Kernel> {
     )?;
     Ok(Kernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: sp.site.node.clone(),
         source,
         threads: grid * BLOCK,
         vectorized: l.word == Word::B16,
@@ -182,12 +182,14 @@ struct Gemv {
     k: usize,
 }
 
-/// Reads `node` as [`Gemv`], or says why the kernel does not take it.
-fn check(g: &Graph, node: &Node) -> Result<Gemv> {
-    let cuda = |e: CodegenError| e.for_backend("CUDA");
-    let no = |what: &str| unsupported(node, &format!("a GEMV of {what}"));
-    let p = gemm::parts(node).map_err(cuda)?;
-    let pr = gemm::problem(g, node, &p).map_err(cuda)?;
+/// Reads `sp` as [`Gemv`], or says why the kernel does not take it.
+fn check(sp: &GemmSpec) -> Result<Gemv> {
+    let no = |what: &str| {
+        sp.site
+            .unsupported(&format!("a GEMV of {what}"))
+            .for_backend("CUDA")
+    };
+    let (p, pr) = (&sp.parts, &sp.problem);
     if !p.trans_b {
         return Err(no("a B stored [K, N] (it reads B as [N, K] rows)"));
     }
@@ -203,10 +205,10 @@ fn check(g: &Graph, node: &Node) -> Result<Gemv> {
     if pr.m == 0 || pr.n == 0 || pr.k == 0 {
         return Err(no("an empty product"));
     }
-    if g.konst(pr.b).is_none() {
+    if !sp.b.konst {
         return Err(no("a B that is not a constant"));
     }
-    if typed(g, node, pr.b).map_err(cuda)?.1.len() != 2 {
+    if sp.b.shape.len() != 2 {
         return Err(no("a B not of rank 2"));
     }
     for dt in [pr.dtype, pr.out_dtype] {
@@ -216,8 +218,8 @@ fn check(g: &Graph, node: &Node) -> Result<Gemv> {
         }
     }
     // A bias or residual of `count` elements, of any float dtype.
-    let float = |v: ValueId, what: &str, count: usize| -> Result<(DType, Vec<usize>)> {
-        let (dt, s) = typed(g, node, v).map_err(cuda)?;
+    let float = |v: &Operand, what: &str, count: usize| -> Result<(DType, Vec<usize>)> {
+        let (dt, s) = (v.dtype, v.shape.clone());
         match dt {
             DType::F32 | DType::BF16 | DType::F16 | DType::F64 => {}
             other => return Err(no(&format!("a {other} {what}"))),
@@ -227,7 +229,7 @@ fn check(g: &Graph, node: &Node) -> Result<Gemv> {
         }
         Ok((dt, s))
     };
-    let bias = match p.bias {
+    let bias = match &sp.tail.bias {
         Some(v) => {
             let (dt, s) = float(v, "bias", pr.n)?;
             if s.last().copied().unwrap_or(1) != pr.n {
@@ -235,12 +237,12 @@ fn check(g: &Graph, node: &Node) -> Result<Gemv> {
                     "a bias of shape {s:?} (not one value per column)"
                 )));
             }
-            Some((v, dt, p.beta))
+            Some((v.id, dt, p.beta))
         }
         None => None,
     };
-    let residual = match p.residual {
-        Some(v) => Some((v, float(v, "residual", pr.m * pr.n)?.0)),
+    let residual = match &sp.tail.residual {
+        Some(v) => Some((v.id, float(v, "residual", pr.m * pr.n)?.0)),
         None => None,
     };
     Ok(Gemv {

@@ -145,7 +145,7 @@ pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
             | Lowered::Folded(_)
             | Lowered::Gemm(_)
             | Lowered::ConvGemm(_)
-            | Lowered::PackedGemm
+            | Lowered::PackedGemm(_)
             | Lowered::Collective(_) => {}
         }
     }

@@ -9,14 +9,13 @@
 
 use super::elementwise::storage;
 use super::gemm::{finish, Gemm, Problem};
-use super::support::{blocks, store, unsupported};
+use super::support::{blocks, store};
 use super::Kernel;
-use crate::lower::packed::{spec, PackedSpec, Path};
+use crate::lower::packed::{PackedSpec, Path};
+use crate::lower::support::Site;
 use crate::template::fill;
 use crate::{CodegenError, Result};
-use gopt_ir::ops::fused::Activation;
 use gopt_ir::ops::nn::nbits::{NBits, ZeroPoints};
-use gopt_ir::{Graph, Node};
 
 #[path = "packed_gemv.rs"]
 mod gemv;
@@ -36,22 +35,25 @@ pub struct PackedSteps {
     pub scratch_bytes: usize,
 }
 
-/// The steps of `node` (kernels named from `name`); `scratch` is the value id the plan
+/// The error for a form of `site` these kernels do not take.
+fn unsupported(site: &Site, what: &str) -> CodegenError {
+    site.unsupported(what).for_backend("CUDA")
+}
+
+/// The steps of `p` (kernels named from `name`); `scratch` is the value id the plan
 /// gives the dequantized weight.
-pub fn lower(g: &Graph, node: &Node, name: &str, scratch: u32) -> Result<PackedSteps> {
-    let cuda = |e: CodegenError| e.for_backend("CUDA");
-    let p = spec(g, node).map_err(cuda)?;
+pub fn lower(p: &PackedSpec, name: &str, scratch: u32) -> Result<PackedSteps> {
     if p.rows == 0 || p.nb.n == 0 || p.nb.k == 0 {
-        return Err(unsupported(node, "an empty product"));
+        return Err(unsupported(&p.site, "an empty product"));
     }
     match p.path() {
         Path::Gemv => Ok(PackedSteps {
-            kernels: vec![gemv::emit(node, &p, &format!("{name}_packed_gemv"))?],
+            kernels: vec![gemv::emit(p, &format!("{name}_packed_gemv"))?],
             gemm: None,
             scratch_bytes: 0,
         }),
         Path::DequantizeGemm => {
-            let k = dequant(node, &p, &format!("{name}_packed_dequant"), scratch)?;
+            let k = dequant(p, &format!("{name}_packed_dequant"), scratch)?;
             let problem = Problem {
                 a: p.a.0,
                 b: scratch,
@@ -69,20 +71,11 @@ pub fn lower(g: &Graph, node: &Node, name: &str, scratch: u32) -> Result<PackedS
             // epilogue: nothing is left for a post kernel.
             let mut post = Vec::new();
             let epilogue = format!("{name}_epilogue");
-            let gm = finish(
-                g,
-                node,
-                &epilogue,
-                &mut post,
-                problem,
-                Activation::None,
-                p.bias,
-                None,
-            )?;
+            let gm = finish(&p.site, &epilogue, &mut post, problem, &p.tail)?;
             if !post.is_empty() || gm.post.is_some() {
                 return Err(CodegenError::Plan(format!(
                     "MatMulNBits `{}`: its GEMM needs a post kernel",
-                    node.name
+                    p.site.node
                 )));
             }
             Ok(PackedSteps {
@@ -195,7 +188,7 @@ fn fill_owned(template: &str, holes: &[(&'static str, String)]) -> Result<String
 }
 
 /// The dequantize kernel: `p`'s weight as `[N, K]` of A's dtype into value `scratch`.
-fn dequant(node: &Node, p: &PackedSpec, name: &str, scratch: u32) -> Result<Kernel> {
+fn dequant(p: &PackedSpec, name: &str, scratch: u32) -> Result<Kernel> {
     let nb = &p.nb;
     let t = storage(p.dtype);
     let epu = 32 / nb.bits;
@@ -223,7 +216,7 @@ fn dequant(node: &Node, p: &PackedSpec, name: &str, scratch: u32) -> Result<Kern
     ]);
     Ok(Kernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: p.site.node.clone(),
         source: fill_owned(DEQUANT, &holes)?,
         threads: words,
         vectorized: nb.k.is_multiple_of(epu),
@@ -247,14 +240,14 @@ fn bias_code(p: &PackedSpec) -> (String, String) {
     }
 }
 
-fn grid_u32(node: &Node, grid: usize) -> Result<u32> {
+fn grid_u32(site: &Site, grid: usize) -> Result<u32> {
     u32::try_from(grid)
         .ok()
         .filter(|&g| g <= i32::MAX as u32 / 256)
         .ok_or_else(|| {
             CodegenError::Plan(format!(
                 "node `{}`: GEMV grid of {grid} blocks too large",
-                node.name
+                site.node
             ))
         })
 }

@@ -7,14 +7,14 @@
 //! functions pick each kernel's sizes.
 
 use super::super::elementwise::storage;
-use super::super::support::{store, unsupported};
+use super::super::support::store;
 use super::super::Kernel;
-use super::{a_elems, bias_code, common, fill_owned, grid_u32, inputs, word_bytes};
+use super::{a_elems, bias_code, common, fill_owned, grid_u32, inputs, unsupported, word_bytes};
 use super::{word_elems, word_type, zero_form};
 use crate::lower::packed::PackedSpec;
 use crate::Result;
 use gopt_ir::ops::nn::nbits::ZeroPoints;
-use gopt_ir::{DType, Node};
+use gopt_ir::DType;
 
 const MMA: &str = include_str!("packed_gemv.cu");
 const F32: &str = include_str!("packed_gemv_f32.cu");
@@ -42,11 +42,11 @@ const F32_BLOCK: usize = 128;
 const F32_MIN_LANES: usize = 32 * 1024;
 
 /// The fused GEMV of `p`, on the unit its dtype runs on.
-pub(super) fn emit(node: &Node, p: &PackedSpec, name: &str) -> Result<Kernel> {
+pub(super) fn emit(p: &PackedSpec, name: &str) -> Result<Kernel> {
     match p.dtype {
-        DType::F16 => gemv_mma(node, p, name, Half::F16),
-        DType::BF16 => gemv_mma(node, p, name, Half::BF16),
-        DType::F32 => gemv_f32(node, p, name),
+        DType::F16 => gemv_mma(p, name, Half::F16),
+        DType::BF16 => gemv_mma(p, name, Half::BF16),
+        DType::F32 => gemv_f32(p, name),
         DType::F64
         | DType::I8
         | DType::I16
@@ -56,7 +56,7 @@ pub(super) fn emit(node: &Node, p: &PackedSpec, name: &str) -> Result<Kernel> {
         | DType::U16
         | DType::U32
         | DType::U64
-        | DType::Bool => Err(unsupported(node, &format!("{} activations", p.dtype))),
+        | DType::Bool => Err(unsupported(&p.site, &format!("{} activations", p.dtype))),
     }
 }
 
@@ -92,7 +92,7 @@ enum Half {
     BF16,
 }
 
-fn gemv_mma(node: &Node, p: &PackedSpec, name: &str, half: Half) -> Result<Kernel> {
+fn gemv_mma(p: &PackedSpec, name: &str, half: Half) -> Result<Kernel> {
     let nb = &p.nb;
     let t = storage(p.dtype);
     // The pair type, its constructors from two floats and from 16 bits, its widening to
@@ -179,14 +179,14 @@ fn gemv_mma(node: &Node, p: &PackedSpec, name: &str, half: Half) -> Result<Kerne
     ]);
     Ok(Kernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: p.site.node.clone(),
         source: fill_owned(MMA, &holes)?,
         threads: grid * threads,
         vectorized: wb == 16,
         inputs: ids,
         outputs: vec![p.out.0],
         shared_mem: 0,
-        grid: grid_u32(node, grid)?,
+        grid: grid_u32(&p.site, grid)?,
         block: threads as u32,
         index_check: None,
     })
@@ -222,7 +222,7 @@ fn f32_layout(m: usize, n: usize, words: usize) -> F32Layout {
     }
 }
 
-fn gemv_f32(node: &Node, p: &PackedSpec, name: &str) -> Result<Kernel> {
+fn gemv_f32(p: &PackedSpec, name: &str) -> Result<Kernel> {
     let nb = &p.nb;
     let wb = word_bytes(nb);
     let ve = word_elems(nb);
@@ -265,14 +265,14 @@ fn gemv_f32(node: &Node, p: &PackedSpec, name: &str) -> Result<Kernel> {
     ]);
     Ok(Kernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: p.site.node.clone(),
         source: fill_owned(F32, &holes)?,
         threads: grid * F32_BLOCK,
         vectorized: wb == 16,
         inputs: ids,
         outputs: vec![p.out.0],
         shared_mem: 0,
-        grid: grid_u32(node, grid)?,
+        grid: grid_u32(&p.site, grid)?,
         block: F32_BLOCK as u32,
         index_check: None,
     })

@@ -139,10 +139,10 @@ pub fn build_with_options(
                     synth_weights.push((wid, cg.weight));
                 })
             }
-            Lowered::PackedGemm => {
+            Lowered::PackedGemm(sp) => {
                 let sid = next;
                 next += 1;
-                super::packed::lower(g, n, &format!("k{i}"), sid).map(|p| {
+                super::packed::lower(sp, &format!("k{i}"), sid).map(|p| {
                     for k in p.kernels {
                         kernels.push(k);
                         steps.push(Step::Kernel(kernels.len() - 1));
@@ -155,14 +155,14 @@ pub fn build_with_options(
                     }
                 })
             }
-            Lowered::Gemm(_) if opts.gemv && super::gemv::applies(g, n) => {
-                super::gemv::emit(g, n, &format!("k{i}_gemv")).map(|k| {
+            Lowered::Gemm(sp) if opts.gemv && super::gemv::applies(sp) => {
+                super::gemv::emit(sp, &format!("k{i}_gemv")).map(|k| {
                     kernels.push(k);
                     steps.push(Step::Kernel(kernels.len() - 1));
                 })
             }
-            Lowered::Gemm(_) => {
-                gemm::lower(g, n, &format!("k{i}_epilogue"), &mut kernels).map(|mut gm| {
+            Lowered::Gemm(sp) => {
+                gemm::lower(sp, &format!("k{i}_epilogue"), &mut kernels).map(|mut gm| {
                     if let Some(&(out, columns)) = folded_into.get(&i) {
                         fold::into_gemm(&mut gm, out, columns);
                     }
@@ -313,7 +313,7 @@ fn window_offsets(g: &Graph, lowered: &[Lowered]) -> std::collections::HashMap<V
             Lowered::View => 0,
             Lowered::Gemm(_)
             | Lowered::ConvGemm(_)
-            | Lowered::PackedGemm
+            | Lowered::PackedGemm(_)
             | Lowered::Kernel(_)
             | Lowered::Absorbed
             | Lowered::Folded(_)

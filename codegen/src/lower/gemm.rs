@@ -6,7 +6,8 @@
 //! GPU backend runs (batch dims that broadcast partially, non-float operands) is refused
 //! here; a backend narrows further on its own (dtypes, epilogue forms).
 
-use super::support::{check_float, input, output, typed, unsupported};
+use super::support::{check_float, input, output, typed, unsupported, Site};
+use super::GemmForm;
 use crate::Result;
 use gopt_ir::ops::fused::{Activation, MATMUL_ACTIVATIONS};
 use gopt_ir::ops::{FusedOp, NnOp};
@@ -199,4 +200,104 @@ pub fn gemm_c(g: &Graph, node: &Node, c: ValueId, m: usize, n: usize) -> Result<
         ));
     }
     Ok(rc)
+}
+
+/// A value a GEMM writer reads or writes, typed once here: its id, dtype and static
+/// shape, and whether it is a constant (a constant bias of another dtype is converted
+/// by the CUDA plan; the GEMV wants a constant B).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Operand {
+    /// The value.
+    pub id: ValueId,
+    /// Its dtype.
+    pub dtype: DType,
+    /// Its static shape.
+    pub shape: Vec<usize>,
+    /// Whether it is a constant of the graph.
+    pub konst: bool,
+}
+
+/// Operand `v` of `node`.
+pub fn operand(g: &Graph, node: &Node, v: ValueId) -> Result<Operand> {
+    let (dtype, shape) = typed(g, node, v)?;
+    Ok(Operand {
+        id: v,
+        dtype,
+        shape,
+        konst: g.konst(v).is_some(),
+    })
+}
+
+/// What follows a product, typed: `out = act(P + beta · bias) + residual`, with `P`
+/// the (scaled) product. Shared by the GEMM family's writers and the convolutions run
+/// as a GEMM.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Tail {
+    /// The output.
+    pub out: Operand,
+    /// The activation.
+    pub act: Activation,
+    /// Added before the activation, scaled by `beta`.
+    pub bias: Option<Operand>,
+    /// Scale of `bias` (Gemm's `beta`; 1 otherwise).
+    pub beta: f32,
+    /// Added after the activation.
+    pub residual: Option<Operand>,
+}
+
+/// The tail of `node`: output 0, activation `act`, `bias` scaled by `beta`, `residual`.
+pub fn tail(
+    g: &Graph,
+    node: &Node,
+    act: Activation,
+    bias: Option<ValueId>,
+    beta: f32,
+    residual: Option<ValueId>,
+) -> Result<Tail> {
+    let read = |v: Option<ValueId>| v.map(|v| operand(g, node, v)).transpose();
+    Ok(Tail {
+        out: operand(g, node, output(node, 0)?)?,
+        act,
+        bias: read(bias)?,
+        beta,
+        residual: read(residual)?,
+    })
+}
+
+/// One GEMM node (MatMul, FusedMatMul, Gemm), lowered: everything its writers read.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GemmSpec {
+    /// The node.
+    pub site: Site,
+    /// MatMul-style or Gemm.
+    pub form: GemmForm,
+    /// Transposes and epilogue as the IR states them.
+    pub parts: Parts,
+    /// Sizes, strides and dtypes.
+    pub problem: Problem,
+    /// B, typed (the GEMV asks for a constant of rank 2).
+    pub b: Operand,
+    /// The epilogue's operands, typed (`parts.bias`, `parts.residual`, the output).
+    pub tail: Tail,
+    /// Gemm's C as `[rows, cols]` broadcast to `[M, N]` ([`gemm_c`]).
+    pub c: Option<[usize; 2]>,
+}
+
+/// The spec of GEMM node `node` of form `form`; refuses what no GPU backend runs.
+pub fn spec(g: &Graph, node: &Node, form: GemmForm) -> Result<GemmSpec> {
+    let parts = parts(node)?;
+    let problem = problem(g, node, &parts)?;
+    let c = match (form, parts.bias) {
+        (GemmForm::Gemm, Some(c)) => Some(gemm_c(g, node, c, problem.m, problem.n)?),
+        (GemmForm::Gemm, None) | (GemmForm::MatMul, _) => None,
+    };
+    Ok(GemmSpec {
+        site: Site::of(node),
+        form,
+        b: operand(g, node, problem.b)?,
+        tail: tail(g, node, parts.act, parts.bias, parts.beta, parts.residual)?,
+        parts,
+        problem,
+        c,
+    })
 }

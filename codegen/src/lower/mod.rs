@@ -312,8 +312,9 @@ pub fn shallow_written(kind: Kind) -> crate::CodegenError {
 pub enum Lowered {
     /// The output aliases input 0's bytes: no step runs.
     View,
-    /// A matrix product with its epilogue (MatMul, Gemm, FusedMatMul).
-    Gemm(GemmForm),
+    /// A matrix product with its epilogue (MatMul, Gemm, FusedMatMul), read once
+    /// ([`gemm::GemmSpec`]).
+    Gemm(Box<gemm::GemmSpec>),
     /// A channels-last FusedConv with constant weights, run as a GEMM over an im2col
     /// matrix where the backend has a GEMM library (CUDA); a convolution kernel
     /// elsewhere.
@@ -324,7 +325,7 @@ pub enum Lowered {
     /// A product with a packed low-bit weight (MatMulNBits, [`packed`]): a GEMV that
     /// dequantizes in registers for few rows; for many, the weight dequantized into
     /// scratch and a library GEMM where the backend has one.
-    PackedGemm,
+    PackedGemm(Box<packed::PackedSpec>),
     /// A generated kernel: its family and the parameters its writers need ([`Spec`]).
     Kernel(Spec),
     /// No step of its own: its neighbours do its work ([`absorb`]): attention reads a
@@ -493,6 +494,24 @@ fn is_const_root(g: &Graph, mut v: ValueId) -> bool {
     }
 }
 
+/// The lowering of a GEMM-family spec: `wrap`ped when it parses, refused (as
+/// [`typed`]) when no GPU backend runs this form of it.
+fn refused_or<S>(
+    parsed: crate::Result<S>,
+    wrap: impl FnOnce(S) -> Lowered,
+) -> crate::Result<Lowered> {
+    match parsed {
+        Ok(s) => Ok(wrap(s)),
+        Err(crate::CodegenError::Unsupported { what, .. }) => Ok(Lowered::Unsupported(what)),
+        Err(e) => Err(e),
+    }
+}
+
+/// The matrix product of node `n`, form `form` ([`gemm`]).
+fn product(g: &Graph, n: &Node, form: GemmForm) -> crate::Result<Lowered> {
+    refused_or(gemm::spec(g, n, form), |s| Lowered::Gemm(Box::new(s)))
+}
+
 /// The sampling kernel of node `n`, op `op` ([`sample`]).
 fn sampled(g: &Graph, n: &Node, op: sample::SampleOp) -> crate::Result<Lowered> {
     typed(sample::spec(g, n, op), |s| Spec::Sample(Box::new(s)))
@@ -658,7 +677,7 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
         },
         Op::Fused(f) => match f {
             FusedOp::FusedElementwise => elementwise()?,
-            FusedOp::FusedMatMul => Lowered::Gemm(GemmForm::MatMul),
+            FusedOp::FusedMatMul => product(g, n, GemmForm::MatMul)?,
             FusedOp::FusedConv if conv_nd::applies(g, n) => {
                 typed(conv_nd::spec(g, n), |s| Spec::ConvNd(Box::new(s)))?
             }
@@ -767,9 +786,11 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
             ShapeOp::Unique => counted::lower(g, n, counted::CountedOp::Unique)?,
         },
         Op::Nn(o) => match o {
-            NnOp::MatMul => Lowered::Gemm(GemmForm::MatMul),
-            NnOp::Gemm => Lowered::Gemm(GemmForm::Gemm),
-            NnOp::MatMulNBits => Lowered::PackedGemm,
+            NnOp::MatMul => product(g, n, GemmForm::MatMul)?,
+            NnOp::Gemm => product(g, n, GemmForm::Gemm)?,
+            NnOp::MatMulNBits => {
+                refused_or(packed::spec(g, n), |s| Lowered::PackedGemm(Box::new(s)))?
+            }
             NnOp::Conv if conv_nd::applies(g, n) => {
                 typed(conv_nd::spec(g, n), |s| Spec::ConvNd(Box::new(s)))?
             }

@@ -9,8 +9,10 @@
 //! GEMM on tensor cores, which costs one pass over the weight against a product that
 //! reads it `rows / tile` times.
 
-use super::support::{input, opt_input, output, plan, typed, unsupported};
+use super::gemm::{tail, Tail};
+use super::support::{input, opt_input, output, plan, typed, unsupported, Site};
 use crate::Result;
+use gopt_ir::ops::fused::Activation;
 use gopt_ir::ops::nn::nbits::{slot, NBits};
 use gopt_ir::{DType, Graph, Node, ValueId};
 
@@ -33,6 +35,8 @@ pub enum Path {
 /// One MatMulNBits node, lowered.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PackedSpec {
+    /// The node.
+    pub site: Site,
     /// The weight's layout.
     pub nb: NBits,
     /// Rows of A (its dims but the last, multiplied).
@@ -51,6 +55,8 @@ pub struct PackedSpec {
     pub bias: Option<ValueId>,
     /// The output `[.., N]`.
     pub out: ValueId,
+    /// The bias and the output, typed (the library GEMM's epilogue).
+    pub tail: Tail,
 }
 
 impl PackedSpec {
@@ -81,7 +87,9 @@ pub fn spec(g: &Graph, node: &Node) -> Result<PackedSpec> {
     let a = input(node, slot::A)?;
     let (dtype, shape) = typed(g, node, a)?;
     let rows = shape[..shape.len().saturating_sub(1)].iter().product();
+    let bias = opt_input(node, slot::BIAS);
     Ok(PackedSpec {
+        site: Site::of(node),
         nb,
         rows,
         dtype,
@@ -89,7 +97,8 @@ pub fn spec(g: &Graph, node: &Node) -> Result<PackedSpec> {
         b: input(node, slot::B)?,
         scales: input(node, slot::SCALES)?,
         zero_points: opt_input(node, slot::ZERO_POINTS),
-        bias: opt_input(node, slot::BIAS),
+        bias,
         out: output(node, 0)?,
+        tail: tail(g, node, Activation::None, bias, 1.0, None)?,
     })
 }

@@ -3,34 +3,32 @@
 //! `alpha * op(A) op(B) + beta * C` over f32/f16, one invocation per output element (a
 //! plain loop: these are the small Gemms that did not become MatMuls).
 
-use super::unsupported;
-use super::WgslKernel;
-use crate::lower::gemm;
+use super::{refuse, WgslKernel};
+use crate::lower::gemm::GemmSpec;
 use crate::template::fill;
-use crate::{CodegenError, Result};
-use gopt_ir::{DType, Graph, Node};
+use crate::Result;
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("gemm.wgsl");
 
-/// Emits the shader for Gemm node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let neutral = |e: CodegenError| e.for_backend("WGSL");
-    let p = gemm::parts(node).map_err(neutral)?;
-    let pr = gemm::problem(g, node, &p).map_err(neutral)?;
+/// Emits the shader for Gemm `sp`.
+pub fn emit(sp: &GemmSpec, name: &str) -> Result<WgslKernel> {
+    let (p, pr) = (&sp.parts, &sp.problem);
+    let unsupported = |what: &str| refuse(&sp.site, what);
     let elem = |dt: DType| match dt {
         DType::F32 => Ok("f32"),
         DType::F16 => Ok("f16"),
-        other => Err(unsupported(node, format!("{other} data"))),
+        other => Err(unsupported(&format!("{other} data"))),
     };
     let (at, yt) = (elem(pr.dtype)?, elem(pr.out_dtype)?);
     let (alpha, beta) = (p.alpha, p.beta);
     if !alpha.is_finite() || !beta.is_finite() {
-        return Err(unsupported(node, "a non-finite alpha or beta"));
+        return Err(unsupported("a non-finite alpha or beta"));
     }
     let (m, k, n, ta, tb) = (pr.m, pr.k, pr.n, pr.trans_a, pr.trans_b);
-    let mn = u32::try_from(m * n).map_err(|_| unsupported(node, "more than 2^32 outputs"))?;
+    let mn = u32::try_from(m * n).map_err(|_| unsupported("more than 2^32 outputs"))?;
     if mn == 0 {
-        return Err(unsupported(node, "an empty output"));
+        return Err(unsupported("an empty output"));
     }
     let mut bindings = vec![
         format!("var<storage, read> a: array<{at}>;"),
@@ -39,13 +37,8 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let mut inputs = vec![pr.a.0, pr.b.0];
     let mut result = format!("{} * acc", super::types::f32_literal(alpha));
     let mut how = String::new();
-    if let Some(cv) = p.bias {
-        let [cm, cn] = gemm::gemm_c(g, node, cv, m, n).map_err(neutral)?;
-        let ct = elem(
-            g.ty(cv)
-                .map_err(|e| CodegenError::Plan(e.to_string()))?
-                .dtype,
-        )?;
+    if let (Some(cv), Some([cm, cn])) = (&sp.tail.bias, sp.c) {
+        let ct = elem(cv.dtype)?;
         let row = if cm == 1 {
             "0u".into()
         } else {
@@ -53,7 +46,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
         };
         let col = if cn == 1 { "0u" } else { "c" };
         bindings.push(format!("var<storage, read> cin: array<{ct}>;"));
-        inputs.push(cv.0);
+        inputs.push(cv.id.0);
         result += &format!(
             " + {} * f32(cin[{row} + {col}])",
             super::types::f32_literal(beta)
@@ -95,7 +88,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: sp.site.node.clone(),
         source,
         workgroups: [mn.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
         inputs,

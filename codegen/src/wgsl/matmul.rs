@@ -16,13 +16,13 @@
 //! instead (`gemm_split.rs`, `matmul_split.wgsl`: 256 invocations, groups of a small
 //! tile's size each multiplying part of every staged K block, reduced before the store).
 
-use super::WgslKernel;
-use super::{typed, unsupported};
-use crate::lower::gemm;
+use super::{refuse, WgslKernel};
+use crate::lower::gemm::GemmSpec;
+use crate::lower::support::Site;
 use crate::template::fill;
 use crate::Result;
 use gopt_ir::ops::fused::Activation;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 use super::gemm_split::split;
 use super::gemm_tile::{tile, Operand};
@@ -30,11 +30,16 @@ use super::gemm_tile::{tile, Operand};
 const TEMPLATE: &str = include_str!("matmul.wgsl");
 const SPLIT_TEMPLATE: &str = include_str!("matmul_split.wgsl");
 
-fn storage(node: &Node, dt: DType) -> Result<&'static str> {
+/// The error for a form of `site` this shader does not take.
+fn unsupported(site: &Site, what: impl Into<String>) -> crate::CodegenError {
+    refuse(site, &what.into())
+}
+
+fn storage(site: &Site, dt: DType) -> Result<&'static str> {
     match dt {
         DType::F32 => Ok("f32"),
         DType::F16 => Ok("f16"),
-        other => Err(unsupported(node, format!("{other} operands"))),
+        other => Err(unsupported(site, format!("{other} operands"))),
     }
 }
 
@@ -58,11 +63,10 @@ fn act_code(act: Activation) -> String {
     }
 }
 
-/// Emits the GEMM shader for `node`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let neutral = |e: crate::CodegenError| e.for_backend("WGSL");
-    let p = gemm::parts(node).map_err(neutral)?;
-    let pr = gemm::problem(g, node, &p).map_err(neutral)?;
+/// Emits the GEMM shader for `spec`.
+pub fn emit(spec: &GemmSpec, name: &str) -> Result<WgslKernel> {
+    let site = &spec.site;
+    let (p, pr) = (&spec.parts, &spec.problem);
     let (act, alpha, trans_b) = (p.act, p.alpha, p.trans_b);
     let (a, b, out) = (pr.a, pr.b, pr.out);
     let (dt, odt) = (pr.dtype, pr.out_dtype);
@@ -74,7 +78,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let a_vec = k % 4 == 0;
     let b_vec = if trans_b { k % 4 == 0 } else { n % 4 == 0 };
     let operand = |name: &str, dt: DType, vec: bool| -> Result<String> {
-        let t = storage(node, dt)?;
+        let t = storage(site, dt)?;
         let t = if vec {
             format!("vec4<{t}>")
         } else {
@@ -87,37 +91,37 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let mut f16 = [dt, odt].contains(&DType::F16);
     let mut epilogue = String::new();
     let mut formula = format!("{}(alpha·A·B", act.name());
-    if let Some(bias) = p.bias {
-        let (dt, s) = typed(g, node, bias)?;
+    if let Some(bias) = &spec.tail.bias {
+        let (dt, s) = (bias.dtype, &bias.shape);
         if s.iter().product::<usize>() != n || s.last() != Some(&n) {
-            return Err(unsupported(node, "a bias that is not one value per column"));
+            return Err(unsupported(site, "a bias that is not one value per column"));
         }
         f16 |= dt == DType::F16;
         bindings.push(format!(
             "var<storage, read> bias: array<{}>;",
-            storage(node, dt)?
+            storage(site, dt)?
         ));
-        inputs.push(bias.0);
+        inputs.push(bias.id.0);
         epilogue += "        v = v + f32(bias[col]);\n";
         formula += " + bias";
     }
     formula += ")";
     epilogue += &act_code(act);
-    if let Some(res) = p.residual {
-        let (dt, s) = typed(g, node, res)?;
+    if let Some(res) = &spec.tail.residual {
+        let (dt, s) = (res.dtype, &res.shape);
         if s.iter().product::<usize>() != total {
-            return Err(unsupported(node, "a residual that broadcasts"));
+            return Err(unsupported(site, "a residual that broadcasts"));
         }
         f16 |= dt == DType::F16;
         bindings.push(format!(
             "var<storage, read> res: array<{}>;",
-            storage(node, dt)?
+            storage(site, dt)?
         ));
-        inputs.push(res.0);
+        inputs.push(res.id.0);
         epilogue += "        v = v + f32(res[o]);\n";
         formula += " + residual";
     }
-    let ost = storage(node, odt)?;
+    let ost = storage(site, odt)?;
     bindings.push(format!("var<storage, read_write> y: array<{ost}>;"));
     let bindings: Vec<String> = bindings
         .iter()
@@ -127,13 +131,13 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let u32_of = |v: usize| -> Result<String> {
         u32::try_from(v)
             .map(|v| v.to_string())
-            .map_err(|_| unsupported(node, "sizes past 2^32"))
+            .map_err(|_| unsupported(site, "sizes past 2^32"))
     };
     for v in [m * k * batch, k * n * batch, total] {
         u32_of(v)?;
     }
     if batch > 65535 {
-        return Err(unsupported(node, "more than 65535 batches"));
+        return Err(unsupported(site, "more than 65535 batches"));
     }
     let regular = tile(batch, m, n);
     let sp = split(batch, m, n, k, &regular);
@@ -208,7 +212,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     };
     holes.extend([
         ("enable", super::enable_f16(f16).to_string()),
-        ("what", node.op.name().to_string()),
+        ("what", site.op.to_string()),
         ("formula", formula),
         ("desc", desc),
         ("bindings", bindings.join("\n")),
@@ -245,7 +249,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     ];
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: site.node.clone(),
         source,
         workgroups,
         inputs,

@@ -86,31 +86,9 @@ pub fn storage_type(dt: DType) -> Option<(&'static str, usize)> {
     }
 }
 
-/// The error for a node (or a mode, dtype or size of it) the WGSL backend has no
-/// kernel for.
-pub(crate) fn unsupported(node: &gopt_ir::Node, what: impl Into<String>) -> CodegenError {
-    CodegenError::Unsupported {
-        node: node.name.clone(),
-        op: node.op.name().into(),
-        backend: "WGSL",
-        what: what.into(),
-    }
-}
-
 /// The error for a mode or operand of a spec's node (`site`) no WGSL kernel implements.
 pub(crate) fn refuse(site: &crate::lower::support::Site, what: &str) -> CodegenError {
     site.unsupported(what).for_backend(BACKEND)
-}
-
-/// The dtype and static shape of `v`, an input or output of `node`.
-pub(crate) fn typed(
-    g: &Graph,
-    node: &gopt_ir::Node,
-    v: gopt_ir::ValueId,
-) -> Result<(DType, Vec<usize>)> {
-    let t = g.ty(v).map_err(|e| CodegenError::Plan(e.to_string()))?;
-    let s = gopt_ir::dim::concrete(&t.shape).ok_or_else(|| unsupported(node, "symbolic shapes"))?;
-    Ok((t.dtype, s))
 }
 
 /// The `enable f16;` directive a shader with f16 storage starts with, or nothing.
@@ -180,10 +158,12 @@ pub fn write(g: &Graph, i: usize, n: &Node, lowered: &Lowered) -> Result<Option<
         // The pool binds whole buffers (`VIEWS.offset_views` is off): a window is a copy.
         Lowered::Window(_) => crate::lower::index::spec(g, n, crate::lower::index::Move::Slice)
             .and_then(|s| movement::emit(&s, &name)),
-        Lowered::Gemm(GemmForm::Gemm) => gemm::emit(g, n, &name),
-        Lowered::Gemm(GemmForm::MatMul) => matmul::emit(g, n, &name),
+        Lowered::Gemm(sp) => match sp.form {
+            GemmForm::Gemm => gemm::emit(sp, &name),
+            GemmForm::MatMul => matmul::emit(sp, &name),
+        },
         Lowered::ConvGemm(s) => conv::emit(s, &name),
-        Lowered::PackedGemm => packed::emit(g, n, &name),
+        Lowered::PackedGemm(sp) => packed::emit(sp, &name),
         Lowered::Kernel(spec) => kernel(spec, &name),
         Lowered::Collective(_) => Err(crate::lower::support::unsupported(
             n,

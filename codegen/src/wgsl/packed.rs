@@ -15,12 +15,13 @@
 //! artifact, not yet on the GPU). f32 and f16 (with the adapter's SHADER_F16) are
 //! computed; bf16 has no WGSL form and is refused.
 
-use super::{enable_f16, storage_type, unsupported, WgslKernel};
-use crate::lower::packed::{spec, PackedSpec};
+use super::{enable_f16, refuse, storage_type, WgslKernel};
+use crate::lower::packed::PackedSpec;
+use crate::lower::support::Site;
 use crate::template::fill;
 use crate::Result;
 use gopt_ir::ops::nn::nbits::ZeroPoints;
-use gopt_ir::{DType, Graph, Node};
+use gopt_ir::DType;
 
 const TEMPLATE: &str = include_str!("packed.wgsl");
 
@@ -36,18 +37,23 @@ const WG: usize = 64;
 /// Workgroups one dispatch dimension holds.
 const MAX_DISPATCH: usize = 65_535;
 
-/// The shader of MatMulNBits node `node` of `g`.
-pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
-    let sp = spec(g, node)?;
+/// The error for a form of `site` this shader does not take.
+fn unsupported(site: &Site, what: impl Into<String>) -> crate::CodegenError {
+    refuse(site, &what.into())
+}
+
+/// The shader of MatMulNBits `sp`.
+pub fn emit(sp: &PackedSpec, name: &str) -> Result<WgslKernel> {
+    let site = &sp.site;
     let nb = sp.nb;
     let (ty, _) = storage_type(sp.dtype)
         .filter(|_| sp.dtype.is_float())
-        .ok_or_else(|| unsupported(node, format!("{} activations", sp.dtype)))?;
+        .ok_or_else(|| unsupported(site, format!("{} activations", sp.dtype)))?;
     if sp.rows == 0 {
-        return Err(unsupported(node, "an empty output"));
+        return Err(unsupported(site, "an empty output"));
     }
     let u32_of = |n: usize| {
-        u32::try_from(n).map_err(|_| unsupported(node, "more than 2^32 elements in an operand"))
+        u32::try_from(n).map_err(|_| unsupported(site, "more than 2^32 elements in an operand"))
     };
     for n in [sp.rows * nb.k, sp.rows * nb.n, nb.weight_bytes()] {
         u32_of(n)?;
@@ -58,14 +64,14 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     let x = tiles.min(MAX_DISPATCH);
     let y = tiles.div_ceil(x);
     if y > MAX_DISPATCH {
-        return Err(unsupported(node, "more than 65535² workgroups"));
+        return Err(unsupported(site, "more than 65535² workgroups"));
     }
-    let b = Binds::new(node, &sp)?;
+    let b = Binds::new(site, sp)?;
     let source = fill(
         TEMPLATE,
         &[
             ("enable", enable_f16(ty == "f16")),
-            ("what", &what(&sp)),
+            ("what", &what(sp)),
             ("bias_note", if nb.bias { " + bias[n]" } else { "" }),
             ("bindings", &b.decls),
             ("k", &nb.k.to_string()),
@@ -80,7 +86,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
             ("tiles_n", &tiles_n.to_string()),
             ("tiles", &u32_of(tiles)?.to_string()),
             ("parts", &(rows * WG).to_string()),
-            ("zero", &zero(&sp)),
+            ("zero", &zero(sp)),
             ("bias", if nb.bias { "f32(bias[n])" } else { "0.0" }),
             ("unpack", unpack(nb.bits)),
             (
@@ -101,7 +107,7 @@ pub fn emit(g: &Graph, node: &Node, name: &str) -> Result<WgslKernel> {
     )?;
     Ok(WgslKernel {
         name: name.to_string(),
-        node: node.name.clone(),
+        node: site.node.clone(),
         source,
         workgroups: [u32_of(x)?, u32_of(y)?, 1],
         inputs: b.inputs,
@@ -119,25 +125,25 @@ struct Binds {
 }
 
 impl Binds {
-    fn new(node: &Node, sp: &PackedSpec) -> Result<Binds> {
+    fn new(site: &Site, sp: &PackedSpec) -> Result<Binds> {
         let mut b = Binds {
             decls: String::new(),
             inputs: Vec::new(),
         };
-        b.read(node, "a", sp.a.0, sp.dtype)?;
-        b.read(node, "b", sp.b.0, DType::U8)?;
-        b.read(node, "scales", sp.scales.0, sp.dtype)?;
+        b.read(site, "a", sp.a.0, sp.dtype)?;
+        b.read(site, "b", sp.b.0, DType::U8)?;
+        b.read(site, "scales", sp.scales.0, sp.dtype)?;
         if let Some(z) = sp.zero_points {
             let dt = match sp.nb.zero {
                 ZeroPoints::Packed | ZeroPoints::Default => DType::U8,
                 ZeroPoints::Float => sp.dtype,
             };
-            b.read(node, "zp", z.0, dt)?;
+            b.read(site, "zp", z.0, dt)?;
         }
         if let Some(v) = sp.bias {
-            b.read(node, "bias", v.0, sp.dtype)?;
+            b.read(site, "bias", v.0, sp.dtype)?;
         }
-        let (t, _) = element(node, sp.dtype)?;
+        let (t, _) = element(site, sp.dtype)?;
         b.decls += &format!(
             "@group(0) @binding({}) var<storage, read_write> out: array<{t}>;",
             b.inputs.len()
@@ -145,8 +151,8 @@ impl Binds {
         Ok(b)
     }
 
-    fn read(&mut self, node: &Node, name: &str, v: u32, dt: DType) -> Result<()> {
-        let (t, _) = element(node, dt)?;
+    fn read(&mut self, site: &Site, name: &str, v: u32, dt: DType) -> Result<()> {
+        let (t, _) = element(site, dt)?;
         self.decls += &format!(
             "@group(0) @binding({}) var<storage, read> {name}: array<{t}>;\n",
             self.inputs.len()
@@ -156,8 +162,8 @@ impl Binds {
     }
 }
 
-fn element(node: &Node, dt: DType) -> Result<(&'static str, usize)> {
-    storage_type(dt).ok_or_else(|| unsupported(node, format!("{dt} operands")))
+fn element(site: &Site, dt: DType) -> Result<(&'static str, usize)> {
+    storage_type(dt).ok_or_else(|| unsupported(site, format!("{dt} operands")))
 }
 
 /// The zero point of column `n`, block `blk` as an f32 expression.
