@@ -16,12 +16,13 @@ use super::elementwise::storage;
 use super::gemm::{broadcast_index, finish, post_kernel_over, Epilogue, Gemm, Problem};
 use super::support::activation;
 use super::Kernel;
-use crate::lower::gemm::{tail, Operand, Tail};
+use crate::lower::conv::ConvGemmSpec;
+use crate::lower::gemm::{Operand, Tail};
 use crate::lower::support::Site;
 use crate::template::fill;
 use crate::{CodegenError, Result};
 use gopt_ir::ops::fused::{Activation, EpilogueOrder};
-use gopt_ir::{DType, Graph, Node, Tensor, ValueId};
+use gopt_ir::{DType, Tensor, ValueId};
 
 const IM2COL: &str = include_str!("im2col.cu");
 const IM2COL_COLS: &str = include_str!("im2col_cols.cu");
@@ -40,28 +41,18 @@ pub struct ConvGemm {
     pub scratch_bytes: usize,
 }
 
-/// Lowers `node` of spec `s` (see [`crate::lower::conv::as_gemm`]); `weight_id` and
+/// Lowers the convolution `cg` (see [`crate::lower::conv::as_gemm`]); `weight_id` and
 /// `scratch_id` are value ids the plan reserved for the reordered weights and the im2col
 /// matrix.
 pub fn lower(
-    g: &Graph,
-    node: &Node,
-    s: &ConvSpec,
+    cg: &ConvGemmSpec,
     name: &str,
     kernels: &mut Vec<Kernel>,
     weight_id: u32,
     scratch_id: u32,
 ) -> Result<ConvGemm> {
-    let input = |k: usize| node.inputs.get(k).copied().flatten();
-    let (Some(x), Some(w)) = (input(0), input(1)) else {
-        return Err(CodegenError::Plan(format!(
-            "`{}`: missing X or W",
-            node.name
-        )));
-    };
-    let w = g
-        .constant(w)
-        .ok_or_else(|| CodegenError::Plan(format!("`{}`: weights are not constant", node.name)))?;
+    let (s, x) = (&cg.conv, cg.x);
+    let w = cg.weight.tensor();
     let taps = s.kh * s.kw;
     let k = taps * s.c;
     let direct = s.kh == 1
@@ -77,7 +68,7 @@ pub fn lower(
         (x.0, None, 0)
     } else {
         let mut kernel = im2col(s, name, x, scratch_id, kp)?;
-        kernel.node = node.name.clone();
+        kernel.node = cg.site.node.clone();
         (scratch_id, Some(kernel), rows * kp * s.x_dt.size())
     };
     let problem = Problem {
@@ -94,12 +85,11 @@ pub fn lower(
         ab_dtype: s.x_dt,
     };
     let epilogue = format!("{name}_epilogue");
-    let site = Site::of(node);
-    let tail = tail(g, node, s.act, input(2), 1.0, input(3)).map_err(|e| e.for_backend("CUDA"))?;
+    let (site, tail) = (&cg.site, &cg.tail);
     let gemm = match s.order {
-        EpilogueOrder::ActThenResidual => finish(&site, &epilogue, kernels, problem, &tail)?,
+        EpilogueOrder::ActThenResidual => finish(site, &epilogue, kernels, problem, tail)?,
         EpilogueOrder::ResidualThenAct => {
-            residual_first(&site, s, &epilogue, kernels, problem, &tail)?
+            residual_first(site, s, &epilogue, kernels, problem, tail)?
         }
     };
     Ok(ConvGemm {

@@ -129,7 +129,7 @@ pub fn build_with_options(
             Lowered::ConvGemm(s) => {
                 let (wid, sid) = (next, next + 1);
                 next += 2;
-                conv_gemm::lower(g, n, s, &format!("k{i}"), &mut kernels, wid, sid).map(|cg| {
+                conv_gemm::lower(s, &format!("k{i}"), &mut kernels, wid, sid).map(|cg| {
                     if let Some(k) = cg.im2col {
                         kernels.push(k);
                         steps.push(Step::Kernel(kernels.len() - 1));

@@ -1,30 +1,16 @@
-//! Small helpers the convolution, pooling, reduction and split/pad emitters share:
-//! reading a node's typed, static operands and constant integer inputs, and writing
-//! CUDA expressions (float literals, stores that round once to the storage type,
-//! activations). They exist so each emitter reports a missing or unsupported operand
-//! the same way, as `CodegenError::Unsupported` naming what, instead of panicking.
+//! Small helpers the CUDA writers share: CUDA expressions (float literals, stores that
+//! round once to the storage type, activations) and launch shapes. Reading a node's
+//! operands is lowering's (`crate::lower::support`): writers take specs only.
 //! The kernel of a node with one output ([`one_output`]) and how compared elements
 //! are read ([`Compared`]) live here too, so the writers that need them say it once.
 
 use super::elementwise::storage;
 use super::Kernel;
 use crate::lower::support::Site;
-use crate::CodegenError;
 use gopt_ir::ops::fused::Activation;
-use gopt_ir::{DType, Node, ValueId};
-
-/// The error for a mode or operand `node` has that the CUDA backend cannot run.
-pub fn unsupported(node: &Node, what: &str) -> CodegenError {
-    CodegenError::Unsupported {
-        node: node.name.clone(),
-        op: node.op.name().into(),
-        backend: "CUDA",
-        what: what.into(),
-    }
-}
+use gopt_ir::{DType, ValueId};
 
 pub use crate::lower::index::strides;
-pub use crate::lower::support::{check_float, const_input, input, opt_input, output, plan, typed};
 
 /// A float literal of `v` as CUDA `float` (infinities and NaN by bit pattern).
 pub fn flit(v: f32) -> String {

@@ -409,7 +409,48 @@ pub fn as_gemm(g: &Graph, node: &Node, s: &ConvSpec) -> bool {
 /// run as a GEMM where [`as_gemm`] says so, its kernel otherwise, or why it has none.
 pub fn lowered(g: &Graph, node: &Node) -> Result<super::Lowered> {
     match spec(g, node) {
-        Ok(s) if as_gemm(g, node, &s) => Ok(super::Lowered::ConvGemm(Box::new(s))),
+        Ok(s) if as_gemm(g, node, &s) => match gemm_spec(g, node, s) {
+            Ok(cg) => Ok(super::Lowered::ConvGemm(Box::new(cg))),
+            Err(crate::CodegenError::Unsupported { what, .. }) => {
+                Ok(super::Lowered::Unsupported(what))
+            }
+            Err(e) => Err(e),
+        },
         parsed => super::typed(parsed, |s| super::Spec::Conv(Box::new(s))),
     }
+}
+
+/// A convolution [`as_gemm`] runs as a GEMM, with what the GEMM's writer reads besides
+/// the convolution's spec: X, the constant weights it reorders, and the epilogue's
+/// operands typed (bias, residual, output).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConvGemmSpec {
+    /// The convolution (channels-last, one group, 2-D).
+    pub conv: ConvSpec,
+    /// The node.
+    pub site: Site,
+    /// The input X.
+    pub x: gopt_ir::ValueId,
+    /// The weights `[M, C, KH, KW]`, a constant.
+    pub weight: gopt_ir::Const,
+    /// The epilogue: activation, bias (input 2), residual (input 3), output.
+    pub tail: super::gemm::Tail,
+}
+
+/// The [`ConvGemmSpec`] of `node`, whose convolution spec is `conv`.
+fn gemm_spec(g: &Graph, node: &Node, conv: ConvSpec) -> Result<ConvGemmSpec> {
+    let input = |k: usize| node.inputs.get(k).copied().flatten();
+    let missing = || super::support::plan(format!("`{}`: missing X or W", node.name));
+    let (x, w) = (input(0).ok_or_else(missing)?, input(1).ok_or_else(missing)?);
+    let weight = g.konst(w).cloned().ok_or_else(|| {
+        super::support::plan(format!("`{}`: weights are not constant", node.name))
+    })?;
+    let tail = super::gemm::tail(g, node, conv.act, input(2), 1.0, input(3))?;
+    Ok(ConvGemmSpec {
+        conv,
+        site: Site::of(node),
+        x,
+        weight,
+        tail,
+    })
 }

@@ -318,7 +318,7 @@ pub enum Lowered {
     /// A channels-last FusedConv with constant weights, run as a GEMM over an im2col
     /// matrix where the backend has a GEMM library (CUDA); a convolution kernel
     /// elsewhere.
-    ConvGemm(Box<conv::ConvSpec>),
+    ConvGemm(Box<conv::ConvGemmSpec>),
     /// The output is a contiguous run of input 0's bytes starting this many bytes in
     /// (a multiple of [`crate::memory::ALIGN`]): no step runs ([`window`]).
     Window(usize),

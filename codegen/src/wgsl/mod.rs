@@ -162,7 +162,7 @@ pub fn write(g: &Graph, i: usize, n: &Node, lowered: &Lowered) -> Result<Option<
             GemmForm::Gemm => gemm::emit(sp, &name),
             GemmForm::MatMul => matmul::emit(sp, &name),
         },
-        Lowered::ConvGemm(s) => conv::emit(s, &name),
+        Lowered::ConvGemm(s) => conv::emit(&s.conv, &name),
         Lowered::PackedGemm(sp) => packed::emit(sp, &name),
         Lowered::Kernel(spec) => kernel(spec, &name),
         Lowered::Collective(_) => Err(crate::lower::support::unsupported(
