@@ -72,7 +72,9 @@ fn specialized_to(m: &Model, bind: BTreeMap<String, u64>) -> (Verified, Vec<Tens
             let data: Vec<f64> = if val.name.contains("mask") {
                 vec![1.0; n]
             } else if matches!(ty.dtype, DType::F32) {
-                (0..n).map(|i| ((i * 37 + 11) % 500) as f64 / 250.0 - 1.0).collect()
+                (0..n)
+                    .map(|i| ((i * 37 + 11) % 500) as f64 / 250.0 - 1.0)
+                    .collect()
             } else {
                 (0..n).map(|i| ((i * 37 + 11) % 500) as f64).collect()
             };
@@ -191,7 +193,11 @@ fn llama_decoders_replicate_their_kv_heads_four_ways() {
         let m = prefill(name);
         let (g, _) = specialized(&m);
         let s = shard(&g, 4).unwrap_or_else(|e| panic!("{name}: {e}"));
-        let caches: Vec<_> = s.outputs.iter().filter(|p| **p != Placement::Gathered).collect();
+        let caches: Vec<_> = s
+            .outputs
+            .iter()
+            .filter(|p| **p != Placement::Gathered)
+            .collect();
         assert_eq!(caches.len(), 4, "{name}: {:?}", s.outputs);
         for p in caches {
             assert_eq!(*p, Placement::Split { axis: 1, blocks: 2 }, "{name}");
@@ -228,7 +234,11 @@ fn a_decode_step_reads_and_keeps_its_cache_shard() {
             let n = |ps: &[Placement]| ps.iter().filter(|p| **p == split).count();
             assert_eq!((n(&s.inputs), n(&s.outputs)), (4, 4), "{name} x{ranks}");
             assert_eq!(s.gathered, ["logits"], "{name} x{ranks}");
-            assert_eq!(check_graph(name, &g, &inputs, ranks), (4, 1), "{name} x{ranks}");
+            assert_eq!(
+                check_graph(name, &g, &inputs, ranks),
+                (4, 1),
+                "{name} x{ranks}"
+            );
         }
     }
 }
@@ -253,7 +263,9 @@ fn dims_that_do_not_divide_are_named() {
     assert!(msg.contains("333") || msg.contains("(3)"), "{msg}");
     // Llama: 4 query heads over 8 ranks (its 2 K/V heads would replicate).
     let (g, _) = specialized(&prefill("llama_decoder"));
-    let msg = shard(&g, 8).expect_err("4 query heads, 8 ranks").to_string();
+    let msg = shard(&g, 8)
+        .expect_err("4 query heads, 8 ranks")
+        .to_string();
     assert!(msg.contains("(4)") && msg.contains("8 ranks"), "{msg}");
     // 2 K/V heads over 3 ranks: neither divides the other (nor do the 64 columns).
     let e = shard(&g, 3).expect_err("2 K/V heads, 3 ranks");

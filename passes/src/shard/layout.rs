@@ -333,8 +333,7 @@ fn rule(
                 }
             } else {
                 return Ok(Found::No(
-                    "a merged Q/K/V product or repeated heads reshaped across their parts"
-                        .into(),
+                    "a merged Q/K/V product or repeated heads reshaped across their parts".into(),
                 ));
             }
             if node.op == Op::Shape(ShapeOp::Reshape) {
@@ -498,7 +497,9 @@ fn product(
     }
     if only(0) && b_const && s.axis == a_rank - 1 {
         if s.rep > 1 {
-            return Ok(Found::No("a row-parallel product of replicated heads".into()));
+            return Ok(Found::No(
+                "a row-parallel product of replicated heads".into(),
+            ));
         }
         let w_axis = match gemm && node.attrs.int_or("transB", 0)? != 0 {
             true => 1,
@@ -551,7 +552,9 @@ fn product(
         let off = r as i64 - shape.len() as i64;
         let at = axis as i64 - off;
         if at >= 0 && shape[at as usize] != 1 {
-            return Ok(Found::No("a whole operand is batched along the split axis".into()));
+            return Ok(Found::No(
+                "a whole operand is batched along the split axis".into(),
+            ));
         }
     }
     same(axis)
@@ -616,9 +619,10 @@ fn whole_operands(
 /// Whether `v` is a graph input that node `nid` alone reads.
 fn sole_input(g: &Graph, v: ValueId, nid: NodeId) -> bool {
     g.inputs.contains(&v)
-        && g.nodes.iter().enumerate().all(|(i, n)| {
-            i == nid.index() || !n.inputs.contains(&Some(v))
-        })
+        && g.nodes
+            .iter()
+            .enumerate()
+            .all(|(i, n)| i == nid.index() || !n.inputs.contains(&Some(v)))
 }
 
 /// The output axis that `axis` of `from` becomes in a reshape to `to`: the first
