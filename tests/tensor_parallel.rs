@@ -5,10 +5,13 @@
 //! sum of the ranks' inputs, each AllGather their concatenation) must give the
 //! unsharded graph's outputs on every rank: fp32, the largest error within 1e-4 of the
 //! output's largest magnitude. Dims that do not divide are errors naming the dim.
+//! With fewer K/V heads than ranks the K/V heads are replicated; a decode step reads
+//! its rank's shard of the past KV cache and keeps its shard of the present one, which
+//! the test compares with the matching block of the unsharded output.
 
-use gopt::ir::ops::collective::simulate;
-use gopt::ir::{Dim, Model, Tensor, Verified};
-use gopt::passes::shard::{collectives, shard, ShardError};
+use gopt::ir::ops::collective::simulate_each;
+use gopt::ir::{DType, Dim, Model, Tensor, Verified};
+use gopt::passes::shard::{collectives, shard, Placement, ShardError};
 use std::collections::BTreeMap;
 use std::path::Path;
 
@@ -46,6 +49,12 @@ fn specialized(m: &Model) -> (Verified, Vec<Tensor>) {
             }
         }
     }
+    specialized_to(m, bind)
+}
+
+/// `m` with its symbols bound as in `bind`, and inputs for it: token ids, a mask of
+/// ones, floats (a past cache) in [-1, 1).
+fn specialized_to(m: &Model, bind: BTreeMap<String, u64>) -> (Verified, Vec<Tensor>) {
     let bindings = bind.into_iter().collect();
     let g = gopt::prepare(m, &bindings).expect("prepare");
     let inputs = g
@@ -62,6 +71,10 @@ fn specialized(m: &Model) -> (Verified, Vec<Tensor>) {
             let n: usize = shape.iter().product();
             let data: Vec<f64> = if val.name.contains("mask") {
                 vec![1.0; n]
+            } else if matches!(ty.dtype, DType::F32) {
+                (0..n)
+                    .map(|i| ((i * 37 + 11) % 500) as f64 / 250.0 - 1.0)
+                    .collect()
             } else {
                 (0..n).map(|i| ((i * 37 + 11) % 500) as f64).collect()
             };
@@ -82,19 +95,60 @@ fn rel_max(got: &Tensor, want: &Tensor) -> f64 {
         / scale
 }
 
+/// Rank `rank`'s part of `t` placed as `p`: all of it, or its block along the axis.
+fn part(t: &Tensor, p: Placement, rank: usize, ranks: usize) -> Tensor {
+    let Placement::Split { axis, blocks } = p else {
+        return t.clone();
+    };
+    let shape = t.shape().to_vec();
+    let len = shape[axis] / blocks;
+    let b = rank * blocks / ranks;
+    let inner: usize = shape[axis + 1..].iter().product();
+    let outer: usize = shape[..axis].iter().product();
+    let all = t.to_f64_vec();
+    let mut data = Vec::with_capacity(outer * len * inner);
+    for o in 0..outer {
+        let at = (o * shape[axis] + b * len) * inner;
+        data.extend_from_slice(&all[at..at + len * inner]);
+    }
+    let mut s = shape;
+    s[axis] = len;
+    Tensor::from_f64s(t.dtype(), &s, &data).expect("part")
+}
+
 /// Shards `m` `ranks` ways, runs the ranks together and compares every rank's outputs
 /// with the unsharded graph's; returns the AllReduce and AllGather counts of rank 0.
 fn check(what: &str, m: &Model, ranks: usize) -> (usize, usize) {
     let (g, inputs) = specialized(m);
-    let want = gopt::ir::interp::run(&g, &inputs).unwrap_or_else(|e| panic!("{what}: {e}"));
-    let s = shard(&g, ranks).unwrap_or_else(|e| panic!("{what} x{ranks}: {e}"));
+    check_graph(what, &g, &inputs, ranks)
+}
+
+/// [`check`] of a specialized graph on `inputs`: each rank reads its part of each input
+/// and must output its part of each output (all of a whole or gathered one, its block
+/// of a split one).
+fn check_graph(what: &str, g: &Verified, inputs: &[Tensor], ranks: usize) -> (usize, usize) {
+    let want = gopt::ir::interp::run(g, inputs).unwrap_or_else(|e| panic!("{what}: {e}"));
+    let s = shard(g, ranks).unwrap_or_else(|e| panic!("{what} x{ranks}: {e}"));
     assert_eq!(s.ranks.len(), ranks);
+    assert_eq!(
+        (s.inputs.len(), s.outputs.len()),
+        (inputs.len(), want.len())
+    );
     let graphs: Vec<gopt::ir::Graph> = s.ranks.iter().map(|r| gopt::ir::Graph::clone(r)).collect();
-    let outs = simulate(&graphs, &inputs).unwrap_or_else(|e| panic!("{what} x{ranks}: {e}"));
+    let each: Vec<Vec<Tensor>> = (0..ranks)
+        .map(|r| {
+            inputs
+                .iter()
+                .zip(&s.inputs)
+                .map(|(t, p)| part(t, *p, r, ranks))
+                .collect()
+        })
+        .collect();
+    let outs = simulate_each(&graphs, &each).unwrap_or_else(|e| panic!("{what} x{ranks}: {e}"));
     for (r, got) in outs.iter().enumerate() {
         assert_eq!(got.len(), want.len());
         for (k, (o, w)) in got.iter().zip(&want).enumerate() {
-            let e = rel_max(o, w);
+            let e = rel_max(o, &part(w, s.outputs[k], r, ranks));
             assert!(
                 e <= 1e-4,
                 "{what} x{ranks}: rank {r} output {k}: error {e:.3e} > 1e-4"
@@ -127,8 +181,65 @@ fn bert_splits_three_ways() {
 fn llama_decoders_split_two_ways() {
     for name in ["llama_decoder", "hf_llama_decoder"] {
         let (reduces, gathers) = check(name, &prefill(name), 2);
-        // The logits and the four present K/V caches are gathered.
-        assert_eq!((reduces, gathers), (4, 5), "{name}");
+        // The logits are gathered; the four present K/V caches stay on their ranks.
+        assert_eq!((reduces, gathers), (4, 1), "{name}");
+    }
+}
+
+#[test]
+fn llama_decoders_replicate_their_kv_heads_four_ways() {
+    // 4 query heads, 2 K/V heads: at N=4 each K/V head is computed on two ranks.
+    for name in ["llama_decoder", "hf_llama_decoder"] {
+        let m = prefill(name);
+        let (g, _) = specialized(&m);
+        let s = shard(&g, 4).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let caches: Vec<_> = s
+            .outputs
+            .iter()
+            .filter(|p| **p != Placement::Gathered)
+            .collect();
+        assert_eq!(caches.len(), 4, "{name}: {:?}", s.outputs);
+        for p in caches {
+            assert_eq!(*p, Placement::Split { axis: 1, blocks: 2 }, "{name}");
+        }
+        assert_eq!(check(name, &m, 4), (4, 1), "{name}");
+    }
+}
+
+/// Decoder `name` as one decode step: BATCH rows of one token after `past` cached ones,
+/// the caches graph inputs.
+fn decode_step(name: &str, past: u64) -> (Verified, Vec<Tensor>) {
+    let m = load("decoders", name);
+    let bind: BTreeMap<String, u64> = [
+        ("batch_size", BATCH as u64),
+        ("sequence_length", 1),
+        ("past_sequence_length", past),
+        ("past_sequence_length + sequence_length", past + 1),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    specialized_to(&m, bind)
+}
+
+#[test]
+fn a_decode_step_reads_and_keeps_its_cache_shard() {
+    for name in ["llama_decoder", "hf_llama_decoder"] {
+        let (g, inputs) = decode_step(name, 5);
+        for ranks in [2, 4] {
+            let s = shard(&g, ranks).unwrap_or_else(|e| panic!("{name} x{ranks}: {e}"));
+            // The four past caches arrive split by K/V head (2 of them), the presents
+            // stay so; ids, mask and positions are whole.
+            let split = Placement::Split { axis: 1, blocks: 2 };
+            let n = |ps: &[Placement]| ps.iter().filter(|p| **p == split).count();
+            assert_eq!((n(&s.inputs), n(&s.outputs)), (4, 4), "{name} x{ranks}");
+            assert_eq!(s.gathered, ["logits"], "{name} x{ranks}");
+            assert_eq!(
+                check_graph(name, &g, &inputs, ranks),
+                (4, 1),
+                "{name} x{ranks}"
+            );
+        }
     }
 }
 
@@ -150,10 +261,15 @@ fn dims_that_do_not_divide_are_named() {
     assert!(matches!(e, ShardError::Indivisible { ranks: 2, .. }), "{e}");
     let msg = e.to_string();
     assert!(msg.contains("333") || msg.contains("(3)"), "{msg}");
-    // Llama: 2 K/V heads over 4 ranks.
+    // Llama: 4 query heads over 8 ranks (its 2 K/V heads would replicate).
     let (g, _) = specialized(&prefill("llama_decoder"));
-    let msg = shard(&g, 4).expect_err("2 K/V heads, 4 ranks").to_string();
-    assert!(msg.contains("(2)") && msg.contains("4 ranks"), "{msg}");
+    let msg = shard(&g, 8)
+        .expect_err("4 query heads, 8 ranks")
+        .to_string();
+    assert!(msg.contains("(4)") && msg.contains("8 ranks"), "{msg}");
+    // 2 K/V heads over 3 ranks: neither divides the other (nor do the 64 columns).
+    let e = shard(&g, 3).expect_err("2 K/V heads, 3 ranks");
+    assert!(matches!(e, ShardError::Indivisible { ranks: 3, .. }), "{e}");
     // Zero ranks.
     assert!(matches!(shard(&g, 0), Err(ShardError::NoRanks)));
 }

@@ -22,29 +22,88 @@ pub struct Split {
     /// Consecutive segments of the axis (sizes in the whole value); of each, rank `r`
     /// holds the `r`-th of N equal blocks. One segment unless a merged Q/K/V product.
     pub parts: Vec<u64>,
+    /// How many ranks hold the same block (replicated K/V heads): the axis is cut into
+    /// N/rep blocks and rank `r` holds block `r / rep`. 1 for a plain split.
+    pub rep: u64,
+    /// How many axes from `axis` on the split covers, taken as one merged axis: 2 after
+    /// an Expand that repeats replicated K/V heads (the rank keeps 1/rep of the
+    /// repeats), until the Reshape that merges the two.
+    pub span: usize,
+    /// The Reshape (and its output axis) that made the head axis replicated, for the
+    /// error when the replication reaches anything but K/V repetition.
+    pub origin: Option<(NodeId, usize)>,
+    /// A KV cache (a Concat of a past cache with the new K/V): kept per rank at a graph
+    /// output, not gathered.
+    pub cache: bool,
     /// The seeds this split came from.
     pub seeds: BTreeSet<NodeId>,
+}
+
+impl Split {
+    /// A plain split along `axis`.
+    pub fn along(axis: usize, parts: Vec<u64>) -> Split {
+        Split {
+            axis,
+            parts,
+            rep: 1,
+            span: 1,
+            origin: None,
+            cache: false,
+            seeds: BTreeSet::new(),
+        }
+    }
+
+    /// The same layout moved to `axis` (a value computed from this one).
+    fn moved(&self, axis: usize) -> Split {
+        Split {
+            axis,
+            cache: false,
+            seeds: BTreeSet::new(),
+            ..self.clone()
+        }
+    }
+
+    /// Whether two splits cut their axis the same way (axis aside).
+    fn same_cut(&self, o: &Split) -> bool {
+        self.parts == o.parts && self.rep == o.rep && self.span == o.span
+    }
+}
+
+/// A column-parallel product and how its output columns split: `parts` as in
+/// [`Split::parts`], `rep` as in [`Split::rep`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Seed {
+    /// Output column segments.
+    pub parts: Vec<u64>,
+    /// Ranks per block (1 unless its heads are replicated).
+    pub rep: u64,
 }
 
 /// What the rank graphs change at one node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Edit {
     /// A column-parallel product: weight input 1 cut along `w_axis`, bias input 2 (if
-    /// any) along its last axis.
-    Column { w_axis: usize, parts: Vec<u64> },
+    /// any) along its last axis, into N/rep blocks.
+    Column {
+        w_axis: usize,
+        parts: Vec<u64>,
+        rep: u64,
+    },
     /// A row-parallel product: weight input 1 cut along `w_axis`; Gemm's bias kept on
     /// rank 0 only; an AllReduce of its output follows.
     Row { w_axis: usize, parts: Vec<u64> },
-    /// Constant input `input` cut along `axis`.
+    /// Constant input `input` cut along `axis` into N/rep blocks.
     Operand {
         input: usize,
         axis: usize,
         parts: Vec<u64>,
+        rep: u64,
     },
-    /// Shape input 1 (Reshape, Expand) becomes the output's shape with `axis` divided.
-    TargetShape { axis: usize },
-    /// Split sizes (input 1) divided: the split runs along the split axis.
-    SplitSizes,
+    /// Shape input 1 (Reshape, Expand) becomes the output's shape with each listed
+    /// axis divided by its divisor.
+    TargetShape { divide: Vec<(usize, u64)> },
+    /// Split sizes (input 1) divided by `ways`: the split runs along the split axis.
+    SplitSizes { ways: u64 },
 }
 
 /// The result of the analysis.
@@ -54,6 +113,8 @@ pub struct Layouts {
     pub split: HashMap<ValueId, Split>,
     /// Edits by node.
     pub edits: Vec<(NodeId, Edit)>,
+    /// Graph inputs that arrive split (a past KV cache): each rank reads its shard.
+    pub inputs: HashMap<ValueId, Split>,
 }
 
 /// A split value reached an op it cannot pass; `seeds` are to be dropped.
@@ -71,13 +132,30 @@ pub enum Outcome {
     Done(Layouts),
     /// Retry without some seeds.
     Conflict(Conflict),
+    /// Retry with these seeds' heads replicated `rep` ways (fewer K/V heads than ranks).
+    Replicate {
+        /// The seeds to replicate.
+        seeds: BTreeSet<NodeId>,
+        /// Ranks per head.
+        rep: u64,
+    },
+}
+
+/// What a rule found at one node.
+enum Found {
+    /// Its split outputs.
+    Outs(Vec<(ValueId, Split)>),
+    /// No rule covers it; why.
+    No(String),
+    /// Its seeds must be replicated this many ways.
+    Replicate(u64),
 }
 
 type Res<T> = Result<T, ShardError>;
 
 /// Runs the analysis of `g` split `ranks` ways with these seeds (column-parallel
 /// products and their output segments).
-pub fn analyze(g: &Graph, ranks: usize, seeds: &HashMap<NodeId, Vec<u64>>) -> Res<Outcome> {
+pub fn analyze(g: &Graph, ranks: usize, seeds: &HashMap<NodeId, Seed>) -> Res<Outcome> {
     let mut st = Layouts::default();
     let captured: BTreeSet<ValueId> = g.capture_uses().into_iter().flatten().collect();
     for nid in g.topo_order()? {
@@ -100,7 +178,7 @@ pub fn analyze(g: &Graph, ranks: usize, seeds: &HashMap<NodeId, Vec<u64>>) -> Re
         };
         // A candidate whose input is split already is row-parallel (or batched), not a
         // column-parallel product.
-        if let Some(parts) = seeds.get(&nid).filter(|_| split_ins.is_empty()) {
+        if let Some(seed) = seeds.get(&nid).filter(|_| split_ins.is_empty()) {
             let out = g.ty(node.outputs[0])?;
             let w_axis = match node.op {
                 Op::Nn(NnOp::Gemm) if node.attrs.int_or("transB", 0)? != 0 => 0,
@@ -110,24 +188,30 @@ pub fn analyze(g: &Graph, ranks: usize, seeds: &HashMap<NodeId, Vec<u64>>) -> Re
                 nid,
                 Edit::Column {
                     w_axis,
-                    parts: parts.clone(),
+                    parts: seed.parts.clone(),
+                    rep: seed.rep,
                 },
             ));
-            st.split.insert(
-                node.outputs[0],
-                Split {
-                    axis: out.shape.len() - 1,
-                    parts: parts.clone(),
-                    seeds: BTreeSet::from([nid]),
-                },
-            );
+            let mut s = Split::along(out.shape.len() - 1, seed.parts.clone());
+            s.rep = seed.rep;
+            s.seeds = BTreeSet::from([nid]);
+            st.split.insert(node.outputs[0], s);
             continue;
         }
         if split_ins.is_empty() {
             continue;
         }
+        if let Some((_, s)) = split_ins
+            .iter()
+            .find(|(i, s)| s.span > 1 && !(*i == 0 && node.op == Op::Shape(ShapeOp::Reshape)))
+        {
+            return replicated_or(g, s, ranks, conflict("repeated K/V heads reach it".into()));
+        }
         match rule(g, nid, ranks, &split_ins, &mut st)? {
-            Ok(outs) => {
+            Found::Replicate(rep) => {
+                return Ok(Outcome::Replicate { seeds: from, rep });
+            }
+            Found::Outs(outs) => {
                 if outs.iter().any(|(v, _)| captured.contains(v)) {
                     return conflict("a sub-graph reads its split output".into());
                 }
@@ -136,11 +220,24 @@ pub fn analyze(g: &Graph, ranks: usize, seeds: &HashMap<NodeId, Vec<u64>>) -> Re
                     st.split.insert(v, s);
                 }
             }
-            Err(why) => return conflict(why),
+            Found::No(why) => {
+                let c = conflict(why);
+                match split_ins.iter().find(|(_, s)| s.origin.is_some()) {
+                    Some((_, s)) => return replicated_or(g, s, ranks, c),
+                    None => return c,
+                }
+            }
         }
     }
     for &v in &g.outputs {
         if let Some(s) = st.split.get(&v) {
+            if s.rep > 1 && !s.cache {
+                let c = Ok(Outcome::Conflict(Conflict {
+                    seeds: s.seeds.clone(),
+                    reason: format!("output `{}` has replicated heads", g.value(v).name),
+                }));
+                return replicated_or(g, s, ranks, c);
+            }
             if s.parts.len() != 1 {
                 return Ok(Outcome::Conflict(Conflict {
                     seeds: s.seeds.clone(),
@@ -152,6 +249,16 @@ pub fn analyze(g: &Graph, ranks: usize, seeds: &HashMap<NodeId, Vec<u64>>) -> Re
     Ok(Outcome::Done(st))
 }
 
+/// `otherwise`, unless `s` is a replicated head axis, whose reaching anything but K/V
+/// repetition is the error of its head count not dividing.
+fn replicated_or(g: &Graph, s: &Split, ranks: usize, otherwise: Res<Outcome>) -> Res<Outcome> {
+    let Some((origin, axis)) = s.origin else {
+        return otherwise;
+    };
+    let shape = known(g, g.node(origin).outputs[0])?;
+    Err(indivisible(g, origin, &shape, axis, ranks))
+}
+
 /// The split outputs of node `nid` whose split inputs are `ins`, recording its edits;
 /// `Err(why)` when no rule covers it.
 fn rule(
@@ -160,37 +267,30 @@ fn rule(
     ranks: usize,
     ins: &[(usize, Split)],
     st: &mut Layouts,
-) -> Res<Result<Vec<(ValueId, Split)>, String>> {
+) -> Res<Found> {
     let node = g.node(nid);
     let (i0, s0) = (ins[0].0, &ins[0].1);
     let out = node.outputs[0];
     let out_shape = known(g, out)?;
-    let one = |axis: usize, parts: Vec<u64>| {
-        Ok(Ok(vec![(
-            out,
-            Split {
-                axis,
-                parts,
-                seeds: BTreeSet::new(),
-            },
-        )]))
-    };
+    let one = |s: Split| Ok(Found::Outs(vec![(out, s)]));
     let rank_of = |i: usize| -> Res<usize> {
         Ok(node.inputs[i].map_or(Ok(0), |v| g.ty(v).map(|t| t.shape.len()))?)
     };
+    // Blocks along the split axis: rank r holds block r / rep of N / rep.
+    let ways = ranks as u64 / s0.rep;
     match node.op {
         Op::Elementwise(_) => {
             let r = out_shape.len();
             let axis = s0.axis + r - rank_of(i0)?;
             for (i, s) in ins {
-                if s.axis + r - rank_of(*i)? != axis || s.parts != s0.parts {
-                    return Ok(Err("its inputs are split differently".into()));
+                if s.axis + r - rank_of(*i)? != axis || !s.same_cut(s0) {
+                    return Ok(Found::No("its inputs are split differently".into()));
                 }
             }
-            if let Err(why) = whole_operands(g, nid, axis, r, &s0.parts, st)? {
-                return Ok(Err(why));
+            if let Err(why) = whole_operands(g, nid, axis, r, s0, false, st)? {
+                return Ok(Found::No(why));
             }
-            one(axis, s0.parts.clone())
+            one(s0.moved(axis))
         }
         Op::Shape(
             ShapeOp::Reshape
@@ -201,30 +301,50 @@ fn rule(
         ) if i0 == 0 => {
             let in_shape = known(g, node.inputs[0].ok_or_else(missing)?)?;
             let Some(b) = regroup(&in_shape, &out_shape, s0.axis) else {
-                return Ok(Err(format!(
+                return Ok(Found::No(format!(
                     "the split axis {} does not survive the reshape",
                     s0.axis
                 )));
             };
-            let same = out_shape[b] == in_shape[s0.axis]
+            let end = s0.axis + s0.span;
+            let same = out_shape[b] == in_shape[s0.axis..end].iter().product::<u64>()
                 && out_shape[b + 1..].iter().product::<u64>()
-                    == in_shape[s0.axis + 1..].iter().product::<u64>();
-            let parts = if same {
-                s0.parts.clone()
-            } else if s0.parts.len() == 1 {
-                if out_shape[b] % ranks as u64 != 0 {
+                    == in_shape[end..].iter().product::<u64>();
+            let mut split = s0.moved(b);
+            split.span = 1;
+            if same {
+                if out_shape[b] % ways != 0 {
                     return Err(indivisible(g, nid, &out_shape, b, ranks));
                 }
-                vec![out_shape[b]]
+            } else if s0.parts.len() == 1 && s0.span == 1 {
+                let heads = out_shape[b];
+                if heads % ways != 0 {
+                    // Fewer heads than ranks, and the ranks a multiple of them: each
+                    // head computed on N/heads ranks (K/V heads of grouped-query
+                    // attention; query heads reaching a product are refused later).
+                    if s0.rep == 1 && heads > 0 && ranks as u64 % heads == 0 {
+                        return Ok(Found::Replicate(ranks as u64 / heads));
+                    }
+                    return Err(indivisible(g, nid, &out_shape, b, ranks));
+                }
+                split.parts = vec![heads];
+                if s0.rep > 1 {
+                    split.origin = Some((nid, b));
+                }
             } else {
-                return Ok(Err(
-                    "a merged Q/K/V product is reshaped across its parts".into()
+                return Ok(Found::No(
+                    "a merged Q/K/V product or repeated heads reshaped across their parts".into(),
                 ));
-            };
-            if node.op == Op::Shape(ShapeOp::Reshape) {
-                st.edits.push((nid, Edit::TargetShape { axis: b }));
             }
-            one(b, parts)
+            if node.op == Op::Shape(ShapeOp::Reshape) {
+                st.edits.push((
+                    nid,
+                    Edit::TargetShape {
+                        divide: vec![(b, ways)],
+                    },
+                ));
+            }
+            one(split)
         }
         Op::Shape(ShapeOp::Transpose) => {
             let r = out_shape.len();
@@ -233,14 +353,36 @@ fn rule(
                 None => (0..r).rev().collect(),
             };
             match perm.iter().position(|&a| a == s0.axis) {
-                Some(b) => one(b, s0.parts.clone()),
-                None => Ok(Err("bad perm".into())),
+                Some(b) => one(s0.moved(b)),
+                None => Ok(Found::No("bad perm".into())),
             }
         }
         Op::Shape(ShapeOp::Expand) if i0 == 0 => {
             let axis = s0.axis + out_shape.len() - rank_of(0)?;
-            st.edits.push((nid, Edit::TargetShape { axis }));
-            one(axis, s0.parts.clone())
+            let in_shape = known(g, node.inputs[0].ok_or_else(missing)?)?;
+            let next_in = (s0.axis + 1 < in_shape.len()).then(|| in_shape[s0.axis + 1]);
+            let next_out = out_shape.get(axis + 1).copied().unwrap_or(0);
+            if s0.rep > 1 && next_in == Some(1) && next_out % s0.rep == 0 {
+                // Replicated K/V heads repeated for the query heads: each rank keeps
+                // 1/rep of the repeats, so the head axis and the repeats together are
+                // one plain N-way split.
+                st.edits.push((
+                    nid,
+                    Edit::TargetShape {
+                        divide: vec![(axis, ways), (axis + 1, s0.rep)],
+                    },
+                ));
+                let mut split = Split::along(axis, vec![out_shape[axis] * next_out]);
+                split.span = 2;
+                return one(split);
+            }
+            st.edits.push((
+                nid,
+                Edit::TargetShape {
+                    divide: vec![(axis, ways)],
+                },
+            ));
+            one(s0.moved(axis))
         }
         Op::Shape(ShapeOp::Split) if i0 == 0 => {
             let axis = norm_axis(node.attrs.int_or("axis", 0)?, out_shape.len());
@@ -250,57 +392,45 @@ fn rule(
                 .map(|&v| known(g, v).map(|s| s[axis]))
                 .collect::<Res<_>>()?;
             if axis != s0.axis {
-                return Ok(Ok(node
-                    .outputs
-                    .iter()
-                    .map(|&v| {
-                        (
-                            v,
-                            Split {
-                                axis: s0.axis,
-                                parts: s0.parts.clone(),
-                                seeds: BTreeSet::new(),
-                            },
-                        )
-                    })
-                    .collect()));
+                return Ok(Found::Outs(
+                    node.outputs
+                        .iter()
+                        .map(|&v| (v, s0.moved(s0.axis)))
+                        .collect(),
+                ));
             }
             if outs != s0.parts || node.inputs.get(1).copied().flatten().is_none() {
-                return Ok(Err(format!(
+                return Ok(Found::No(format!(
                     "a split along the split axis into {outs:?}, not the product's parts {:?}",
                     s0.parts
                 )));
             }
-            st.edits.push((nid, Edit::SplitSizes));
-            Ok(Ok(node
-                .outputs
-                .iter()
-                .zip(outs)
-                .map(|(&v, p)| {
-                    (
-                        v,
-                        Split {
-                            axis,
-                            parts: vec![p],
-                            seeds: BTreeSet::new(),
-                        },
-                    )
-                })
-                .collect()))
+            st.edits.push((nid, Edit::SplitSizes { ways }));
+            Ok(Found::Outs(
+                node.outputs
+                    .iter()
+                    .zip(outs)
+                    .map(|(&v, p)| {
+                        let mut split = s0.moved(axis);
+                        split.parts = vec![p];
+                        (v, split)
+                    })
+                    .collect(),
+            ))
         }
         Op::Shape(ShapeOp::Slice) if i0 == 0 => {
             let axes = match node.inputs.get(3).copied().flatten() {
                 Some(a) => match g.small_constant(a) {
                     Some(t) => t.to_i64_vec(),
-                    None => return Ok(Err("its axes are not constant".into())),
+                    None => return Ok(Found::No("its axes are not constant".into())),
                 },
                 None => (0..out_shape.len() as i64).collect(),
             };
             let r = out_shape.len();
             if axes.iter().any(|&a| norm_axis(a, r) == s0.axis) {
-                return Ok(Err("it slices the split axis".into()));
+                return Ok(Found::No("it slices the split axis".into()));
             }
-            one(s0.axis, s0.parts.clone())
+            one(s0.moved(s0.axis))
         }
         Op::Shape(ShapeOp::Concat) => {
             let r = out_shape.len();
@@ -308,14 +438,18 @@ fn rule(
             if axis == s0.axis
                 || ins
                     .iter()
-                    .any(|(_, s)| s.axis != s0.axis || s.parts != s0.parts)
+                    .any(|(_, s)| s.axis != s0.axis || !s.same_cut(s0))
             {
-                return Ok(Err("it concatenates along the split axis".into()));
+                return Ok(Found::No("it concatenates along the split axis".into()));
             }
-            if let Err(why) = whole_operands(g, nid, s0.axis, r, &s0.parts, st)? {
-                return Ok(Err(why));
-            }
-            one(s0.axis, s0.parts.clone())
+            let past = match whole_operands(g, nid, s0.axis, r, s0, true, st)? {
+                Ok(cut) => cut,
+                Err(why) => return Ok(Found::No(why)),
+            };
+            let mut split = s0.moved(s0.axis);
+            // A past cache (a constant or an input) joined with the new K/V.
+            split.cache = past;
+            one(split)
         }
         Op::Reduce(
             ReduceOp::Softmax
@@ -330,12 +464,12 @@ fn rule(
                 Op::Reduce(ReduceOp::Softmax | ReduceOp::LogSoftmax)
             );
             if s0.axis == axis || (over_rest && s0.axis > axis) {
-                return Ok(Err("it reduces over the split axis".into()));
+                return Ok(Found::No("it reduces over the split axis".into()));
             }
-            one(s0.axis, s0.parts.clone())
+            one(s0.moved(s0.axis))
         }
         Op::Nn(NnOp::MatMul | NnOp::Gemm) => product(g, nid, ranks, ins, st),
-        _ => Ok(Err("no sharding rule for this op".into())),
+        _ => Ok(Found::No("no sharding rule for this op".into())),
     }
 }
 
@@ -347,7 +481,7 @@ fn product(
     _ranks: usize,
     ins: &[(usize, Split)],
     st: &mut Layouts,
-) -> Res<Result<Vec<(ValueId, Split)>, String>> {
+) -> Res<Found> {
     let node = g.node(nid);
     let out = node.outputs[0];
     let r = known(g, out)?.len();
@@ -357,20 +491,16 @@ fn product(
     let b_const = g.konst(b).is_some() && g.ty(b)?.shape.len() == 2;
     let only = |i: usize| ins.len() == 1 && ins[0].0 == i;
     let s = &ins[0].1;
-    let same = |axis: usize| {
-        Ok(Ok(vec![(
-            out,
-            Split {
-                axis,
-                parts: s.parts.clone(),
-                seeds: BTreeSet::new(),
-            },
-        )]))
-    };
+    let same = |axis: usize| Ok(Found::Outs(vec![(out, s.moved(axis))]));
     if gemm && node.attrs.int_or("transA", 0)? != 0 {
-        return Ok(Err("Gemm with transA".into()));
+        return Ok(Found::No("Gemm with transA".into()));
     }
     if only(0) && b_const && s.axis == a_rank - 1 {
+        if s.rep > 1 {
+            return Ok(Found::No(
+                "a row-parallel product of replicated heads".into(),
+            ));
+        }
         let w_axis = match gemm && node.attrs.int_or("transB", 0)? != 0 {
             true => 1,
             false => 0,
@@ -382,7 +512,7 @@ fn product(
                 parts: s.parts.clone(),
             },
         ));
-        return Ok(Ok(Vec::new()));
+        return Ok(Found::Outs(Vec::new()));
     }
     if only(0) && b_const && s.axis + 1 < a_rank {
         if gemm
@@ -391,12 +521,12 @@ fn product(
                     .is_ok_and(|t| t.shape.len() == 2 && t.shape[0].known() != Some(1))
             })
         {
-            return Ok(Err("a Gemm bias with rows".into()));
+            return Ok(Found::No("a Gemm bias with rows".into()));
         }
         return same(s.axis + r - a_rank);
     }
     if gemm {
-        return Ok(Err("Gemm with a split B".into()));
+        return Ok(Found::No("Gemm with a split B".into()));
     }
     // Batched: the split axis is a batch axis of the output, and each operand is split
     // there or broadcasts over it.
@@ -406,11 +536,11 @@ fn product(
     };
     let axis = out_axis(ins[0].0, &ins[0].1)?;
     if axis + 2 >= r {
-        return Ok(Err("a product split along a matrix axis".into()));
+        return Ok(Found::No("a product split along a matrix axis".into()));
     }
     for (i, s2) in ins {
-        if out_axis(*i, s2)? != axis || s2.parts != s.parts {
-            return Ok(Err("its operands are split differently".into()));
+        if out_axis(*i, s2)? != axis || !s2.same_cut(s) {
+            return Ok(Found::No("its operands are split differently".into()));
         }
     }
     for i in 0..2 {
@@ -422,25 +552,31 @@ fn product(
         let off = r as i64 - shape.len() as i64;
         let at = axis as i64 - off;
         if at >= 0 && shape[at as usize] != 1 {
-            return Ok(Err("a whole operand is batched along the split axis".into()));
+            return Ok(Found::No(
+                "a whole operand is batched along the split axis".into(),
+            ));
         }
     }
     same(axis)
 }
 
-/// Checks the whole (unsplit) operands of `nid` against a split along output axis `axis`
-/// of rank `r`: each broadcasts over it, or is a constant cut along it (an
-/// [`Edit::Operand`]).
+/// Checks the whole (unsplit) operands of `nid` against split `s` along output axis
+/// `axis` of rank `r`: each broadcasts over it, or is a constant cut along it (an
+/// [`Edit::Operand`]), or, where `inputs` allows (a Concat: the past KV cache), a
+/// graph input read only here, which then arrives split ([`Layouts::inputs`]).
+/// Whether anything was cut.
 fn whole_operands(
     g: &Graph,
     nid: NodeId,
     axis: usize,
     r: usize,
-    parts: &[u64],
+    s: &Split,
+    inputs: bool,
     st: &mut Layouts,
-) -> Res<Result<(), String>> {
+) -> Res<Result<bool, String>> {
     let node = g.node(nid);
-    let full: u64 = parts.iter().sum();
+    let full: u64 = s.parts.iter().sum();
+    let mut cut = false;
     for (i, v) in node.inputs.iter().enumerate() {
         let Some(v) = *v else { continue };
         if st.split.contains_key(&v) {
@@ -449,6 +585,15 @@ fn whole_operands(
         let shape = known(g, v)?;
         let at = axis as i64 - (r as i64 - shape.len() as i64);
         if at < 0 || shape[at as usize] == 1 {
+            continue;
+        }
+        if shape[at as usize] == full && inputs && sole_input(g, v, nid) {
+            let mut split = s.moved(at as usize);
+            split.span = 1;
+            split.seeds = s.seeds.clone();
+            st.inputs.insert(v, split.clone());
+            st.split.insert(v, split);
+            cut = true;
             continue;
         }
         if g.konst(v).is_none() || shape[at as usize] != full {
@@ -462,11 +607,22 @@ fn whole_operands(
             Edit::Operand {
                 input: i,
                 axis: at as usize,
-                parts: parts.to_vec(),
+                parts: s.parts.clone(),
+                rep: s.rep,
             },
         ));
+        cut = true;
     }
-    Ok(Ok(()))
+    Ok(Ok(cut))
+}
+
+/// Whether `v` is a graph input that node `nid` alone reads.
+fn sole_input(g: &Graph, v: ValueId, nid: NodeId) -> bool {
+    g.inputs.contains(&v)
+        && g.nodes
+            .iter()
+            .enumerate()
+            .all(|(i, n)| i == nid.index() || !n.inputs.contains(&Some(v)))
 }
 
 /// The output axis that `axis` of `from` becomes in a reshape to `to`: the first

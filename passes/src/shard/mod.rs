@@ -19,11 +19,13 @@
 //! divide by N is an error naming the node and the dim.
 
 mod layout;
+mod rank;
 pub mod slice;
 
 use gopt_ir::ops::{CollectiveOp, NnOp};
-use gopt_ir::{Attr, Attrs, Graph, IrError, Node, NodeId, Op, Tensor, ValueId, Verified};
-use layout::{analyze, known, Edit, Layouts, Outcome};
+use gopt_ir::{Graph, IrError, NodeId, Op, ValueId, Verified};
+use layout::{analyze, known, Edit, Outcome, Seed, Split};
+use rank::rank_graph;
 use std::collections::{HashMap, HashSet};
 
 /// Errors of the sharding pass.
@@ -66,6 +68,35 @@ fn fmt_reasons(r: &[String]) -> String {
     }
 }
 
+/// How one graph input or output of the unsharded graph is laid out over the ranks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Placement {
+    /// Every rank holds all of it.
+    Whole,
+    /// Cut along `axis` into `blocks` equal blocks, rank `r` holding block
+    /// `r * blocks / ranks` (with fewer blocks than ranks, as replicated K/V heads,
+    /// consecutive ranks hold the same block). An input is scattered so; an output
+    /// (a KV cache) stays on its ranks.
+    Split {
+        /// The axis.
+        axis: usize,
+        /// How many distinct blocks.
+        blocks: usize,
+    },
+    /// Computed split and gathered (AllGather) inside the rank graphs: every rank
+    /// outputs all of it.
+    Gathered,
+}
+
+impl Placement {
+    fn of(s: &Split, ranks: usize) -> Placement {
+        Placement::Split {
+            axis: s.axis,
+            blocks: ranks / s.rep as usize,
+        }
+    }
+}
+
 /// The result: one graph per rank, and what was split.
 #[derive(Debug)]
 pub struct Sharded {
@@ -77,6 +108,10 @@ pub struct Sharded {
     pub row: Vec<String>,
     /// Graph outputs gathered from a split (AllGather), by name.
     pub gathered: Vec<String>,
+    /// Each graph input's placement, in the graph's input order.
+    pub inputs: Vec<Placement>,
+    /// Each graph output's placement, in the graph's output order.
+    pub outputs: Vec<Placement>,
 }
 
 /// The collectives of one rank graph: each one's op and output bytes, in node order.
@@ -115,6 +150,8 @@ pub fn shard(g: &Verified, ranks: usize) -> Result<Sharded, ShardError> {
             column: Vec::new(),
             row: Vec::new(),
             gathered: Vec::new(),
+            inputs: vec![Placement::Whole; g.inputs.len()],
+            outputs: vec![Placement::Whole; g.outputs.len()],
         });
     }
     let mut seeds = choose_seeds(g, ranks)?;
@@ -122,6 +159,20 @@ pub fn shard(g: &Verified, ranks: usize) -> Result<Sharded, ShardError> {
     let layouts = loop {
         match analyze(g, ranks, &seeds)? {
             Outcome::Done(l) => break l,
+            Outcome::Replicate { seeds: which, rep } => {
+                for s in &which {
+                    match seeds.get_mut(s) {
+                        Some(seed) if seed.rep == 1 => seed.rep = rep,
+                        _ => {
+                            return Err(IrError::Invalid(format!(
+                                "sharding: `{}` replicated twice",
+                                g.node(*s).name
+                            ))
+                            .into())
+                        }
+                    }
+                }
+            }
             Outcome::Conflict(c) => {
                 if c.seeds.is_empty() {
                     return Err(IrError::Invalid(format!("sharding: {}", c.reason)).into());
@@ -156,8 +207,25 @@ pub fn shard(g: &Verified, ranks: usize) -> Result<Sharded, ShardError> {
     let gathered = g
         .outputs
         .iter()
-        .filter(|v| layouts.split.contains_key(v))
+        .filter(|v| layouts.split.get(v).is_some_and(|s| !s.cache))
         .map(|v| g.value(*v).name.clone())
+        .collect();
+    let inputs = g
+        .inputs
+        .iter()
+        .map(|v| match layouts.inputs.get(v) {
+            Some(s) => Placement::of(s, ranks),
+            None => Placement::Whole,
+        })
+        .collect();
+    let outputs = g
+        .outputs
+        .iter()
+        .map(|v| match layouts.split.get(v) {
+            Some(s) if s.cache => Placement::of(s, ranks),
+            Some(_) => Placement::Gathered,
+            None => Placement::Whole,
+        })
         .collect();
     let graphs = (0..ranks)
         .map(|r| rank_graph(g, &layouts, r, ranks))
@@ -167,6 +235,8 @@ pub fn shard(g: &Verified, ranks: usize) -> Result<Sharded, ShardError> {
         column,
         row,
         gathered,
+        inputs,
+        outputs,
     })
 }
 
@@ -174,7 +244,7 @@ pub fn shard(g: &Verified, ranks: usize) -> Result<Sharded, ShardError> {
 /// (a product read only through a Split along its columns, as a merged Q/K/V, has the
 /// Split's pieces). A column count that does not divide is an error, unless the product
 /// feeds a graph output (an LM head over an odd vocabulary), which then stays whole.
-fn choose_seeds(g: &Graph, ranks: usize) -> Result<HashMap<NodeId, Vec<u64>>, ShardError> {
+fn choose_seeds(g: &Graph, ranks: usize) -> Result<HashMap<NodeId, Seed>, ShardError> {
     let consumers = g.consumers();
     let outputs: HashSet<ValueId> = g.outputs.iter().copied().collect();
     let mut seeds = HashMap::new();
@@ -215,7 +285,7 @@ fn choose_seeds(g: &Graph, ranks: usize) -> Result<HashMap<NodeId, Vec<u64>>, Sh
                 ranks,
             });
         }
-        seeds.insert(NodeId(i as u32), parts);
+        seeds.insert(NodeId(i as u32), Seed { parts, rep: 1 });
     }
     Ok(seeds)
 }
@@ -278,126 +348,4 @@ fn reaches_output(
                         .any(|o| reaches_output(g, consumers, outputs, *o, depth - 1))
                 })
             }))
-}
-
-/// Rank `rank`'s graph: its pieces of the split constants, retargeted reshapes and
-/// splits, an AllReduce after each row-parallel product, an AllGather before each split
-/// graph output; then verified (types inferred anew).
-fn rank_graph(g: &Graph, l: &Layouts, rank: usize, ranks: usize) -> Result<Verified, ShardError> {
-    let mut h = Graph::clone(g);
-    let cut = |h: &mut Graph,
-               nid: NodeId,
-               input: usize,
-               axis: usize,
-               parts: &[u64]|
-     -> Result<(), ShardError> {
-        let Some(v) = h.nodes[nid.index()].inputs.get(input).copied().flatten() else {
-            return Ok(());
-        };
-        let t = h
-            .constant(v)
-            .ok_or_else(|| IrError::Invalid(format!("`{}` is not a constant", h.value(v).name)))?;
-        let p = slice::piece(t, axis, parts, rank, ranks)?;
-        let name = format!("{}/rank{rank}", h.value(v).name);
-        let c = h.add_const(&name, p);
-        h.nodes[nid.index()].inputs[input] = Some(c);
-        Ok(())
-    };
-    let group = |extra: Option<i64>| {
-        let mut a = Attrs::default();
-        a.set("ranks", Attr::Int(ranks as i64));
-        a.set("group", Attr::Int(0));
-        if let Some(axis) = extra {
-            a.set("axis", Attr::Int(axis));
-        }
-        a
-    };
-    for (nid, edit) in &l.edits {
-        let node = g.node(*nid);
-        match edit {
-            Edit::Column { w_axis, parts } => {
-                cut(&mut h, *nid, 1, *w_axis, parts)?;
-                if let Some(c) = node.inputs.get(2).copied().flatten() {
-                    let shape = known(g, c)?;
-                    if shape.last() == Some(&parts.iter().sum::<u64>()) {
-                        cut(&mut h, *nid, 2, shape.len() - 1, parts)?;
-                    }
-                }
-            }
-            Edit::Row { w_axis, parts } => {
-                cut(&mut h, *nid, 1, *w_axis, parts)?;
-                if rank != 0 && node.inputs.len() > 2 {
-                    h.nodes[nid.index()].inputs[2] = None;
-                }
-                let out = node.outputs[0];
-                let partial = h.add_value(&format!("{}/partial", g.value(out).name), None);
-                h.nodes[nid.index()].outputs[0] = partial;
-                h.nodes.push(Node {
-                    name: format!("{}/allreduce", node.name),
-                    op: Op::Collective(CollectiveOp::AllReduce),
-                    attrs: group(None),
-                    inputs: vec![Some(partial)],
-                    outputs: vec![out],
-                });
-            }
-            Edit::Operand { input, axis, parts } => cut(&mut h, *nid, *input, *axis, parts)?,
-            Edit::TargetShape { axis } => {
-                let mut shape: Vec<i64> = known(g, node.outputs[0])?
-                    .iter()
-                    .map(|&d| d as i64)
-                    .collect();
-                shape[*axis] /= ranks as i64;
-                let c = h.add_const(
-                    &format!("{}/shape/rank{rank}", node.name),
-                    Tensor::from_i64s(&shape),
-                );
-                h.nodes[nid.index()].inputs[1] = Some(c);
-            }
-            Edit::SplitSizes => {
-                let sizes: Vec<i64> = node
-                    .outputs
-                    .iter()
-                    .map(|&o| {
-                        let s = known(g, o)?;
-                        let axis = l.split.get(&o).map_or(0, |s| s.axis);
-                        Ok(s[axis] as i64 / ranks as i64)
-                    })
-                    .collect::<Result<_, ShardError>>()?;
-                let c = h.add_const(
-                    &format!("{}/sizes/rank{rank}", node.name),
-                    Tensor::from_i64s(&sizes),
-                );
-                h.nodes[nid.index()].inputs[1] = Some(c);
-            }
-        }
-    }
-    let mut gathered: HashMap<ValueId, ValueId> = HashMap::new();
-    for i in 0..h.outputs.len() {
-        let v = h.outputs[i];
-        let Some(s) = l.split.get(&v) else { continue };
-        let w = match gathered.get(&v) {
-            Some(w) => *w,
-            None => {
-                let name = h.value(v).name.clone();
-                h.values[v.index()].name = format!("{name}/shard");
-                let w = h.add_value(&name, None);
-                h.nodes.push(Node {
-                    name: format!("{name}/allgather"),
-                    op: Op::Collective(CollectiveOp::AllGather),
-                    attrs: group(Some(s.axis as i64)),
-                    inputs: vec![Some(v)],
-                    outputs: vec![w],
-                });
-                gathered.insert(v, w);
-                w
-            }
-        };
-        h.outputs[i] = w;
-    }
-    let outs: Vec<ValueId> = h.nodes.iter().flat_map(|n| n.outputs.clone()).collect();
-    for v in outs {
-        h.values[v.index()].ty = None;
-    }
-    h.name = format!("{} (rank {rank} of {ranks})", g.name);
-    Ok(gopt_ir::verify(h)?)
 }

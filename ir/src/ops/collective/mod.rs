@@ -27,7 +27,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 
 mod sim;
-pub use sim::{simulate, Rendezvous};
+pub use sim::{simulate, simulate_each, Rendezvous};
 
 op_family! {
     /// Communication between the ranks of a sharded model (gopt-internal, not ONNX).

@@ -114,6 +114,20 @@ impl Exchange for Rendezvous {
 /// Runs `graphs` (rank `r`'s graph at `r`) together on the CPU, each on `inputs`, each
 /// rank's collectives exchanging with the others'; returns each rank's outputs.
 pub fn simulate(graphs: &[Graph], inputs: &[Tensor]) -> Result<Vec<Vec<Tensor>>> {
+    let each = vec![inputs.to_vec(); graphs.len()];
+    simulate_each(graphs, &each)
+}
+
+/// [`simulate`] with each rank's own inputs at its index (a rank that reads its shard
+/// of an input).
+pub fn simulate_each(graphs: &[Graph], inputs: &[Vec<Tensor>]) -> Result<Vec<Vec<Tensor>>> {
+    if inputs.len() != graphs.len() {
+        return Err(IrError::Invalid(format!(
+            "{} ranks but {} input sets",
+            graphs.len(),
+            inputs.len()
+        )));
+    }
     let rv = Arc::new(Rendezvous::new(graphs.len()));
     std::thread::scope(|scope| {
         let handles: Vec<_> = graphs
@@ -123,7 +137,7 @@ pub fn simulate(graphs: &[Graph], inputs: &[Tensor]) -> Result<Vec<Vec<Tensor>>>
                 let rv = rv.clone();
                 scope.spawn(move || {
                     let ex: Arc<dyn Exchange> = rv.clone();
-                    let r = with_exchange(ex, rank, || crate::interp::run(g, inputs));
+                    let r = with_exchange(ex, rank, || crate::interp::run(g, &inputs[rank]));
                     if let Err(e) = &r {
                         rv.abort(&format!("rank {rank}: {e}"));
                     }
