@@ -118,8 +118,8 @@ pub fn write(out: &Path, ranks: usize, inputs: &[String], buckets: Vec<Bucket>) 
 /// artifact must list every rank file of every bucket.
 pub fn read(dir: &Path) -> Result<Manifest> {
     let p = dir.join(MANIFEST);
-    let bytes = gopt_frontends::fs::read_regular(&p, MAX_JSON_BYTES)
-        .map_err(|e| GoptError::io(&p, e))?;
+    let bytes =
+        gopt_frontends::fs::read_regular(&p, MAX_JSON_BYTES).map_err(|e| GoptError::io(&p, e))?;
     let bad = |m: String| GoptError::Usage(format!("{}: {m}", p.display()));
     let m: Manifest = serde_json::from_slice(&bytes)
         .map_err(|e| bad(format!("not a gopt tensor-parallel manifest: {e}")))?;
@@ -140,11 +140,16 @@ pub fn read(dir: &Path) -> Result<Manifest> {
         )));
     }
     if !m.files.contains_key(MODEL) {
-        return Err(bad(format!("records no hash for {MODEL}: compile it again")));
+        return Err(bad(format!(
+            "records no hash for {MODEL}: compile it again"
+        )));
     }
     for b in &m.buckets {
         if !is_plain_name(&b.dir) {
-            return Err(bad(format!("bucket folder `{}` is not a plain name", b.dir)));
+            return Err(bad(format!(
+                "bucket folder `{}` is not a plain name",
+                b.dir
+            )));
         }
         for r in 0..m.ranks {
             for f in RANK_FILES {
@@ -157,7 +162,9 @@ pub fn read(dir: &Path) -> Result<Manifest> {
     }
     for (name, want) in &m.files {
         if !name.split('/').all(is_plain_name) {
-            return Err(bad(format!("lists `{name}`, which is not a path inside the artifact")));
+            return Err(bad(format!(
+                "lists `{name}`, which is not a path inside the artifact"
+            )));
         }
         if !dir.join(name).is_file() {
             return Err(GoptError::Usage(format!(

@@ -188,10 +188,8 @@ pub(super) fn random_inputs(
     let mut held = 0u128;
     for (name, dtype, shape) in specs {
         let (dtype, shape) = (*dtype, shape.clone());
-        let ty = gopt::ir::TensorType::new(
-            dtype,
-            shape.iter().map(|&d| Dim::Known(d as u64)).collect(),
-        );
+        let ty =
+            gopt::ir::TensorType::new(dtype, shape.iter().map(|&d| Dim::Known(d as u64)).collect());
         // The values are made as f64 first, then converted.
         let bytes = gopt::ir::limit::bytes_of(shape.iter().map(|&d| d as u64), 8 + ty.dtype.size());
         limit.check(held + bytes, || {

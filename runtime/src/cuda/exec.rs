@@ -9,11 +9,11 @@
 //! out of range, read back with the outputs; nonzero fails the run naming the node.
 
 use super::blas::{self, Lt, Prepared};
+use super::collective::{self, RankComm};
 use super::device::{event_ms, launch_config, Device};
 use super::modules::compile_kernels;
 pub use super::modules::precompile;
 use super::tune::{self, TuneOptions, TuneReport};
-use super::collective::{self, RankComm};
 use super::{drv, memory};
 use crate::host::from_bytes;
 use crate::{Result, RuntimeError};

@@ -107,9 +107,8 @@ impl Ranks {
         let inputs = Arc::new(inputs);
         let _gpu = gpu_lock();
         let mut outs = self.all(|r| Cmd::Run(inputs.clone(), 1, r == 0))?;
-        outs.swap_remove(0).ok_or_else(|| {
-            RuntimeError::Cuda("rank 0 returned no outputs".into())
-        })
+        outs.swap_remove(0)
+            .ok_or_else(|| RuntimeError::Cuda("rank 0 returned no outputs".into()))
     }
 
     /// Wall-clock milliseconds per run over `iters` runs of every rank (after `warmup`
@@ -137,7 +136,9 @@ impl Ranks {
         for (r, s) in self.senders.iter().enumerate() {
             if s.send(cmd(r)).is_err() {
                 self.comms.abort();
-                return Err(RuntimeError::Usage(format!("rank {r}'s thread has stopped")));
+                return Err(RuntimeError::Usage(format!(
+                    "rank {r}'s thread has stopped"
+                )));
             }
         }
         collect(&self.answers, self.ranks(), Some(&self.comms))
@@ -198,13 +199,10 @@ fn named(r: usize, e: RuntimeError) -> RuntimeError {
         },
         RuntimeError::Cuda(m) => RuntimeError::Cuda(format!("rank {r}: {m}")),
         RuntimeError::Wgpu(m) => RuntimeError::Wgpu(format!("rank {r}: {m}")),
-        RuntimeError::IndexOutOfRange(m) => {
-            RuntimeError::IndexOutOfRange(format!("rank {r}: {m}"))
-        }
+        RuntimeError::IndexOutOfRange(m) => RuntimeError::IndexOutOfRange(format!("rank {r}: {m}")),
         RuntimeError::Usage(m) => RuntimeError::Usage(format!("rank {r}: {m}")),
-        e @ (RuntimeError::NoCuda(_)
-        | RuntimeError::NoAdapter { .. }
-        | RuntimeError::Memory(_)) => e,
+        e
+        @ (RuntimeError::NoCuda(_) | RuntimeError::NoAdapter { .. } | RuntimeError::Memory(_)) => e,
     }
 }
 
@@ -219,9 +217,8 @@ fn join_all(threads: Vec<JoinHandle<()>>) {
 /// until the executor is dropped. A panic becomes an error answer.
 fn worker(r: usize, p: RankPlan, use_graph: bool, rx: Receiver<Cmd>, answer: Sender<Answer>) {
     let guard = |f: &mut dyn FnMut() -> Result<Option<Vec<Tensor>>>| {
-        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|_| {
-            Err(RuntimeError::Usage(format!("rank {r}'s thread panicked")))
-        })
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(f))
+            .unwrap_or_else(|_| Err(RuntimeError::Usage(format!("rank {r}'s thread panicked"))))
     };
     let mut exe = None;
     let built = guard(&mut || {

@@ -38,8 +38,8 @@ pub(super) fn write_artifact(
 
 /// The manifest, checked, and `--tensor-parallel` (when given) matched against it.
 fn open(dir: &Path, tp: &TpArgs) -> Result<Manifest> {
-    let m = ranks::read(dir)
-        .with_context(|| format!("cannot load the artifact {}", dir.display()))?;
+    let m =
+        ranks::read(dir).with_context(|| format!("cannot load the artifact {}", dir.display()))?;
     if let Some(n) = tp.tensor_parallel {
         if n as usize != m.ranks {
             bail!(
@@ -92,7 +92,15 @@ pub fn run_artifact(
                 .zip(&inputs)
                 .all(|(io, t)| io.dtype == t.dtype() && io.shape == t.shape());
         if !fits {
-            shapes.push(format!("{}: {:?}", b.dir, plan.frame.inputs.iter().map(|i| &i.shape).collect::<Vec<_>>()));
+            shapes.push(format!(
+                "{}: {:?}",
+                b.dir,
+                plan.frame
+                    .inputs
+                    .iter()
+                    .map(|i| &i.shape)
+                    .collect::<Vec<_>>()
+            ));
             continue;
         }
         let out_names = plan.frame.outputs.iter().map(|o| o.name.clone()).collect();
@@ -110,7 +118,10 @@ pub fn run_artifact(
     }
     bail!(
         "the inputs' shapes ({:?}) are no bucket's of {} (input shapes by bucket: {})",
-        inputs.iter().map(|t| t.shape().to_vec()).collect::<Vec<_>>(),
+        inputs
+            .iter()
+            .map(|t| t.shape().to_vec())
+            .collect::<Vec<_>>(),
         dir.display(),
         shapes.join("; ")
     )
@@ -139,7 +150,11 @@ fn order(names: &[String], given: Vec<(Option<String>, Tensor)>) -> Result<Vec<T
         *s = unnamed.next();
     }
     if unnamed.next().is_some() {
-        bail!("more inputs than the model's {} ({})", names.len(), names.join(", "));
+        bail!(
+            "more inputs than the model's {} ({})",
+            names.len(),
+            names.join(", ")
+        );
     }
     slots
         .into_iter()
@@ -167,7 +182,11 @@ pub fn bench_artifact(
         .find(|b| want.iter().all(|(k, v)| b.sizes.get(k) == Some(v)))
     else {
         let all: Vec<&str> = m.buckets.iter().map(|b| b.dir.as_str()).collect();
-        bail!("no bucket of {} matches --bind (buckets: {})", dir.display(), all.join(", "));
+        bail!(
+            "no bucket of {} matches --bind (buckets: {})",
+            dir.display(),
+            all.join(", ")
+        );
     };
     let plan = ranks::plan(dir, b, m.outputs_from)?;
     let specs: Vec<_> = plan
@@ -179,8 +198,16 @@ pub fn bench_artifact(
     let limit = gopt::ir::limit::MemoryLimit::host(opts.get_memory_limit());
     let inputs = super::super::bench::random_inputs(&specs, &limit)?;
     // Samples per run: the first input's first dim (the batch).
-    let batch = specs.first().and_then(|s| s.2.first().copied()).unwrap_or(1).max(1);
-    outln!("tensor parallel: {} ranks, bucket {}, batch {batch}", m.ranks, b.dir);
+    let batch = specs
+        .first()
+        .and_then(|s| s.2.first().copied())
+        .unwrap_or(1)
+        .max(1);
+    outln!(
+        "tensor parallel: {} ranks, bucket {}, batch {batch}",
+        m.ranks,
+        b.dir
+    );
     let t = Instant::now();
     let ranks = load(dir, &m, b)?;
     outln!("  loaded the ranks in {}", fmt_duration(t.elapsed()));
@@ -209,7 +236,10 @@ pub fn bench_artifact(
     })();
     match one {
         Ok(ms1) => {
-            outln!("  1 rank:  {ms1:.3} ms/run (wall clock), {:.1} samples/s", per_s(ms1));
+            outln!(
+                "  1 rank:  {ms1:.3} ms/run (wall clock), {:.1} samples/s",
+                per_s(ms1)
+            );
             outln!(
                 "  scaling efficiency {:.1}% (throughput at {} ranks / ({} x 1 rank)); speed-up {:.2}x",
                 100.0 * per_s(ms) / (m.ranks as f64 * per_s(ms1)),
