@@ -81,11 +81,25 @@ pub fn rank_file(r: usize, dir: &str, file: &str) -> String {
     format!("rank{r}/{dir}/{file}")
 }
 
-/// Writes and seals the manifest of the rank files already under `out` (every
-/// bucket's [`RANK_FILES`] for every rank), hashing each.
-pub fn write(out: &Path, ranks: usize, inputs: &[String], buckets: Vec<Bucket>) -> Result<()> {
+/// Copies `model` (and its external data files) into `out` as [`MODEL`], then writes
+/// and seals the manifest of the rank files already there (every bucket's
+/// [`RANK_FILES`] for every rank), hashing each.
+pub fn write(
+    out: &Path,
+    model: &Path,
+    ranks: usize,
+    inputs: &[String],
+    buckets: Vec<Bucket>,
+) -> Result<()> {
+    let dst = out.join(MODEL);
+    if std::fs::canonicalize(model).ok() != std::fs::canonicalize(&dst).ok() {
+        std::fs::copy(model, &dst).map_err(|e| GoptError::io(model, e))?;
+    }
     let mut files = BTreeMap::new();
     files.insert(MODEL.to_string(), file_sha256(out, MODEL)?);
+    for name in crate::compiled::link_external_data(model, out)? {
+        files.insert(name.clone(), file_sha256(out, &name)?);
+    }
     for b in &buckets {
         for r in 0..ranks {
             for f in RANK_FILES {
@@ -207,8 +221,6 @@ mod tests {
     /// A two-rank artifact of one bucket with small stand-in files.
     fn artifact(name: &str) -> std::path::PathBuf {
         let dir = std::env::temp_dir().join(format!("gopt_tp_{name}_{}", std::process::id()));
-        std::fs::create_dir_all(&dir).expect("mkdir");
-        std::fs::write(dir.join(MODEL), "onnx").expect("write");
         for r in 0..2 {
             let d = dir.join(format!("rank{r}")).join("batch=1");
             std::fs::create_dir_all(&d).expect("mkdir");
@@ -220,7 +232,9 @@ mod tests {
             sizes: [("batch".to_string(), 1)].into(),
             dir: "batch=1".into(),
         };
-        write(&dir, 2, &["x".to_string()], vec![b]).expect("manifest");
+        let model =
+            Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/models/bert_small/model.onnx");
+        write(&dir, &model, 2, &["x".to_string()], vec![b]).expect("manifest");
         dir
     }
 

@@ -123,9 +123,8 @@ impl Ranks {
     }
 
     /// Sends every rank its command (the caller holds [`gpu_lock`]) and collects the
-    /// answers in rank order; the first
-    /// failure aborts the communicators (so no rank keeps waiting in a collective) and
-    /// is returned, naming its rank.
+    /// answers in rank order; the first failure aborts the communicators (so no rank
+    /// keeps waiting in a collective) and is returned, naming its rank.
     fn all(&self, cmd: impl Fn(usize) -> Cmd) -> Result<Vec<Option<Vec<Tensor>>>> {
         if self.comms.aborted() {
             return Err(RuntimeError::Usage(
@@ -164,7 +163,9 @@ fn collect(
     let mut first: Option<RuntimeError> = None;
     for _ in 0..n {
         let Ok((r, a)) = answers.recv() else {
-            comms.inspect(|c| c.abort());
+            if let Some(c) = comms {
+                c.abort();
+            }
             return Err(first.unwrap_or_else(|| {
                 RuntimeError::Usage("a rank's thread stopped without answering".into())
             }));
@@ -173,7 +174,9 @@ fn collect(
             Ok(v) => got[r] = Some(v),
             Err(e) => {
                 if first.is_none() {
-                    comms.inspect(|c| c.abort());
+                    if let Some(c) = comms {
+                        c.abort();
+                    }
                     first = Some(named(r, e));
                 }
             }

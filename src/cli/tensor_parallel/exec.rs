@@ -29,10 +29,7 @@ pub(super) fn write_artifact(
     inputs: &[String],
     buckets: Vec<Bucket>,
 ) -> Result<()> {
-    let to = dir.join(ranks::MODEL);
-    std::fs::copy(model, &to)
-        .with_context(|| format!("copying {} to {}", model.display(), to.display()))?;
-    ranks::write(dir, n, inputs, buckets)
+    ranks::write(dir, model, n, inputs, buckets)
         .with_context(|| format!("writing {}", dir.join(ranks::MANIFEST).display()))
 }
 
