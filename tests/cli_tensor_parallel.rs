@@ -55,7 +55,16 @@ fn compile_reports_each_ranks_plan_and_allreduces() {
     let m = gopt::artifact::ranks::read(&dir).expect("the manifest checks");
     assert_eq!((m.ranks, m.buckets.len(), m.files.len()), (2, 1, 7));
     assert_eq!(m.inputs[0].name, "input_ids");
-    let input = format!("{}/test_data_set_0/input_0.pb", model_dir("gpt2_small"));
+    let ids = gopt::Tensor::from_f64s(gopt::ir::DType::I64, &[1, 16], &[5.0; 16]).expect("ids");
+    let input = dir.join("ids.npy");
+    gopt::tensor_io::write_tensor(
+        &input,
+        "input_ids",
+        &ids,
+        gopt::tensor_io::TensorFormat::Npy,
+    )
+    .expect("write ids");
+    let input = input.display().to_string();
     let out = gopt(&["run", &out_dir, "-i", &input]);
     // (Where two GPUs and NCCL are present the run succeeds.)
     if out.code != 0 {
