@@ -6,6 +6,8 @@
 //! weight never runs as if gopt had compiled it. (A checksum, not a signature: whoever
 //! rewrites the hashes too is not stopped.)
 
+pub mod ranks;
+
 use crate::{GoptError, Result};
 use sha2::{Digest, Sha256};
 use std::collections::BTreeMap;
@@ -115,9 +117,14 @@ pub fn read_plan(dir: &Path) -> Result<Vec<u8>> {
 /// Checks that `bytes` (the text of `plan.json`) hash to `claimed` with that field
 /// blank.
 pub fn check_plan(dir: &Path, bytes: &[u8], claimed: &str) -> Result<()> {
+    check_sealed(dir, PLAN, bytes, claimed)
+}
+
+/// [`check_plan`] for the sealed file `name` (a plan or a manifest).
+pub fn check_sealed(dir: &Path, name: &str, bytes: &[u8], claimed: &str) -> Result<()> {
     let bad = || {
         GoptError::Usage(format!(
-            "{}: integrity check failed: {PLAN} was modified after gopt wrote it (its \
+            "{}: integrity check failed: {name} was modified after gopt wrote it (its \
              SHA-256 does not match the one it records); compile the artifact again",
             dir.display()
         ))
@@ -164,7 +171,7 @@ pub fn check_files(dir: &Path, files: &BTreeMap<String, String>) -> Result<()> {
 }
 
 /// A single path component that stays inside the folder (no separators, not `.`/`..`).
-fn is_plain_name(name: &str) -> bool {
+pub(crate) fn is_plain_name(name: &str) -> bool {
     !name.is_empty()
         && name != "."
         && name != ".."

@@ -167,25 +167,40 @@ fn bindings(args: &Args, g: &gopt::Graph) -> Result<BTreeMap<String, u64>> {
 /// Seeded inputs of the bucket's shapes, refused before they are made when they
 /// would take more than `limit`.
 fn inputs(g: &gopt::Graph, limit: &gopt::ir::limit::MemoryLimit) -> Result<Vec<Tensor>> {
-    let mut seed = 0x2545F4914F6CDD1Du64;
-    let mut out = Vec::new();
-    let mut held = 0u128;
+    let mut specs = Vec::new();
     for &i in &g.inputs {
         let v = g.value(i);
         let ty = v.ty.as_ref().context("an input without a type")?;
         let shape = gopt::ir::dim::concrete(&ty.shape)
             .with_context(|| format!("input `{}` is not static after binding", v.name))?;
+        specs.push((v.name.clone(), ty.dtype, shape));
+    }
+    random_inputs(&specs, limit)
+}
+
+/// [`inputs`] for inputs given by name, dtype and shape (a tensor-parallel plan's).
+pub(super) fn random_inputs(
+    specs: &[(String, DType, Vec<usize>)],
+    limit: &gopt::ir::limit::MemoryLimit,
+) -> Result<Vec<Tensor>> {
+    let mut seed = 0x2545F4914F6CDD1Du64;
+    let mut out = Vec::new();
+    let mut held = 0u128;
+    for (name, dtype, shape) in specs {
+        let (dtype, shape) = (*dtype, shape.clone());
+        let ty =
+            gopt::ir::TensorType::new(dtype, shape.iter().map(|&d| Dim::Known(d as u64)).collect());
         // The values are made as f64 first, then converted.
         let bytes = gopt::ir::limit::bytes_of(shape.iter().map(|&d| d as u64), 8 + ty.dtype.size());
         limit.check(held + bytes, || {
             (
-                format!("bench input `{}`", v.name),
+                format!("bench input `{}`", name),
                 format!("for its random values {ty} (with the inputs before it)"),
             )
         })?;
         held += gopt::ir::limit::bytes_of(shape.iter().map(|&d| d as u64), ty.dtype.size());
         let n: usize = shape.iter().product();
-        let mask = v.name.to_lowercase().contains("mask");
+        let mask = name.to_lowercase().contains("mask");
         let vals: Vec<f64> = (0..n)
             .map(|_| {
                 seed ^= seed << 13;
@@ -214,6 +229,16 @@ pub(super) fn percentile(sorted: &[f64], p: f64) -> f64 {
 
 /// Runs `gopt bench`.
 pub fn main(args: &Args) -> Result<ExitCode> {
+    if super::tensor_parallel::is_artifact(&args.model) {
+        return super::tensor_parallel::bench_artifact(
+            &args.model,
+            &args.tp,
+            &args.binds,
+            args.warmup,
+            args.iters,
+            args.opt.options()?,
+        );
+    }
     super::tensor_parallel::refuse(&args.tp, "bench")?;
     if !(1..=MAX_RUNS).contains(&args.iters) {
         bail!(

@@ -94,6 +94,9 @@ struct Report {
 
 /// Runs `gopt run`.
 pub fn main(args: &Args) -> Result<ExitCode> {
+    if super::tensor_parallel::is_artifact(&args.model) {
+        return run_ranks(args);
+    }
     super::tensor_parallel::refuse(&args.tp, "run")?;
     let t0 = Instant::now();
     // A folder is an artifact `gopt compile -o` wrote: its plans run as compiled, after
@@ -166,6 +169,29 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     }
     let outputs = outputs.context("no backend to run on")?;
     finish(args, &opts, notes, outputs, &out_names, import_time, t1)
+}
+
+/// Runs a tensor-parallel artifact (`gopt compile --tensor-parallel N -o DIR`) on its
+/// N GPUs.
+fn run_ranks(args: &Args) -> Result<ExitCode> {
+    let t0 = Instant::now();
+    let mut given = Vec::new();
+    for spec in &args.inputs {
+        // The names are checked against the artifact's inputs when it is opened.
+        let (name, path) = match spec.split_once('=') {
+            Some((n, f)) if !Path::new(spec).exists() && !n.is_empty() => (Some(n), f),
+            _ => (None, spec.as_str()),
+        };
+        let (_, t) =
+            read_tensor(Path::new(path)).with_context(|| format!("cannot read input {spec}"))?;
+        given.push((name.map(str::to_string), t));
+    }
+    let import_time = t0.elapsed();
+    let t1 = Instant::now();
+    let (outputs, names, notes) =
+        super::tensor_parallel::run_artifact(&args.model, &args.tp, given)?;
+    let opts = args.opt.options()?.backend(gopt::Backend::Cuda);
+    finish(args, &opts, notes, outputs, &names, import_time, t1)
 }
 
 /// Runs a loaded artifact: on its own backend (`--backend auto` or the same one), else

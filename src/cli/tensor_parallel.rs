@@ -1,9 +1,14 @@
 //! `--tensor-parallel N`: `gopt compile` splits the model N ways
 //! (`gopt_passes::shard`), optimizes each rank's graph, builds its CUDA plan with
 //! `--target cuda`, and reports per rank the collectives and their bytes; `-o DIR`
-//! writes each rank's graph and plan. `run`, `bench` and `generate` check that the
-//! machine has N GPUs and NCCL, and since the multi-GPU executor is not built yet,
-//! refuse the run either way (exit 2), saying which.
+//! writes each rank's graph and plan, and with `--target cuda` the artifact's
+//! manifest, which `gopt run DIR` and `gopt bench DIR` load ([`exec`]). `run`,
+//! `bench` and `generate` of a model file with `--tensor-parallel N` check that the
+//! machine has N GPUs and NCCL (exit 2 naming what is missing), then point to the
+//! artifact (`run`, `bench`) or refuse (`generate`: the decode cache is not split).
+
+mod exec;
+pub use exec::{bench_artifact, is_artifact, run_artifact};
 
 use super::compile::{parse_binds, Args as CompileArgs};
 use super::{fmt_duration, outln};
@@ -35,13 +40,22 @@ impl TpArgs {
     }
 }
 
-/// `run`/`bench`/`generate --tensor-parallel N`: an error saying what this machine
-/// lacks (GPUs, NCCL) or that the multi-GPU executor is not built.
+/// `run`/`bench`/`generate MODEL --tensor-parallel N`: an error saying what this
+/// machine lacks (GPUs, NCCL), else what to run instead.
 pub fn refuse(tp: &TpArgs, command: &str) -> Result<()> {
     let Some(n) = tp.ranks() else { return Ok(()) };
-    gopt::runtime::cuda::nccl::check_ranks(n)
-        .with_context(|| format!("gopt {command} --tensor-parallel {n}"))?;
-    Ok(())
+    let what = format!("gopt {command} --tensor-parallel {n}");
+    gopt::runtime::cuda::nccl::check_ranks(n).with_context(|| what.clone())?;
+    match command {
+        "generate" => bail!(
+            "{what}: generation over several GPUs is not supported yet (the decode step's \
+             KV cache is not split across ranks)"
+        ),
+        _ => bail!(
+            "{what}: compile the ranks first, `gopt compile MODEL --tensor-parallel {n} \
+             --target cuda -o DIR`, then `gopt {command} DIR`"
+        ),
+    }
 }
 
 /// `gopt compile --tensor-parallel N`.
@@ -67,6 +81,9 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
     } else {
         vec![bindings.iter().map(|(k, v)| (k.clone(), *v)).collect()]
     };
+    // What the artifact's manifest lists (with --target cuda -o).
+    let mut inputs: Option<Vec<String>> = None;
+    let mut written = Vec::new();
     outln!(
         "tensor parallel: {ranks} ranks, {} bucket(s), model {}",
         buckets.len(),
@@ -122,6 +139,9 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
                     kinds.get("allgather").copied().unwrap_or(0),
                     gopt::report::human_bytes(plan.arena_bytes as u64),
                 ));
+                if inputs.is_none() {
+                    inputs = Some(plan.frame.inputs.iter().map(|i| i.name.clone()).collect());
+                }
                 if let Some(dir) = &args.out {
                     let d = dir.join(format!("rank{r}")).join(name.replace(' ', "_"));
                     std::fs::create_dir_all(&d)
@@ -138,9 +158,16 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
             }
             outln!("{line}");
         }
+        written.push(gopt::artifact::ranks::Bucket {
+            sizes: bucket.clone(),
+            dir: name.replace(' ', "_"),
+        });
+    }
+    if let (Some(dir), Some(inputs)) = (&args.out, &inputs) {
+        exec::write_artifact(dir, &args.model, ranks, inputs, written)?;
     }
     if let Some(dir) = &args.out {
-        outln!("wrote rank{{0..{}}}/<bucket>/ under {} (graph.ir; plan.json and weights.bin with --target cuda)", ranks - 1, dir.display());
+        outln!("wrote rank{{0..{}}}/<bucket>/ under {} (graph.ir; plan.json and weights.bin with --target cuda, and {}: `gopt run {}` runs it)", ranks - 1, dir.display(), gopt::artifact::ranks::MANIFEST, dir.display());
     }
     outln!("total {}", fmt_duration(t.elapsed()));
     Ok(ExitCode::SUCCESS)

@@ -36,6 +36,7 @@
 mod budget;
 mod device;
 mod save;
+pub(crate) use save::link_external_data;
 
 pub use device::Executor;
 

@@ -239,7 +239,7 @@ impl Compiled {
 /// file over 2 GB) in the artifact, under the same relative names, so its
 /// `model.onnx` imports from there: a hard link when the artifact is on the same file
 /// system (no copy), else a copy. Returns their names (hashed with the artifact).
-fn link_external_data(source: &Path, dir: &Path) -> Result<Vec<String>> {
+pub(crate) fn link_external_data(source: &Path, dir: &Path) -> Result<Vec<String>> {
     let from = source.parent().unwrap_or(Path::new("."));
     let locations = gopt_frontends::onnx::external_locations(source)
         .map_err(|e| GoptError::Usage(format!("{}: {e}", source.display())))?;

@@ -49,6 +49,11 @@ impl Device {
     /// Opens GPU 0, after checking the driver and NVRTC libraries exist (cudarc panics
     /// when they do not).
     pub fn open() -> Result<Device> {
+        Self::open_ordinal(0)
+    }
+
+    /// Opens GPU `ordinal` (a tensor-parallel rank's), as [`Device::open`] does GPU 0.
+    pub fn open_ordinal(ordinal: usize) -> Result<Device> {
         // SAFETY: these only try to load the shared libraries.
         if !unsafe { cudarc::driver::sys::is_culib_present() } {
             return Err(RuntimeError::NoCuda("driver"));
@@ -56,7 +61,7 @@ impl Device {
         if !unsafe { cudarc::nvrtc::sys::is_culib_present() } {
             return Err(RuntimeError::NoCuda("NVRTC"));
         }
-        let ctx = CudaContext::new(0).map_err(drv("opening GPU 0"))?;
+        let ctx = CudaContext::new(ordinal).map_err(drv(format!("opening GPU {ordinal}")))?;
         let (major, minor) = ctx
             .compute_capability()
             .map_err(drv("reading the compute capability"))?;

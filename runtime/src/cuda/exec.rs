@@ -9,6 +9,7 @@
 //! out of range, read back with the outputs; nonzero fails the run naming the node.
 
 use super::blas::{self, Lt, Prepared};
+use super::collective::{self, RankComm};
 use super::device::{event_ms, launch_config, Device};
 use super::modules::compile_kernels;
 pub use super::modules::precompile;
@@ -119,6 +120,7 @@ impl Weights {
 enum Ready {
     Kernel(usize),
     Gemm(Box<Prepared>, Option<usize>),
+    Collective(Box<collective::Ready>),
 }
 
 /// A plan loaded on a GPU.
@@ -140,6 +142,10 @@ pub struct Executable {
     tuning: TuneReport,
     graph: Option<CudaGraph>,
     use_graph: bool,
+    /// The inner-axis AllGathers' scratch buffer (plans with one only).
+    _scratch: Option<CudaSlice<u8>>,
+    /// A rank of a tensor-parallel model: its communicator ([`Executable::join`]).
+    comm: Option<RankComm>,
 }
 
 impl Executable {
@@ -205,6 +211,23 @@ impl Executable {
             }
             args.push(a);
         }
+        let gathers: Vec<_> = plan
+            .steps
+            .iter()
+            .filter_map(|s| match s {
+                Step::Collective(c) => Some(c),
+                Step::Kernel(_) | Step::Gemm(_) => None,
+            })
+            .collect();
+        let scratch = match collective::scratch_bytes(&gathers) {
+            0 => None,
+            n => Some(
+                stream
+                    .alloc_zeros::<u8>(n)
+                    .map_err(drv("allocating the AllGather scratch"))?,
+            ),
+        };
+        let scratch_at = scratch.as_ref().map_or(0, |s| s.device_ptr(&stream).0);
         let mut tuner = tune::Tuner::new(dev, &stream, tuning, (arena_base, arena.len()));
         let mut steps = Vec::with_capacity(plan.steps.len());
         for s in &plan.steps {
@@ -216,13 +239,12 @@ impl Executable {
                     tuner.choose(&lt, g, &mut p, plan.tf32)?;
                     Ready::Gemm(Box::new(p), g.post)
                 }
-                Step::Collective(c) => {
-                    return Err(RuntimeError::Usage(format!(
-                        "collective `{}`: this plan is one rank of a tensor-parallel model; \
-                         the multi-GPU executor that runs it is not built yet",
-                        c.node
-                    )))
-                }
+                Step::Collective(c) => Ready::Collective(Box::new(collective::Ready::new(
+                    c,
+                    ptr(c.input)?,
+                    ptr(c.output)?,
+                    scratch_at,
+                )?)),
             });
         }
         let tuning = tuner.finish()?;
@@ -243,7 +265,29 @@ impl Executable {
             tuning,
             graph: None,
             use_graph,
+            _scratch: scratch,
+            comm: None,
         })
+    }
+
+    /// Makes this executable rank `comm.rank` of a tensor-parallel model: its collective
+    /// steps run on `comm` (each must take as many ranks as `comm` has). Before this,
+    /// a plan with collectives cannot run.
+    pub fn join(&mut self, comm: RankComm) -> Result<()> {
+        for s in &self.steps {
+            if let Ready::Collective(c) = s {
+                if c.ranks() != comm.comms.ranks() {
+                    return Err(RuntimeError::Usage(format!(
+                        "rank {}: the plan's collectives take {} ranks, the communicator has {}",
+                        comm.rank,
+                        c.ranks(),
+                        comm.comms.ranks()
+                    )));
+                }
+            }
+        }
+        self.comm = Some(comm);
+        Ok(())
     }
 
     /// The plan it runs.
@@ -272,6 +316,14 @@ impl Executable {
                     None => Ok(()),
                 }
             }
+            Ready::Collective(c) => match &self.comm {
+                Some(comm) => c.launch(comm, &self.stream),
+                None => Err(RuntimeError::Usage(
+                    "this plan is one rank of a tensor-parallel model (it has collective \
+                     steps): run its artifact, `gopt run DIR`, which drives every rank"
+                        .into(),
+                )),
+            },
         }
     }
 
@@ -360,7 +412,9 @@ impl Executable {
         memory::phase("graph")
     }
 
-    fn execute_locked(&mut self) -> Result<()> {
+    /// [`Executable::execute`] without taking [`gpu_lock`]: the tensor-parallel
+    /// executor holds it once for all its ranks, whose collectives wait for each other.
+    pub(crate) fn execute_locked(&mut self) -> Result<()> {
         if !self.use_graph {
             return self.enqueue(std::env::var_os("GOPT_CUDA_SYNC").is_some_and(|v| v == "1"));
         }
@@ -563,6 +617,11 @@ impl Executable {
             false => vec![rows.len(), width],
         };
         from_bytes(io.dtype, &shape, &host)
+    }
+
+    /// Waits for the stream and checks the run's status word.
+    pub(crate) fn finish(&self) -> Result<()> {
+        self.status().map(|_| ())
     }
 
     /// Reads the status words back, synchronizes the stream and fails when a kernel

@@ -9,15 +9,19 @@
 //! - [`tune`]: each GEMM's algorithm chosen by timing cuBLASLt's candidates at load,
 //!   kept in an on-disk cache;
 //! - [`memory`]: the device memory an executor really takes, phase by phase;
+//! - [`ranks`]: a tensor-parallel model, one thread and GPU per rank, its
+//!   [`collective`] steps run through NCCL inside each rank's CUDA graph;
 //! - `modules`: the plan's kernels grouped into modules NVRTC compiles in parallel.
 
 pub mod blas;
+pub mod collective;
 pub mod device;
 pub mod exec;
 pub mod memory;
 mod modules;
 pub mod nccl;
 pub mod peaks;
+pub mod ranks;
 pub mod tune;
 pub use modules::compile_for_arch;
 pub use tune::{tune_plan, GemmChoice, TuneOptions, TuneReport};
