@@ -84,6 +84,9 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
     // What the artifact's manifest lists (with --target cuda -o).
     let mut inputs: Option<Vec<String>> = None;
     let mut written = Vec::new();
+    // Inputs or outputs held in per-rank parts (KV caches): the artifact's executor
+    // replicates inputs and reads rank 0's outputs, so it would be wrong for them.
+    let mut unrunnable: Option<Vec<String>> = None;
     outln!(
         "tensor parallel: {ranks} ranks, {} bucket(s), model {}",
         buckets.len(),
@@ -99,6 +102,10 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
         let b: gopt::Bindings = bucket.iter().map(|(k, v)| (k.clone(), *v)).collect();
         let g = gopt::prepare(&model.model, &b).with_context(|| format!("bucket {name}"))?;
         let s = shard(&g, ranks).with_context(|| format!("bucket {name}"))?;
+        let split = split_io(&g, &s);
+        if !split.is_empty() && unrunnable.is_none() {
+            unrunnable = Some(split);
+        }
         outln!("bucket {name}:");
         outln!(
             "  column-parallel products: {}; row-parallel: {} (an AllReduce after each); gathered outputs: {}",
@@ -163,12 +170,43 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
             dir: name.replace(' ', "_"),
         });
     }
-    if let (Some(dir), Some(inputs)) = (&args.out, &inputs) {
-        exec::write_artifact(dir, &args.model, ranks, inputs, written)?;
-    }
-    if let Some(dir) = &args.out {
-        outln!("wrote rank{{0..{}}}/<bucket>/ under {} (graph.ir; plan.json and weights.bin with --target cuda, and {}: `gopt run {}` runs it)", ranks - 1, dir.display(), gopt::artifact::ranks::MANIFEST, dir.display());
+    match (&args.out, &inputs, &unrunnable) {
+        (Some(dir), Some(inputs), None) => {
+            exec::write_artifact(dir, &args.model, ranks, inputs, written)?;
+            outln!("wrote rank{{0..{}}}/<bucket>/ under {} (graph.ir, plan.json, weights.bin) and {}: `gopt run {}` runs it", ranks - 1, dir.display(), gopt::artifact::ranks::MANIFEST, dir.display());
+        }
+        (Some(dir), _, Some(split)) => outln!(
+            "wrote rank{{0..{}}}/<bucket>/ under {} ({}); no {}: {} are held in per-rank parts (KV caches), \
+             which `gopt run` does not split and reassemble yet",
+            ranks - 1,
+            dir.display(),
+            if args.target == Backend::Cuda { "graph.ir, plan.json, weights.bin" } else { "graph.ir" },
+            gopt::artifact::ranks::MANIFEST,
+            split.join(", ")
+        ),
+        (Some(dir), _, None) => outln!(
+            "wrote rank{{0..{}}}/<bucket>/graph.ir under {} (--target cuda writes the plans and the artifact `gopt run` loads)",
+            ranks - 1,
+            dir.display()
+        ),
+        (None, _, _) => {}
     }
     outln!("total {}", fmt_duration(t.elapsed()));
     Ok(ExitCode::SUCCESS)
+}
+
+/// The inputs and outputs of `g` that sharding `s` leaves in per-rank parts (a KV
+/// cache split by heads), named `input x` / `output y`.
+fn split_io(g: &gopt::ir::Graph, s: &gopt::passes::shard::Sharded) -> Vec<String> {
+    use gopt::passes::shard::Placement;
+    let named = |what: &str, vs: &[gopt::ir::ValueId], ps: &[Placement]| -> Vec<String> {
+        vs.iter()
+            .zip(ps)
+            .filter(|(_, p)| matches!(p, Placement::Split { .. }))
+            .map(|(v, _)| format!("{what} `{}`", g.value(*v).name))
+            .collect()
+    };
+    let mut out = named("input", &g.inputs, &s.inputs);
+    out.extend(named("output", &g.outputs, &s.outputs));
+    out
 }
