@@ -9,7 +9,8 @@
 
 pub mod arg;
 pub mod attention;
-pub mod collective;
+/// The collective steps (lowered once in [`crate::lower::collective`]).
+pub use crate::lower::collective;
 pub mod compress;
 pub mod conv_transpose;
 pub mod counted;

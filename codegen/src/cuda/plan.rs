@@ -173,8 +173,9 @@ pub fn build_with_options(
                 kernels.push(k);
                 steps.push(Step::Kernel(kernels.len() - 1));
             }),
-            Lowered::Collective(op) => {
-                super::collective::lower(g, n, *op).map(|c| steps.push(Step::Collective(c)))
+            Lowered::Collective(c) => {
+                steps.push(Step::Collective((**c).clone()));
+                Ok(())
             }
             Lowered::Unsupported(why) => Err(crate::lower::support::unsupported(n, why)),
         };

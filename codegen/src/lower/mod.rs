@@ -24,6 +24,7 @@ pub mod absorb;
 pub mod arg;
 pub mod attention;
 pub mod body;
+pub mod collective;
 pub mod conv;
 pub mod conv_nd;
 pub mod conv_state;
@@ -64,7 +65,7 @@ pub mod trilu;
 pub mod unique;
 
 use gopt_ir::ops::{
-    AttentionOp, CollectiveOp, ControlOp, ElementwiseOp, FusedOp, ImageOp, NnOp, ReduceOp, ShapeOp,
+    AttentionOp, ControlOp, ElementwiseOp, FusedOp, ImageOp, NnOp, ReduceOp, ShapeOp,
 };
 use gopt_ir::{Graph, Node, Op, ValueId};
 
@@ -337,7 +338,7 @@ pub enum Lowered {
     Folded(Fold),
     /// No kernel: a collective, which the CUDA executor runs as an NCCL call between
     /// the rank's steps (`cuda::collective`); other backends refuse it.
-    Collective(CollectiveOp),
+    Collective(Box<collective::Collective>),
     /// No GPU kernel, and why (the op, or the mode of it).
     Unsupported(String),
 }
@@ -880,6 +881,6 @@ fn lower_as(g: &Graph, n: &Node, views: Views, parse: bool) -> crate::Result<Low
             }
         },
         // Collectives run as NCCL calls between the ranks' steps, not as kernels.
-        Op::Collective(c) => Lowered::Collective(c),
+        Op::Collective(c) => Lowered::Collective(Box::new(collective::spec(g, n, c)?)),
     })
 }

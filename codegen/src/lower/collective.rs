@@ -1,6 +1,9 @@
-//! The collective steps of a rank's plan: an AllReduce or AllGather the executor runs
-//! as one NCCL call on the rank's stream between its neighbours' steps (inside the
-//! captured CUDA graph), reading and writing the values' places like any step. An
+//! A collective node, lowered ([`spec`]): an AllReduce or AllGather between the ranks
+//! of a tensor-parallel model, with its values, dtype, bytes and (for an AllGather) the
+//! row layout, read from the node once. It is no kernel: the CUDA plan runs it as a
+//! step the executor makes one NCCL call of on the rank's stream between its
+//! neighbours' steps (inside the captured CUDA graph), reading and writing the values'
+//! places like any step; other backends refuse it. An
 //! AllGather along an inner axis gathers each rank's rows whole (NCCL concatenates
 //! along the outermost axis) and then interleaves them: `outer` rows of `chunk_bytes`
 //! per rank.
@@ -22,7 +25,7 @@ pub enum CollectiveKind {
 }
 
 /// One collective step.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Collective {
     /// The IR node (for messages).
     pub node: String,
@@ -58,8 +61,8 @@ impl Collective {
     }
 }
 
-/// The step of collective node `n`.
-pub fn lower(g: &Graph, n: &Node, op: CollectiveOp) -> Result<Collective> {
+/// The collective of node `n`, op `op`.
+pub fn spec(g: &Graph, n: &Node, op: CollectiveOp) -> Result<Collective> {
     let bad = |m: String| CodegenError::Plan(format!("collective `{}`: {m}", n.name));
     let group = Group::of(&n.attrs).map_err(|e| bad(e.to_string()))?;
     let (Some(Some(input)), Some(output)) = (n.inputs.first(), n.outputs.first()) else {
