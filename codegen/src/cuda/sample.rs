@@ -12,7 +12,7 @@ use super::support::store;
 use super::syntax::Cuda;
 use super::Kernel;
 use crate::lower::sample::{AffineGridSpec, GridSampleSpec, RoiAlignSpec, SampleSpec};
-use crate::twin::fill;
+use crate::template::fill_owned;
 use crate::twin::sample::{affine_fills, grid_fills, roi_fills, taps};
 use crate::Result;
 
@@ -51,7 +51,7 @@ fn grid_sample(name: &str, sp: &GridSampleSpec) -> Result<Kernel> {
         ("gt", storage(sp.grid_dtype).to_string()),
         ("store", store(sp.dtype, "acc")),
     ]);
-    let source = fill(GRID_SAMPLE, &values)?;
+    let source = fill_owned(GRID_SAMPLE, &values)?;
     Ok(Kernel::flat(
         name,
         &sp.site.node,
@@ -70,7 +70,7 @@ fn affine_grid(name: &str, sp: &AffineGridSpec) -> Result<Kernel> {
         ("t", storage(sp.dtype).to_string()),
         ("store", store(sp.dtype, "acc")),
     ]);
-    let source = fill(AFFINE_GRID, &values)?;
+    let source = fill_owned(AFFINE_GRID, &values)?;
     Ok(Kernel::flat(
         name,
         &sp.site.node,
@@ -93,7 +93,7 @@ fn roi_align(name: &str, sp: &RoiAlignSpec) -> Result<Kernel> {
         ("code", sp.check.code.to_string()),
         ("store", store(sp.dtype, "acc")),
     ]);
-    let source = fill(ROI_ALIGN, &values)?;
+    let source = fill_owned(ROI_ALIGN, &values)?;
     Ok(Kernel {
         index_check: Some(sp.check.clone()),
         ..Kernel::flat(
