@@ -88,12 +88,6 @@ fn decode(dims: &[TapDim]) -> String {
     s
 }
 
-/// The kernel's dispatch: enough workgroups of 256 for `n` invocations (a grid-stride
-/// loop covers the rest).
-fn workgroups(n: u32) -> [u32; 3] {
-    [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1]
-}
-
 /// ConvTranspose: the gather over the group's input channels and the kernel taps.
 fn conv_transpose(site: &Site, name: &str, sp: &ConvTransposeSpec) -> Result<WgslKernel> {
     let t = float_type(site, sp.dtype)?;
@@ -136,16 +130,14 @@ fn conv_transpose(site: &Site, name: &str, sp: &ConvTransposeSpec) -> Result<Wgs
             ("bias", bias),
         ],
     )?;
-    Ok(WgslKernel {
-        name: name.to_string(),
-        node: site.node.clone(),
+    Ok(WgslKernel::flat(
+        name,
+        &site.node,
         source,
-        workgroups: workgroups(total),
+        total,
         inputs,
-        outputs: vec![sp.out.0],
-        index_check: None,
-        loop_iterations: None,
-    })
+        vec![sp.out.0],
+    ))
 }
 
 /// Col2Im: the gather over the block taps of each channel.
@@ -169,16 +161,14 @@ fn col2im(site: &Site, name: &str, sp: &Col2ImSpec) -> Result<WgslKernel> {
             ("t", t),
         ],
     )?;
-    Ok(WgslKernel {
-        name: name.to_string(),
-        node: site.node.clone(),
+    Ok(WgslKernel::flat(
+        name,
+        &site.node,
         source,
-        workgroups: workgroups(total),
-        inputs: vec![sp.x.0],
-        outputs: vec![sp.out.0],
-        index_check: None,
-        loop_iterations: None,
-    })
+        total,
+        vec![sp.x.0],
+        vec![sp.out.0],
+    ))
 }
 
 /// Statements (indented sixteen spaces) decoding the checked flat position `f` in the
@@ -316,14 +306,12 @@ fn deform_conv(site: &Site, name: &str, sp: &DeformConvSpec) -> Result<WgslKerne
             ("bias", bias),
         ],
     )?;
-    Ok(WgslKernel {
-        name: name.to_string(),
-        node: site.node.clone(),
+    Ok(WgslKernel::flat(
+        name,
+        &site.node,
         source,
-        workgroups: workgroups(total),
+        total,
         inputs,
-        outputs: vec![sp.out.0],
-        index_check: None,
-        loop_iterations: None,
-    })
+        vec![sp.out.0],
+    ))
 }
