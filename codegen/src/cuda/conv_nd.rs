@@ -5,14 +5,14 @@
 //! store. The node is read by [`crate::lower::conv_nd`]; the kernel is a line-by-line
 //! mirror of the WGSL one (same decode, loops, bounds checks and epilogue), so what
 //! lavapipe verifies there holds here; the index arithmetic both print is
-//! [`ConvNdSpec`]'s, in the CUDA [`Dialect`]. f32/f16/bf16 storage; sizes are baked
+//! [`ConvNdSpec`]'s, in the CUDA [`Cuda`] syntax. f32/f16/bf16 storage; sizes are baked
 //! into the source (offsets in 64-bit integers, tap coordinates in `int`).
 
 use super::elementwise::storage;
 use super::support::{activation, store};
+use super::syntax::Cuda;
 use super::Kernel;
 use crate::lower::conv_nd::ConvNdSpec;
-use crate::lower::dialect::Dialect;
 use crate::template::fill_owned;
 use crate::Result;
 use gopt_ir::ops::fused::Activation;
@@ -47,13 +47,11 @@ pub fn emit(s: &ConvNdSpec, name: &str) -> Result<Kernel> {
         format!("v = {};", activation(s.act, "v"))
     };
     let epilogue = s.epilogue(
-        Dialect::Cuda,
-        "float v = acc_;",
-        |e| format!("gopt_ld({e})"),
+        &Cuda::PLAIN,
         act,
         format!("out[i] = {};", store(s.out_dt, "v")),
     );
-    let mut holes = s.holes(Dialect::Cuda);
+    let mut holes = s.holes(&Cuda::PLAIN);
     holes.extend([
         ("what", s.site.op.to_string()),
         ("name", name.to_string()),

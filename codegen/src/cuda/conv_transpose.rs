@@ -17,11 +17,11 @@
 
 use super::elementwise::storage;
 use super::support::{one_output, store};
+use super::syntax::Cuda;
 use super::Kernel;
 use crate::lower::conv_transpose::{
     walk, Col2ImSpec, ConvTransposeSpec, DeformConvSpec, Form, MaxUnpoolSpec, Spec, TapDim,
 };
-use crate::lower::dialect::Dialect;
 use crate::lower::support::Site;
 use crate::plan::IndexCheck;
 use crate::template::fill;
@@ -78,7 +78,7 @@ fn conv_transpose(site: &Site, name: &str, sp: &ConvTransposeSpec) -> Result<Ker
         reads.push(("b", dt));
         inputs.push(b.0);
     }
-    let walk = walk(&sp.dims, Dialect::Cuda, 3, |io, ko| {
+    let walk = walk(&sp.dims, &Cuda::PLAIN, 3, |io, ko| {
         format!("acc += gopt_ld(x[xb + {io}]) * gopt_ld(w[wb + {ko}]);")
     });
     let bias = match sp.bias {
@@ -111,7 +111,7 @@ fn conv_transpose(site: &Site, name: &str, sp: &ConvTransposeSpec) -> Result<Ker
 fn col2im(site: &Site, name: &str, sp: &Col2ImSpec) -> Result<Kernel> {
     let dt = sp.dtype;
     let (_, cols, taps) = sp.planes();
-    let walk = walk(&sp.dims, Dialect::Cuda, 2, |io, ko| {
+    let walk = walk(&sp.dims, &Cuda::PLAIN, 2, |io, ko| {
         format!("acc += gopt_ld(x[xb + ({ko}) * {cols}LL + ({io})]);")
     });
     let source = fill(

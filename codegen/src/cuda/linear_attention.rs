@@ -11,7 +11,7 @@ use super::support::store;
 use super::syntax::Cuda;
 use super::Kernel;
 use crate::lower::linear_attention::{LinearAttentionSpec, Operand};
-use crate::twin::fill;
+use crate::template::fill_owned;
 use crate::twin::linear_attention::fills;
 use crate::Result;
 
@@ -69,7 +69,7 @@ pub fn emit(sp: &LinearAttentionSpec, name: &str) -> Result<Kernel> {
         ("columns", sp.columns().to_string()),
         ("vw", (sp.kv_heads * sp.dv).to_string()),
     ]);
-    let source = fill(TEMPLATE, &values)?;
+    let source = fill_owned(TEMPLATE, &values)?;
     Ok(Kernel::flat(
         name,
         &sp.site.node,

@@ -46,7 +46,6 @@ pub mod conv_nd;
 pub mod conv_spec;
 pub mod conv_state;
 pub mod linear_attention;
-pub mod lower_syntax;
 pub mod pool;
 pub mod recurrent;
 pub mod reduce;

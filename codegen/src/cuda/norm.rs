@@ -7,7 +7,7 @@
 //! spelled in CUDA C ([`Cuda`]), as the WGSL kernels spell them in WGSL.
 
 use super::elementwise::storage;
-use super::lower_syntax::Cuda;
+use super::syntax::Cuda;
 use super::Kernel;
 use crate::lower::norm::{NormSpec, Operand};
 use crate::lower::norm_kernel::{offset, text, StatsText, Text};
@@ -23,7 +23,7 @@ pub fn emit(sp: &NormSpec, name: &str) -> Result<Kernel> {
     let what = sp.site.op;
     let inputs = sp.inputs.iter().map(|o| o.value.0).collect();
     let outputs = sp.outputs.iter().map(|o| o.value.0).collect();
-    let parts = match text(sp, &Cuda) {
+    let parts = match text(sp, &Cuda::PLAIN) {
         Text::Stats(parts) => parts,
         Text::Elements(body) => {
             let source = fill(
@@ -80,7 +80,7 @@ fn stats(parts: &StatsText, what: &str, name: &str, params: &str) -> Result<Stri
             ("groups", &st.groups.to_string()),
             ("len", &st.len.to_string()),
             ("second", parts.second),
-            ("offset", &offset(&Cuda, st, "        ")),
+            ("offset", &offset(&Cuda::PLAIN, st, "        ")),
             ("base", &parts.base),
             ("accumulate", &parts.accumulate),
             ("prepare", &parts.prepare),

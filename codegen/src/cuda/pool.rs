@@ -12,8 +12,8 @@
 
 use super::elementwise::storage;
 use super::support::{blocks, store};
+use super::syntax::Cuda;
 use super::Kernel;
-use crate::lower::dialect::Dialect;
 use crate::lower::pool::{Mode, PoolSpec};
 use crate::template::fill;
 use crate::Result;
@@ -116,7 +116,7 @@ pub fn emit(sp: &PoolSpec, name: &str) -> Result<Kernel> {
         t = storage(dt),
         plane = sp.plane
     );
-    let (open, close, offset) = sp.walk(Dialect::Cuda);
+    let (open, close, offset) = sp.walk(&Cuda::PLAIN);
     let (init, step, result, after) = body(sp, &offset);
     let mut params = format!(
         "const {t}* __restrict__ x, {t}* __restrict__ out",

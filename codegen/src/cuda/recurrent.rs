@@ -14,8 +14,8 @@ use super::syntax::Cuda;
 use super::Kernel;
 use crate::lower::recurrent::{Cell, Lengths, RecurrentSpec};
 use crate::plan::IndexCheck;
-use crate::twin::fill;
-use crate::twin::recurrent::{activations, buffers, cell_fills, fills, last, Returns};
+use crate::template::fill_owned;
+use crate::twin::recurrent::{activations, buffers, cell_fills, fills, last};
 use crate::Result;
 
 const TEMPLATE: &str = include_str!("recurrent.cu");
@@ -38,11 +38,11 @@ pub fn emit(sp: &RecurrentSpec, name: &str) -> Result<Kernel> {
         ("params", params(sp)),
         ("store", store(sp.dtype, "v")),
         ("acts", acts(sp, &sx)),
-        ("cell", fill(cell, &cell_fills(sp, &sx))?),
+        ("cell", fill_owned(cell, &cell_fills(sp, &sx))?),
         ("len", length(sp, sp.check.as_ref())),
         ("last", last(sp, "for (int j = tid; j < HID; j += THREADS)")),
     ]);
-    let source = fill(TEMPLATE, &values)?;
+    let source = fill_owned(TEMPLATE, &values)?;
     let grid = u32::try_from(sp.groups()).map_err(|_| {
         sp.site
             .unsupported("more than 2^32 (direction, batch) rows")
@@ -97,16 +97,10 @@ fn length(sp: &RecurrentSpec, check: Option<&IndexCheck>) -> String {
 /// `auto actK = [](float v, int d) -> float` for each of the cell's activations: `v`
 /// clipped (with `clip`), then direction `d`'s function K.
 fn acts(sp: &RecurrentSpec, sx: &Cuda) -> String {
-    activations(sp, sx)
+    activations(sp, sx, "        ")
         .into_iter()
         .enumerate()
-        .map(|(k, (clip, returns))| {
-            let body = match returns {
-                Returns::One(e) => format!("        return {e};\n"),
-                Returns::PerDirection(fwd, bwd) => format!(
-                    "        if (d == 0) {{\n            return {fwd};\n        }}\n        return {bwd};\n"
-                ),
-            };
+        .map(|(k, (clip, body))| {
             format!(
                 "    auto act{k} = [](float v, int d) -> float {{\n        const float u = {clip};\n{body}    }};\n\n"
             )

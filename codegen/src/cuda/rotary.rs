@@ -8,10 +8,11 @@
 
 use super::elementwise::storage;
 use super::support::store;
+use super::syntax::Cuda;
 use super::Kernel;
 use crate::lower::rotary::{CacheRows, RotarySpec};
 use crate::plan::IndexCheck;
-use crate::template::fill;
+use crate::template::fill_owned;
 use crate::Result;
 
 const TEMPLATE: &str = include_str!("rotary.cu");
@@ -19,9 +20,7 @@ const TEMPLATE: &str = include_str!("rotary.cu");
 /// Emits the kernel of RotaryEmbedding spec `sp`.
 pub fn emit(sp: &RotarySpec, name: &str) -> Result<Kernel> {
     let at = |i: &str| sp.x_cols.map_or_else(|| i.to_string(), |c| c.index(i));
-    let [_, s, _, d] = sp.dims;
-    let half = sp.rd / 2;
-    let coords = sp.coords(&super::lower_syntax::Cuda);
+    let s = sp.dims[1];
     let t = storage(sp.dtype);
     let mut params = vec![
         format!("const {t}* __restrict__ x"),
@@ -52,28 +51,20 @@ pub fn emit(sp: &RotarySpec, name: &str) -> Result<Kernel> {
     if check.is_some() {
         params.push("unsigned int* __restrict__ gopt_err".into());
     }
-    let source = fill(
-        TEMPLATE,
-        &[
-            ("dtype", &sp.dtype.to_string()),
-            ("name", name),
-            ("params", &params.join(", ")),
-            ("n", &sp.n().to_string()),
-            ("d", &d.to_string()),
-            ("rd", &sp.rd.to_string()),
-            ("half", &half.to_string()),
-            ("interleaved", &sp.interleaved.to_string()),
-            ("coords", &coords),
-            ("row", &row),
-            ("x1", &at("base + i1")),
-            ("x2", &at("base + i2")),
-            (
-                "copy",
-                &store(sp.out_dtype, &format!("gopt_ld(x[{}])", at("e"))),
-            ),
-            ("store", &store(sp.out_dtype, "v")),
-        ],
-    )?;
+    let mut holes = sp.holes(&Cuda::PLAIN);
+    holes.extend([
+        ("name", name.to_string()),
+        ("params", params.join(", ")),
+        ("row", row),
+        ("x1", at("base + i1")),
+        ("x2", at("base + i2")),
+        (
+            "copy",
+            store(sp.out_dtype, &format!("gopt_ld(x[{}])", at("e"))),
+        ),
+        ("store", store(sp.out_dtype, "v")),
+    ]);
+    let source = fill_owned(TEMPLATE, &holes)?;
     Ok(Kernel {
         index_check: check,
         ..Kernel::flat(name, &sp.site.node, source, sp.n(), inputs, vec![sp.out.0])

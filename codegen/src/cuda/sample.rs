@@ -12,7 +12,7 @@ use super::support::{one_output, store};
 use super::syntax::Cuda;
 use super::Kernel;
 use crate::lower::sample::{AffineGridSpec, GridSampleSpec, RoiAlignSpec, SampleSpec};
-use crate::twin::fill;
+use crate::template::fill_owned;
 use crate::twin::sample::{affine_fills, grid_fills, roi_fills, taps};
 use crate::Result;
 
@@ -51,7 +51,7 @@ fn grid_sample(name: &str, sp: &GridSampleSpec) -> Result<Kernel> {
         ("gt", storage(sp.grid_dtype).to_string()),
         ("store", store(sp.dtype, "acc")),
     ]);
-    let source = fill(GRID_SAMPLE, &values)?;
+    let source = fill_owned(GRID_SAMPLE, &values)?;
     let inputs = vec![sp.x.0, sp.grid.0];
     Ok(one_output(&sp.site, name, source, sp.n, inputs, sp.out))
 }
@@ -64,7 +64,7 @@ fn affine_grid(name: &str, sp: &AffineGridSpec) -> Result<Kernel> {
         ("t", storage(sp.dtype).to_string()),
         ("store", store(sp.dtype, "acc")),
     ]);
-    let source = fill(AFFINE_GRID, &values)?;
+    let source = fill_owned(AFFINE_GRID, &values)?;
     let inputs = vec![sp.theta.0];
     Ok(one_output(&sp.site, name, source, sp.n, inputs, sp.out))
 }
@@ -81,7 +81,7 @@ fn roi_align(name: &str, sp: &RoiAlignSpec) -> Result<Kernel> {
         ("code", sp.check.code.to_string()),
         ("store", store(sp.dtype, "acc")),
     ]);
-    let source = fill(ROI_ALIGN, &values)?;
+    let source = fill_owned(ROI_ALIGN, &values)?;
     let inputs = vec![sp.x.0, sp.rois.0, sp.batch.0];
     Ok(Kernel {
         index_check: Some(sp.check.clone()),

@@ -8,7 +8,7 @@ use super::support::store;
 use super::syntax::Cuda;
 use super::Kernel;
 use crate::lower::spectral::SpectralSpec;
-use crate::twin::fill;
+use crate::template::fill_owned;
 use crate::twin::spectral::fills;
 use crate::Result;
 
@@ -26,7 +26,7 @@ pub fn emit(sp: &SpectralSpec, name: &str) -> Result<Kernel> {
     params.push(format!("{t}* __restrict__ out"));
     let mut values = fills(sp, &Cuda { name }, &|v| store(sp.dtype, v));
     values.extend([("name", name.to_string()), ("params", params.join(", "))]);
-    let source = fill(TEMPLATE, &values)?;
+    let source = fill_owned(TEMPLATE, &values)?;
     Ok(Kernel::flat(
         name,
         &sp.site.node,

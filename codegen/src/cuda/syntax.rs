@@ -2,13 +2,20 @@
 //! declarations, `for (int ...)` loops, C casts and ternaries, the `f`-suffixed math
 //! functions, helper functions prefixed with the kernel's name.
 
-use super::support::flit;
+use super::support::{flit, store};
+use crate::lower::index::Lit;
 use crate::twin::{paren, Math, Syntax, Ty};
+use gopt_ir::DType;
 
 /// CUDA C, in the kernel named `name` (its helper functions carry the name).
 pub struct Cuda<'a> {
     /// The kernel's name.
     pub name: &'a str,
+}
+
+impl Cuda<'static> {
+    /// CUDA C outside any kernel's name (for statements that call no helper function).
+    pub const PLAIN: Cuda<'static> = Cuda { name: "" };
 }
 
 impl Syntax for Cuda<'_> {
@@ -129,6 +136,85 @@ impl Syntax for Cuda<'_> {
     }
     fn helper(&self, f: &str) -> String {
         format!("{}_{f}", self.name)
+    }
+    fn lit(&self) -> Lit {
+        Lit("LL")
+    }
+    fn signed(&self) -> &'static str {
+        "LL"
+    }
+    fn index_zero(&self) -> &'static str {
+        "0"
+    }
+    fn coord(&self, e: &str, lead: bool) -> String {
+        if lead {
+            format!("(long long){e}")
+        } else {
+            e.to_string()
+        }
+    }
+    fn wide(&self, v: &str) -> String {
+        format!("(long long){v}")
+    }
+    fn i64_of(&self, v: &str) -> String {
+        format!("(long long){v}")
+    }
+    fn let_head(&self) -> &'static str {
+        "const long long "
+    }
+    fn var_head(&self) -> &'static str {
+        "long long "
+    }
+    fn var_index(&self, v: &str, init: &str) -> String {
+        format!("long long {v} = {init}")
+    }
+    fn let_int(&self, v: &str) -> String {
+        format!("const int {v}")
+    }
+    fn var_u32(&self, v: &str, init: &str) -> String {
+        format!("unsigned int {v} = {init}")
+    }
+    fn let_float(&self, v: &str) -> String {
+        format!("const float {v}")
+    }
+    fn var_float(&self, v: &str, init: &str) -> String {
+        format!("float {v} = {init}")
+    }
+    fn count_from(&self, v: &str, from: &str, cond: &str) -> String {
+        format!("for (unsigned int {v} = {from}; {cond}; ++{v}) {{")
+    }
+    fn index_from(&self, v: &str, from: &str, cond: &str) -> String {
+        format!("for (long long {v} = {from}; {cond}; ++{v}) {{")
+    }
+    fn int_loop(&self, v: &str, n: usize) -> String {
+        format!("for (int {v} = 0; {v} < {n}; ++{v}) {{")
+    }
+    fn signed_loop(&self, v: &str, n: usize) -> String {
+        format!("for (long long {v} = 0; {v} < {n}LL; ++{v}) {{")
+    }
+    fn continue_if(&self, cond: &str) -> String {
+        format!("if ({cond}) continue;")
+    }
+    fn add_one(&self, v: &str) -> String {
+        format!("{v} += 1u")
+    }
+    fn ternary(&self, cond: &str, then: &str, other: &str) -> String {
+        format!("{cond} ? {then} : {other}")
+    }
+    fn min_index(&self, a: &str, b: &str) -> String {
+        format!("{a} < {b} ? {a} : {b}")
+    }
+    fn store(&self, dt: DType, v: &str) -> String {
+        store(dt, v)
+    }
+    fn sqrt(&self) -> &'static str {
+        "sqrtf"
+    }
+    fn pow(&self) -> &'static str {
+        "powf"
+    }
+    fn first_thread(&self) -> &'static str {
+        "threadIdx.x == 0"
     }
 }
 

@@ -6,7 +6,7 @@
 //! type.
 
 use super::elementwise::storage;
-use super::lower_syntax::Cuda;
+use super::syntax::Cuda;
 use super::Kernel;
 use crate::lower::unique::{Step, Text, UniqueSpec};
 use crate::template::fill;
@@ -17,7 +17,10 @@ const TEMPLATE: &str = include_str!("unique.cu");
 
 /// Emits the kernel of Unique spec `sp`, counting into the status words `slots`.
 pub fn emit(sp: &UniqueSpec, slots: &[u32], name: &str) -> Result<Kernel> {
-    let text = Text { sp, syntax: Cuda };
+    let text = Text {
+        sp,
+        syntax: Cuda::PLAIN,
+    };
     let d = sp.d;
     // The optional outputs, after Y in node order, then the status words.
     let mut params = String::new();

@@ -10,9 +10,9 @@
 //! refuse the same nodes and index the same way.
 
 use super::conv::{check_bias, resolve, stray_attr, FUSED_ATTRS};
-use super::dialect::Dialect;
 use super::pool::ints;
 use super::support::{check_float, input, opt_input, output, plan, typed, unsupported, Site};
+use crate::twin::{Syntax, Ty};
 use crate::Result;
 use gopt_ir::ops::fused::{Activation, EpilogueOrder, CONV_ACTIVATIONS};
 use gopt_ir::ops::FusedOp;
@@ -170,10 +170,10 @@ impl ConvNdSpec {
 
     /// The output coordinates `n, oc, od, oh, ow` of element `i` (Y's layout order, last
     /// axis fastest).
-    pub fn decode(&self, d: Dialect) -> String {
-        let [od, oh, ow] = self.output.map(|v| d.lit(v));
-        let m = d.lit(self.m);
-        let (l, v, p) = (d.let_(), d.var(), " ".repeat(8));
+    pub fn decode(&self, sx: &dyn Syntax) -> String {
+        let [od, oh, ow] = self.output.map(|v| sx.index(v));
+        let m = sx.index(self.m);
+        let (l, v, p) = (sx.let_head(), sx.var_head(), " ".repeat(8));
         if self.channels_last {
             format!(
                 "{p}{l}oc = i % {m}; {v}r = i / {m};\n{p}{l}ow = r % {ow}; r = r / {ow};\n{p}{l}oh = r % {oh}; r = r / {oh};\n{p}{l}od = r % {od}; {l}n = r / {od};\n"
@@ -187,24 +187,24 @@ impl ConvNdSpec {
 
     /// X's offset of the output's image and group's first channel (`xbase`), of input
     /// position (`xd`, `xh`, `xw`) from there (`xoff`), and the stride between channels.
-    pub fn x_index(&self, d: Dialect) -> (String, String, usize) {
+    pub fn x_index(&self, sx: &dyn Syntax) -> (String, String, usize) {
         let ([_, h, w], c, cg, pos) = (self.input, self.c, self.cg(), self.in_positions());
         let (xd, xh, xw) = (
-            d.index("xd", true),
-            d.index("xh", false),
-            d.index("xw", false),
+            sx.coord("xd", true),
+            sx.coord("xh", false),
+            sx.coord("xw", false),
         );
-        let spatial = format!("({xd} * {} + {xh}) * {} + {xw}", d.lit(h), d.lit(w));
-        let (c_, cg_) = (d.lit(c), d.lit(cg));
+        let spatial = format!("({xd} * {} + {xh}) * {} + {xw}", sx.index(h), sx.index(w));
+        let (c_, cg_) = (sx.index(c), sx.index(cg));
         if self.channels_last {
             (
-                format!("n * {} + g * {cg_}", d.lit(pos * c)),
+                format!("n * {} + g * {cg_}", sx.index(pos * c)),
                 format!("({spatial}) * {c_}"),
                 1,
             )
         } else {
             (
-                format!("(n * {c_} + g * {cg_}) * {}", d.lit(pos)),
+                format!("(n * {c_} + g * {cg_}) * {}", sx.index(pos)),
                 spatial,
                 pos,
             )
@@ -212,7 +212,7 @@ impl ConvNdSpec {
     }
 
     /// The residual's offset for output element `i` (numpy broadcasting).
-    fn residual_index(&self, d: Dialect, r: &Residual) -> String {
+    fn residual_index(&self, sx: &dyn Syntax, r: &Residual) -> String {
         if r.full {
             return "i".into();
         }
@@ -225,24 +225,17 @@ impl ConvNdSpec {
             .iter()
             .zip(&r.strides)
             .filter(|(_, &st)| st != 0)
-            .map(|(c, &st)| format!("{c} * {}", d.lit(st)))
+            .map(|(c, &st)| format!("{c} * {}", sx.index(st)))
             .collect();
-        super::index::sum(&terms, d.zero())
+        super::index::sum(&terms, &sx.index(0))
     }
 
-    /// The epilogue for `acc_`, one statement a line: `decl` declares `v` from it, then
+    /// The epilogue for `acc_`, one statement a line: f32 `v` declared from it, then
     /// bias, activation (the statement `act`, empty for none) and residual in the
-    /// node's order, and `store` (the statement storing `v`); `load(e)` is element `e`
-    /// read as f32.
-    pub fn epilogue(
-        &self,
-        d: Dialect,
-        decl: &str,
-        load: impl Fn(&str) -> String,
-        act: String,
-        store: String,
-    ) -> String {
-        let mut lines = vec![decl.to_string()];
+    /// node's order, and `store` (the statement storing `v`).
+    pub fn epilogue(&self, sx: &dyn Syntax, act: String, store: String) -> String {
+        let load = |e: &str| sx.load_f32(e);
+        let mut lines = vec![sx.var(Ty::F32, "v", "acc_")];
         if self.bias.is_some() {
             lines.push(format!("v = v + {};", load("bias[oc]")));
         }
@@ -250,7 +243,7 @@ impl ConvNdSpec {
             .residual
             .as_ref()
             .map(|r| {
-                let at = self.residual_index(d, r);
+                let at = self.residual_index(sx, r);
                 format!("v = v + {};", load(&format!("res[{at}]")))
             })
             .unwrap_or_default();
@@ -268,13 +261,13 @@ impl ConvNdSpec {
 
     /// The template holes both kernels (`conv_nd.cu`, `conv_nd.wgsl`) fill the same
     /// way: the description, sizes, window and index expressions.
-    pub fn holes(&self, d: Dialect) -> Vec<(&'static str, String)> {
-        let (xbase, xoff, xcs) = self.x_index(d);
+    pub fn holes(&self, sx: &dyn Syntax) -> Vec<(&'static str, String)> {
+        let (xbase, xoff, xcs) = self.x_index(sx);
         let ([dd_, h, w], [kd, kh, kw]) = (self.input, self.kernel);
         let ([sd, sh, sw], [dd, dh, dw], [pd, ph, pw]) = (self.stride, self.dilation, self.pad);
         let mut holes = vec![
             ("desc", self.describe()),
-            ("decode", self.decode(d)),
+            ("decode", self.decode(sx)),
             ("xbase", xbase),
             ("xoff", xoff),
         ];

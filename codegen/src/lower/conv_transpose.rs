@@ -18,11 +18,11 @@
 //! (`ir/src/ops/nn/conv_transpose.rs`, `pool.rs`, `deform.rs`, `image/roi.rs`); every
 //! attribute a node carries is either read here or refused.
 
-use super::dialect::Dialect;
 use super::pool::resolve;
 use super::support::{
     check_float, const_input, input, opt_input, output, plan, typed, unsupported, Sited,
 };
+use crate::twin::Syntax;
 use crate::Result;
 use gopt_ir::ops::{ImageOp, NnOp};
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
@@ -46,19 +46,19 @@ pub struct TapDim {
     pub pad: usize,
 }
 
-/// The tap walk over `dims` at indentation `depth` in dialect `d`: one loop per dim
+/// The tap walk over `dims` at indentation `depth` in syntax `sx`: one loop per dim
 /// over its taps `k{a}`, skipping those whose input coordinate `i{a}` is fractional or
 /// outside the input, with `body(input offset, tap offset)` (flat row-major signed
 /// expressions) innermost. Output coordinates `o{a}` are signed variables in scope.
 pub fn walk(
     dims: &[TapDim],
-    d: Dialect,
+    sx: &dyn Syntax,
     depth: usize,
     body: impl Fn(&str, &str) -> String,
 ) -> String {
     let mut open = String::new();
     let mut close = String::new();
-    let int = d.signed();
+    let int = sx.signed();
     let zero = format!("0{int}");
     let (mut ioff, mut koff) = (zero.clone(), zero);
     for (a, dim) in dims.iter().enumerate() {
@@ -69,16 +69,16 @@ pub fn walk(
         } else {
             format!(" || q{a} % {s}{int} != 0")
         };
-        let l = d.let_();
+        let l = sx.let_head();
         open += &format!(
             "{ind}{}\n\
              {ind}    {l}q{a} = o{a} + {pad}{int} - k{a} * {dl}{int};\n\
              {ind}    {}\n\
              {ind}    {l}i{a} = q{a} / {s}{int};\n\
              {ind}    {}\n",
-            d.count_loop(&format!("k{a}"), k),
-            d.continue_if(&format!("q{a} < 0{frac}")),
-            d.continue_if(&format!("i{a} >= {inp}{int}")),
+            sx.signed_loop(&format!("k{a}"), k),
+            sx.continue_if(&format!("q{a} < 0{frac}")),
+            sx.continue_if(&format!("i{a} >= {inp}{int}")),
         );
         close = format!("{ind}}}\n") + &close;
         ioff = format!("({ioff}) * {inp}{int} + i{a}");

@@ -6,7 +6,7 @@
 
 use super::index::strides;
 use super::norm::{Formula, NormKind, NormSpec, Operand, Stats};
-use super::syntax::Syntax;
+use crate::twin::Syntax;
 
 /// A normalization kernel's text.
 pub enum Text {
@@ -37,7 +37,7 @@ pub struct StatsText {
 /// The text of `sp`'s kernel in syntax `syn`.
 pub fn text(sp: &NormSpec, syn: &impl Syntax) -> Text {
     let n = |v: usize| syn.lit().n(v);
-    let load = |e: &str| syn.load(e);
+    let load = |e: &str| syn.load_f32(e);
     match &sp.kind {
         NormKind::Batch { c, s, eps } => {
             let y = syn.store(
@@ -58,7 +58,7 @@ pub fn text(sp: &NormSpec, syn: &impl Syntax) -> Text {
                 load("scale[c]"),
                 syn.sqrt(),
                 load("input_var[c]"),
-                syn.float(*eps)
+                syn.f32(*eps)
             ))
         }
         NormKind::Lrn {
@@ -76,9 +76,9 @@ pub fn text(sp: &NormSpec, syn: &impl Syntax) -> Text {
                     "{} / {}({} + {} * sq, {})",
                     load("x[i]"),
                     syn.pow(),
-                    syn.float(*bias),
-                    syn.float(*scale),
-                    syn.float(*beta)
+                    syn.f32(*bias),
+                    syn.f32(*scale),
+                    syn.f32(*beta)
                 ),
             );
             let top = format!("c + {}", n(after + 1));
@@ -99,15 +99,15 @@ pub fn text(sp: &NormSpec, syn: &impl Syntax) -> Text {
                 syn.let_index("base"),
                 n(*s),
                 syn.let_index("lo"),
-                syn.select(
+                syn.ternary(
                     &format!("c < {}", n(*before)),
                     &n(0),
                     &format!("c - {}", n(*before))
                 ),
                 syn.let_index("hi"),
-                syn.min(&top, &n(*c)),
-                syn.var_float("sq", &syn.float_text("0.0")),
-                syn.index_loop("j", "lo", "j < hi"),
+                syn.min_index(&top, &n(*c)),
+                syn.var_float("sq", &syn.fl("0.0")),
+                syn.index_from("j", "lo", "j < hi"),
                 syn.let_float("w"),
                 load(&format!("x[base + j * {}]", n(*s))),
             ))
@@ -119,7 +119,7 @@ pub fn text(sp: &NormSpec, syn: &impl Syntax) -> Text {
 /// The parts of the statistics kernel of `st`.
 fn stats(sp: &NormSpec, st: &Stats, syn: &impl Syntax) -> StatsText {
     let n = |v: usize| syn.lit().n(v);
-    let load = |e: &str| syn.load(e);
+    let load = |e: &str| syn.load_f32(e);
     let pad = "            ";
     let deviations = format!(
         "{pad}{} = v - mean;\n{pad}s2 = s2 + d * d;\n",
@@ -156,9 +156,9 @@ fn stats(sp: &NormSpec, st: &Stats, syn: &impl Syntax) -> StatsText {
                 prepare: format!(
                     "        {} = {} / {}(second + {});\n",
                     syn.let_float("inv"),
-                    syn.float_text("1.0"),
+                    syn.fl("1.0"),
                     syn.sqrt(),
-                    syn.float(*eps)
+                    syn.f32(*eps)
                 ),
                 normalize: format!(
                     "{pad}{} = (grp % {}) * {} + j / {};\n{pad}y[base + at(j)] = {y};\n",
@@ -177,8 +177,8 @@ fn stats(sp: &NormSpec, st: &Stats, syn: &impl Syntax) -> StatsText {
             momentum,
             running: [rm, rv],
         } => {
-            let m = syn.float(*momentum);
-            let one = syn.float_text("1.0");
+            let m = syn.f32(*momentum);
+            let one = syn.fl("1.0");
             let running = |o: &Operand, input: &str, batch: &str| {
                 format!(
                     "            {}[grp] = {};\n",
@@ -200,7 +200,7 @@ fn stats(sp: &NormSpec, st: &Stats, syn: &impl Syntax) -> StatsText {
                     syn.let_float("k"),
                     load("scale[grp]"),
                     syn.sqrt(),
-                    syn.float(*eps)
+                    syn.f32(*eps)
                 ),
                 normalize: format!(
                     "{pad}y[base + at(j)] = {};\n",
@@ -223,7 +223,7 @@ fn stats(sp: &NormSpec, st: &Stats, syn: &impl Syntax) -> StatsText {
                 "        {} = {}(second - mean * mean) + {};\n",
                 syn.let_float("den"),
                 syn.sqrt(),
-                syn.float_text("1e-9")
+                syn.fl("1e-9")
             ),
             normalize: format!(
                 "{pad}y[base + at(j)] = {};\n",
@@ -270,7 +270,8 @@ fn decode(
             );
         }
     }
-    if let Some(used) = syn.mark_used("r_") {
+    let used = syn.unused("r_");
+    if !used.is_empty() {
         code += &format!("{pad}{used}\n");
     }
     code + &format!("{pad}{} = o_;\n", syn.let_index(out))

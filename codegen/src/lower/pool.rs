@@ -5,8 +5,8 @@
 //! `count_include_pad`, LpPool's `p`), once for every backend. [`resolve`] is the same
 //! window arithmetic for a convolution-like op whose kernel comes from its weights.
 
-use super::dialect::Dialect;
 use super::support::{check_float, input, output, plan, typed, unsupported, Site};
+use crate::twin::Syntax;
 use crate::Result;
 use gopt_ir::ops::NnOp;
 use gopt_ir::{DType, Graph, Node, Op, ValueId};
@@ -203,22 +203,22 @@ impl PoolSpec {
         matches!(self.dtype, DType::I8 | DType::U8)
     }
 
-    /// The window walk in dialect `d`: loops opening one per spatial dim (skipping taps
+    /// The window walk in syntax `sx`: loops opening one per spatial dim (skipping taps
     /// outside the input), their closing braces, and the tap's offset in its plane
     /// (output coordinates `o{i}` are signed variables in scope).
-    pub fn walk(&self, d: Dialect) -> (String, String, String) {
+    pub fn walk(&self, sx: &dyn Syntax) -> (String, String, String) {
         let mut open = String::new();
         let mut close = String::new();
-        let sg = d.signed();
+        let sg = sx.signed();
         let mut offset = format!("0{sg}");
         for (i, dim) in self.dims.iter().enumerate() {
             let (input, s, dl, pb) = (dim.input, dim.stride, dim.dilation, dim.pad_begin);
             let ind = " ".repeat(8 + 4 * i);
             open += &format!(
                 "{ind}{}\n{ind}    {}c{i} = o{i} * {s}{sg} - {pb}{sg} + t{i} * {dl}{sg};\n{ind}    {}\n",
-                d.int_loop(&format!("t{i}"), dim.kernel),
-                d.let_(),
-                d.continue_if(&format!("c{i} < 0 || c{i} >= {input}{sg}")),
+                sx.int_loop(&format!("t{i}"), dim.kernel),
+                sx.let_head(),
+                sx.continue_if(&format!("c{i} < 0 || c{i} >= {input}{sg}")),
             );
             close = format!("{ind}}}\n") + &close;
             offset = format!("({offset}) * {input}{sg} + c{i}");

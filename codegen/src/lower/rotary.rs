@@ -12,9 +12,9 @@
 
 use super::absorb::{column_reads, stored_cast, Columns};
 use super::support::{input, opt_input, output, typed, unsupported, Site};
-use super::syntax::Syntax;
 use super::Views;
 use crate::plan::index_code;
+use crate::twin::Syntax;
 use crate::Result;
 use gopt_ir::{Attr, DType, Graph, Node, ValueId};
 
@@ -75,6 +75,20 @@ impl RotarySpec {
     /// Output elements.
     pub fn n(&self) -> usize {
         self.dims.iter().product()
+    }
+
+    /// The holes both kernels (`rotary.cu`, `rotary.wgsl`) fill the same way: the sizes,
+    /// the layout, and the statements finding an element's batch and position.
+    pub fn holes(&self, syn: &impl Syntax) -> Vec<(&'static str, String)> {
+        vec![
+            ("dtype", self.dtype.to_string()),
+            ("n", self.n().to_string()),
+            ("d", self.dims[3].to_string()),
+            ("rd", self.rd.to_string()),
+            ("half", (self.rd / 2).to_string()),
+            ("interleaved", self.interleaved.to_string()),
+            ("coords", self.coords(syn)),
+        ]
     }
 
     /// The statements that find the batch `b` and position `s` of element row `r`

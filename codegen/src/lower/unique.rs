@@ -7,7 +7,7 @@
 //! and the element comparison of its types, and fills its template.
 
 use super::support::{input, output, plan, typed, unsupported, Site};
-pub use super::syntax::Syntax;
+use crate::twin::Syntax;
 use crate::Result;
 use gopt_ir::{DType, Graph, Node, ValueId};
 
@@ -161,14 +161,22 @@ impl<S: Syntax> Text<'_, S> {
         let mut head = String::new();
         if sp.outer > 1 {
             let cond = format!("o < {}u", sp.outer);
-            head += &format!("{}{}\n", pads[pads.len() - 1], syn.count("o", "0u", &cond));
+            head += &format!(
+                "{}{}\n",
+                pads[pads.len() - 1],
+                syn.count_from("o", "0u", &cond)
+            );
             pads.push(" ".repeat(indent + 4 * pads.len()));
             ea = format!("({} * {} + {ea})", syn.wide("o"), lit.n(d));
             eb = format!("({} * {} + {eb})", syn.wide("o"), lit.n(d));
         }
         if inner > 1 {
             let cond = format!("k < {inner}u");
-            head += &format!("{}{}\n", pads[pads.len() - 1], syn.count("k", "0u", &cond));
+            head += &format!(
+                "{}{}\n",
+                pads[pads.len() - 1],
+                syn.count_from("k", "0u", &cond)
+            );
             pads.push(" ".repeat(indent + 4 * pads.len()));
             ea = format!("{} * {} + k", syn.wide(&ea), lit.n(inner));
             eb = format!("{} * {} + k", syn.wide(&eb), lit.n(inner));
@@ -198,7 +206,7 @@ impl<S: Syntax> Text<'_, S> {
             format!(
                 "{}{}\n{}if (is_first(j) && cmp_slices(j, i) < 0) {{\n{}{rank};\n{}}}\n{}}}",
                 p(0),
-                syn.count("j", "0u", &cond),
+                syn.count_from("j", "0u", &cond),
                 p(1),
                 p(2),
                 p(1),
@@ -208,7 +216,7 @@ impl<S: Syntax> Text<'_, S> {
             format!(
                 "{}{}\n{}if (is_first(j)) {{\n{}if (cmp_slices(j, i) == 0) {{\n{}break;\n{}}}\n{}{rank};\n{}}}\n{}}}",
                 p(0),
-                syn.count("j", "0u", "j <= i"),
+                syn.count_from("j", "0u", "j <= i"),
                 p(1),
                 p(2),
                 p(3),
@@ -233,7 +241,7 @@ impl<S: Syntax> Text<'_, S> {
             text += &format!(
                 "            {};\n            {}\n                if (cmp_slices(j, i) == 0) {{\n                    {};\n                }}\n            }}\n            counts[rank] = {};\n",
                 syn.var_u32("c", "1u"),
-                syn.count("j", "i + 1u", &cond),
+                syn.count_from("j", "i + 1u", &cond),
                 syn.add_one("c"),
                 syn.i64_of("c")
             );

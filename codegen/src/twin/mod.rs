@@ -4,6 +4,11 @@
 //! declarations, loops, casts, selects, clamps), and each writer passes its own
 //! (`crate::cuda::syntax`, `crate::wgsl::syntax`). What a backend does its own way
 //! (storage loads and stores, helper functions, bindings) stays in its writer.
+//!
+//! The same trait spells the kernels `crate::lower` describes once (norm, unique,
+//! rotary, conv_nd, conv_transpose, pool): their index arithmetic, declarations and
+//! loops are written there over a [`Syntax`], so one trait names every construct the
+//! two languages spell differently.
 
 pub mod linear_attention;
 pub mod recurrent;
@@ -11,6 +16,9 @@ pub mod resize;
 pub mod sample;
 pub mod scatter;
 pub mod spectral;
+
+use crate::lower::index::Lit;
+use gopt_ir::DType;
 
 /// The value types of the shared statements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -120,6 +128,64 @@ pub trait Syntax {
     fn unused(&self, v: &str) -> String;
     /// The name of the kernel's helper function `f` (CUDA prefixes the kernel's name).
     fn helper(&self, f: &str) -> String;
+
+    /// The suffix of index literals.
+    fn lit(&self) -> Lit;
+    /// The suffix of a signed coordinate literal (`12LL`; WGSL's `i32` takes `12`).
+    fn signed(&self) -> &'static str;
+    /// The index zero a mutable index starts from (`0` on CUDA, which widens it).
+    fn index_zero(&self) -> &'static str;
+    /// Signed coordinate `e` as an index operand: in CUDA `int` promotes by itself
+    /// (`lead`: the first operand of a product, cast so the product is 64-bit); in WGSL
+    /// every operand is converted to `u32`.
+    fn coord(&self, e: &str, lead: bool) -> String;
+    /// A `u32` expression `v` widened for index arithmetic.
+    fn wide(&self, v: &str) -> String;
+    /// An i64 element holding the `u32` `v`.
+    fn i64_of(&self, v: &str) -> String;
+    /// The start of an immutable index declaration, up to its name (`const long long `).
+    fn let_head(&self) -> &'static str;
+    /// The start of a mutable index declaration, up to its name (`long long `, `var `).
+    fn var_head(&self) -> &'static str;
+    /// The declaration of an immutable index `v` (before its `=`).
+    fn let_index(&self, v: &str) -> String {
+        format!("{}{v}", self.let_head())
+    }
+    /// The declaration of a mutable index `v` holding `init` (without `;`).
+    fn var_index(&self, v: &str, init: &str) -> String;
+    /// The declaration of an immutable `int` `v` (before its `=`).
+    fn let_int(&self, v: &str) -> String;
+    /// The declaration of a mutable `u32` `v` holding `init` (without `;`).
+    fn var_u32(&self, v: &str, init: &str) -> String;
+    /// The declaration of an immutable f32 `v` (before its `=`).
+    fn let_float(&self, v: &str) -> String;
+    /// The declaration of a mutable f32 `v` holding `init` (without `;`).
+    fn var_float(&self, v: &str, init: &str) -> String;
+    /// A `for` header, up to its `{`, counting `u32` `v` up from `from` while `cond`.
+    fn count_from(&self, v: &str, from: &str, cond: &str) -> String;
+    /// A `for` header, up to its `{`, counting index `v` up from `from` while `cond`.
+    fn index_from(&self, v: &str, from: &str, cond: &str) -> String;
+    /// The head of a loop of 32-bit signed counter `v` over `0..n`, up to its `{`.
+    fn int_loop(&self, v: &str, n: usize) -> String;
+    /// The head of a loop of signed coordinate `v` over `0..n`, up to its `{`.
+    fn signed_loop(&self, v: &str, n: usize) -> String;
+    /// The statement skipping to the loop's next iteration when `cond` holds.
+    fn continue_if(&self, cond: &str) -> String;
+    /// The statement (without `;`) that adds one to `u32` `v`.
+    fn add_one(&self, v: &str) -> String;
+    /// `then` where `cond` holds, else `other`, unparenthesized ([`Syntax::select`]
+    /// parenthesizes CUDA's).
+    fn ternary(&self, cond: &str, then: &str, other: &str) -> String;
+    /// The smaller of two indices.
+    fn min_index(&self, a: &str, b: &str) -> String;
+    /// The f32 `v` as an element of dtype `dt`, rounded once.
+    fn store(&self, dt: DType, v: &str) -> String;
+    /// The f32 square root function.
+    fn sqrt(&self) -> &'static str;
+    /// The f32 power function.
+    fn pow(&self) -> &'static str;
+    /// Whether this is the block's (workgroup's) first thread.
+    fn first_thread(&self) -> &'static str;
 }
 
 /// `v` in parentheses unless it is one term already: a word, or a call whose
@@ -154,10 +220,4 @@ fn call(v: &str) -> bool {
         }
     }
     false
-}
-
-/// [`crate::template::fill`] with owned values.
-pub fn fill(template: &str, values: &[(&str, String)]) -> crate::Result<String> {
-    let refs: Vec<(&str, &str)> = values.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    crate::template::fill(template, &refs)
 }

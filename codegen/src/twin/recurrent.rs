@@ -97,16 +97,16 @@ pub fn last(sp: &RecurrentSpec, head: &str) -> String {
 
 /// What activation `k` of the cell returns for the clipped pre-activation `u`: one
 /// expression, or one per direction `d`.
-pub enum Returns {
+enum Returns {
     /// The same for every direction.
     One(String),
     /// Direction 0's, then direction 1's.
     PerDirection(String, String),
 }
 
-/// Each of the cell's activations: `v` clipped (with `clip`) as `u`, and what it
-/// returns.
-pub fn activations(sp: &RecurrentSpec, sx: &dyn Syntax) -> Vec<(String, Returns)> {
+/// Each of the cell's activations: `v` clipped (with `clip`) as `u`, and the statements
+/// returning its value at indentation `pad` (per direction `d` where they differ).
+pub fn activations(sp: &RecurrentSpec, sx: &dyn Syntax, pad: &str) -> Vec<(String, String)> {
     let clip = match sp.clip {
         Some(c) => sx.min_f(&sx.max_f("v", &sx.f32(-c)), &sx.f32(c)),
         None => "v".into(),
@@ -121,9 +121,22 @@ pub fn activations(sp: &RecurrentSpec, sx: &dyn Syntax) -> Vec<(String, Returns)
                 [fwd, bwd] => Returns::PerDirection(fwd.clone(), bwd.clone()),
                 [] | [_, _, _, ..] => Returns::One("u".into()),
             };
-            (clip.clone(), returns)
+            (clip.clone(), returns.body(sx, pad))
         })
         .collect()
+}
+
+impl Returns {
+    /// The statements returning it at indentation `pad`.
+    fn body(&self, sx: &dyn Syntax, pad: &str) -> String {
+        match self {
+            Returns::One(e) => format!("{pad}return {e};\n"),
+            Returns::PerDirection(fwd, bwd) => format!(
+                "{pad}if (d == {}) {{\n{pad}    return {fwd};\n{pad}}}\n{pad}return {bwd};\n",
+                sx.count(0)
+            ),
+        }
+    }
 }
 
 /// Activation `a` of the f32 `u`, as the interpreter computes it.

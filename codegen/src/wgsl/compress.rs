@@ -57,16 +57,17 @@ pub fn emit(sp: &CompressSpec, slot: u32, code: Option<u32>, name: &str) -> Resu
     holes.extend(SCAN);
     let source = fill(TEMPLATE, &holes)?;
     Ok(WgslKernel {
-        name: name.to_string(),
-        node: site.node.clone(),
-        source,
-        workgroups: [1, 1, 1],
-        inputs: vec![sp.x.0, sp.cond.0],
-        outputs: vec![sp.y.0],
         index_check: check,
         // Chunks of 256 condition entries: 8 scan steps, then the selected slices.
         loop_iterations: Some(
             (sp.len.div_ceil(256) as u64).saturating_mul(9 + (sp.outer * sp.inner) as u64),
         ),
+        ..WgslKernel::one_workgroup(
+            name,
+            &site.node,
+            source,
+            vec![sp.x.0, sp.cond.0],
+            vec![sp.y.0],
+        )
     })
 }

@@ -4,14 +4,14 @@
 //! activation, broadcast residual in the node's order), one rounding at the store. The
 //! node is read by [`crate::lower::conv_nd`], as on CUDA, whose kernel mirrors this one
 //! line by line (the index arithmetic both print is [`ConvNdSpec`]'s, in the WGSL
-//! [`Dialect`]). f32/f16 storage (bf16 has no WGSL form and is refused); sizes are
+//! [`Wgsl`] syntax). f32/f16 storage (bf16 has no WGSL form and is refused); sizes are
 //! baked into the source so the index math divides by constants, in u32 (tensors below
 //! 2^31 elements).
 
+use super::syntax::Wgsl;
 use super::types::helpers_for;
 use super::WgslKernel;
 use crate::lower::conv_nd::ConvNdSpec;
-use crate::lower::dialect::Dialect;
 use crate::template::fill_owned;
 use crate::Result;
 use gopt_ir::ops::fused::Activation;
@@ -91,15 +91,9 @@ pub fn emit(s: &ConvNdSpec, name: &str) -> Result<WgslKernel> {
     if s.largest() >= 1 << 31 {
         return Err(s.site.unsupported("tensors of 2^31 elements or more"));
     }
-    let epilogue = s.epilogue(
-        Dialect::Wgsl,
-        "var v: f32 = acc_;",
-        |e| format!("f32({e})"),
-        activation(s.act),
-        format!("y[i] = {ost}(v);"),
-    );
+    let epilogue = s.epilogue(&Wgsl::PLAIN, activation(s.act), format!("y[i] = {ost}(v);"));
     let total = s.total();
-    let mut holes = s.holes(Dialect::Wgsl);
+    let mut holes = s.holes(&Wgsl::PLAIN);
     holes.extend([
         ("enable", super::enable_f16(f16).to_string()),
         ("what", s.site.op.to_string()),

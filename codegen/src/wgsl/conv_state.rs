@@ -103,14 +103,12 @@ pub fn emit(sp: &ConvStateSpec, name: &str) -> Result<WgslKernel> {
         .map(|(k, v): (&'static str, &str)| (k, v.to_string())),
     );
     let source = fill_owned(TEMPLATE, &holes)?;
-    Ok(WgslKernel {
-        name: name.to_string(),
-        node: sp.site.node.clone(),
+    Ok(WgslKernel::flat(
+        name,
+        &sp.site.node,
         source,
-        workgroups: [total.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
+        total,
         inputs,
         outputs,
-        index_check: None,
-        loop_iterations: None,
-    })
+    ))
 }

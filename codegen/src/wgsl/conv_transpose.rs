@@ -14,11 +14,11 @@
 //! - DeformConv: one invocation per output element sums weight times the bilinear
 //!   sample (zero outside the image) at each tap's offset position, times the mask.
 
+use super::syntax::Wgsl;
 use super::WgslKernel;
 use crate::lower::conv_transpose::{
     walk, Col2ImSpec, ConvTransposeSpec, DeformConvSpec, Form, MaxUnpoolSpec, Spec, TapDim,
 };
-use crate::lower::dialect::Dialect;
 use crate::lower::support::Site;
 use crate::plan::IndexCheck;
 use crate::template::fill;
@@ -88,12 +88,6 @@ fn decode(dims: &[TapDim]) -> String {
     s
 }
 
-/// The kernel's dispatch: enough workgroups of 256 for `n` invocations (a grid-stride
-/// loop covers the rest).
-fn workgroups(n: u32) -> [u32; 3] {
-    [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1]
-}
-
 /// ConvTranspose: the gather over the group's input channels and the kernel taps.
 fn conv_transpose(site: &Site, name: &str, sp: &ConvTransposeSpec) -> Result<WgslKernel> {
     let t = float_type(site, sp.dtype)?;
@@ -109,7 +103,7 @@ fn conv_transpose(site: &Site, name: &str, sp: &ConvTransposeSpec) -> Result<Wgs
         reads.push(("b", t));
         inputs.push(b.0);
     }
-    let walk = walk(&sp.dims, Dialect::Wgsl, 3, |io, ko| {
+    let walk = walk(&sp.dims, &Wgsl::PLAIN, 3, |io, ko| {
         format!("acc = acc + f32(x[xb + u32({io})]) * f32(w[wb + u32({ko})]);")
     });
     let bias = match sp.bias {
@@ -136,16 +130,14 @@ fn conv_transpose(site: &Site, name: &str, sp: &ConvTransposeSpec) -> Result<Wgs
             ("bias", bias),
         ],
     )?;
-    Ok(WgslKernel {
-        name: name.to_string(),
-        node: site.node.clone(),
+    Ok(WgslKernel::flat(
+        name,
+        &site.node,
         source,
-        workgroups: workgroups(total),
+        total,
         inputs,
-        outputs: vec![sp.out.0],
-        index_check: None,
-        loop_iterations: None,
-    })
+        vec![sp.out.0],
+    ))
 }
 
 /// Col2Im: the gather over the block taps of each channel.
@@ -153,7 +145,7 @@ fn col2im(site: &Site, name: &str, sp: &Col2ImSpec) -> Result<WgslKernel> {
     let t = float_type(site, sp.dtype)?;
     let (_, cols, taps) = sp.planes();
     let total = check_size(site, sp.total(), &[sp.n * sp.c * taps * cols])?;
-    let walk = walk(&sp.dims, Dialect::Wgsl, 2, |io, ko| {
+    let walk = walk(&sp.dims, &Wgsl::PLAIN, 2, |io, ko| {
         format!("acc = acc + f32(x[xb + u32({ko}) * {cols}u + u32({io})]);")
     });
     let source = fill(
@@ -169,16 +161,14 @@ fn col2im(site: &Site, name: &str, sp: &Col2ImSpec) -> Result<WgslKernel> {
             ("t", t),
         ],
     )?;
-    Ok(WgslKernel {
-        name: name.to_string(),
-        node: site.node.clone(),
+    Ok(WgslKernel::flat(
+        name,
+        &site.node,
         source,
-        workgroups: workgroups(total),
-        inputs: vec![sp.x.0],
-        outputs: vec![sp.out.0],
-        index_check: None,
-        loop_iterations: None,
-    })
+        total,
+        vec![sp.x.0],
+        vec![sp.out.0],
+    ))
 }
 
 /// Statements (indented sixteen spaces) decoding the checked flat position `f` in the
@@ -240,14 +230,14 @@ fn max_unpool(site: &Site, name: &str, sp: &MaxUnpoolSpec) -> Result<WgslKernel>
         ],
     )?;
     Ok(WgslKernel {
-        name: name.to_string(),
-        node: site.node.clone(),
-        source,
-        workgroups: [1, 1, 1],
-        inputs: vec![sp.x.0, sp.indices.0],
-        outputs: vec![sp.out.0],
         index_check: Some(check),
-        loop_iterations: None,
+        ..WgslKernel::one_workgroup(
+            name,
+            &site.node,
+            source,
+            vec![sp.x.0, sp.indices.0],
+            vec![sp.out.0],
+        )
     })
 }
 
@@ -316,14 +306,12 @@ fn deform_conv(site: &Site, name: &str, sp: &DeformConvSpec) -> Result<WgslKerne
             ("bias", bias),
         ],
     )?;
-    Ok(WgslKernel {
-        name: name.to_string(),
-        node: site.node.clone(),
+    Ok(WgslKernel::flat(
+        name,
+        &site.node,
         source,
-        workgroups: workgroups(total),
+        total,
         inputs,
-        outputs: vec![sp.out.0],
-        index_check: None,
-        loop_iterations: None,
-    })
+        vec![sp.out.0],
+    ))
 }

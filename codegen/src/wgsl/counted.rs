@@ -77,14 +77,8 @@ fn nonzero(sp: &NonZeroSpec, name: &str) -> Result<WgslKernel> {
         ],
     )?;
     Ok(WgslKernel {
-        name: name.to_string(),
-        node: sp.site.node.clone(),
-        source,
-        workgroups: [1, 1, 1],
-        inputs: vec![sp.x.0],
-        outputs: vec![sp.y.0],
-        index_check: None,
         // Chunks of 256, each a flag and 8 scan steps.
         loop_iterations: Some(n.div_ceil(256) as u64 * 9),
+        ..WgslKernel::one_workgroup(name, &sp.site.node, source, vec![sp.x.0], vec![sp.y.0])
     })
 }

@@ -86,14 +86,12 @@ pub fn emit(sp: &Spec, name: &str) -> Result<WgslKernel> {
             ("store", &store),
         ],
     )?;
-    Ok(WgslKernel {
-        name: name.to_string(),
-        node: sp.site.node.clone(),
+    Ok(WgslKernel::flat(
+        name,
+        &sp.site.node,
         source,
-        workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
+        n,
         inputs,
-        outputs: vec![sp.out.0],
-        index_check: None,
-        loop_iterations: None,
-    })
+        vec![sp.out.0],
+    ))
 }

@@ -125,16 +125,14 @@ fn einsum(site: &Site, name: &str, c: &Contraction) -> Result<WgslKernel> {
             ("store", &types::store(dt, "acc")),
         ],
     )?;
-    Ok(WgslKernel {
-        name: name.to_string(),
-        node: site.node.clone(),
+    Ok(WgslKernel::flat(
+        name,
+        &site.node,
         source,
-        workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
-        inputs: c.inputs.iter().map(|v| v.0).collect(),
-        outputs: vec![c.out.0],
-        index_check: None,
-        loop_iterations: None,
-    })
+        n,
+        c.inputs.iter().map(|v| v.0).collect(),
+        vec![c.out.0],
+    ))
 }
 
 fn det(site: &Site, name: &str, d: &DetSpec) -> Result<WgslKernel> {
@@ -158,14 +156,12 @@ fn det(site: &Site, name: &str, d: &DetSpec) -> Result<WgslKernel> {
             ("store", &types::store(d.dtype, "d")),
         ],
     )?;
-    Ok(WgslKernel {
-        name: name.to_string(),
-        node: site.node.clone(),
+    Ok(WgslKernel::flat(
+        name,
+        &site.node,
         source,
-        workgroups: [batch.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
-        inputs: vec![d.x.0],
-        outputs: vec![d.out.0],
-        index_check: None,
-        loop_iterations: None,
-    })
+        batch,
+        vec![d.x.0],
+        vec![d.out.0],
+    ))
 }

@@ -53,13 +53,14 @@ pub fn emit(sp: &Spec, name: &str) -> Result<WgslKernel> {
         ],
     )?;
     Ok(WgslKernel {
-        name: name.to_string(),
-        node: sp.site.node.clone(),
-        source,
-        workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
-        inputs: vec![sp.data.0, sp.indices.0],
-        outputs: vec![sp.out.0],
         index_check: Some(check),
-        loop_iterations: None,
+        ..WgslKernel::flat(
+            name,
+            &sp.site.node,
+            source,
+            n,
+            vec![sp.data.0, sp.indices.0],
+            vec![sp.out.0],
+        )
     })
 }

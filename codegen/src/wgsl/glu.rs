@@ -54,7 +54,7 @@ pub fn emit(sp: &GluSpec, name: &str) -> Result<WgslKernel> {
         ],
     )?;
     let (inputs, outputs) = (vec![sp.a.0, sp.b.0], vec![sp.out.0]);
-    Ok(super::movement::flat(
+    Ok(WgslKernel::flat(
         name, &site.node, source, n, inputs, outputs,
     ))
 }

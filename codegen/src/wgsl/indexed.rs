@@ -81,14 +81,15 @@ pub fn emit(sp: &Indexed, name: &str) -> Result<WgslKernel> {
         ],
     )?;
     Ok(WgslKernel {
-        name: name.to_string(),
-        node: sp.site.node.clone(),
-        source,
-        workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
-        inputs: parts.inputs.iter().map(|(v, _)| v.0).collect(),
-        outputs: vec![parts.out.0],
         index_check: parts.check,
-        loop_iterations: None,
+        ..WgslKernel::flat(
+            name,
+            &sp.site.node,
+            source,
+            n,
+            parts.inputs.iter().map(|(v, _)| v.0).collect(),
+            vec![parts.out.0],
+        )
     })
 }
 

@@ -11,7 +11,7 @@ use super::types::{load, store};
 use super::WgslKernel;
 use crate::lower::linear_attention::{LinearAttentionSpec, Operand};
 use crate::lower::support::Site;
-use crate::twin::fill;
+use crate::template::fill_owned;
 use crate::twin::linear_attention::fills;
 use crate::Result;
 use gopt_ir::DType;
@@ -104,15 +104,8 @@ pub fn emit(sp: &LinearAttentionSpec, name: &str) -> Result<WgslKernel> {
         ("load_k", load(sp.k.dtype, "k[kb + d]")),
         ("load_q", load(sp.q.dtype, "q[qb + d]")),
     ]);
-    let source = fill(TEMPLATE, &values)?;
-    Ok(WgslKernel {
-        name: name.to_string(),
-        node: site.node.clone(),
-        source,
-        workgroups: [columns.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
-        inputs: b.inputs,
-        outputs: b.outputs,
-        index_check: None,
-        loop_iterations: None,
-    })
+    let source = fill_owned(TEMPLATE, &values)?;
+    Ok(WgslKernel::flat(
+        name, &site.node, source, columns, b.inputs, b.outputs,
+    ))
 }

@@ -119,29 +119,6 @@ pub fn emit(mv: &MovementSpec, name: &str) -> Result<WgslKernel> {
     let inputs = mv.inputs.iter().map(|(v, _)| v.0).collect();
     Ok(WgslKernel {
         index_check: check,
-        ..flat(name, &site.node, source, n, inputs, vec![mv.out.0])
+        ..WgslKernel::flat(name, &site.node, source, n, inputs, vec![mv.out.0])
     })
-}
-
-/// A shader of `n` invocations in workgroups of [`super::WORKGROUP`] (a grid-stride
-/// loop covers what the dispatch cannot), no index check and no loop count: the shape
-/// of most generated shaders.
-pub(super) fn flat(
-    name: &str,
-    node: &str,
-    source: String,
-    n: u32,
-    inputs: Vec<u32>,
-    outputs: Vec<u32>,
-) -> WgslKernel {
-    WgslKernel {
-        name: name.to_string(),
-        node: node.to_string(),
-        source,
-        workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
-        inputs,
-        outputs,
-        index_check: None,
-        loop_iterations: None,
-    }
 }

@@ -86,13 +86,6 @@ pub fn emit(sp: &NmsSpec, slot: u32, name: &str) -> Result<WgslKernel> {
         ],
     )?;
     Ok(WgslKernel {
-        name: name.to_string(),
-        node: sp.site.node.clone(),
-        source,
-        workgroups: [1, 1, 1],
-        inputs,
-        outputs: vec![sp.y.0],
-        index_check: None,
         // Per (batch, class) pair: clear the flags, then up to `per_class` steps, each
         // a pass over the boxes for the best, an 8-step reduction and a pass to flag.
         loop_iterations: Some(((sp.batches * sp.classes) as u64).saturating_mul(
@@ -100,5 +93,6 @@ pub fn emit(sp: &NmsSpec, slot: u32, name: &str) -> Result<WgslKernel> {
                 (sp.per_class as u64).saturating_mul(2 * sp.boxes.div_ceil(256) as u64 + 9),
             ),
         )),
+        ..WgslKernel::one_workgroup(name, &sp.site.node, source, inputs, vec![sp.y.0])
     })
 }

@@ -6,7 +6,7 @@
 //! lowering's ([`crate::lower::norm_kernel`]), spelled in WGSL ([`Wgsl`]), as the CUDA
 //! kernels spell them in CUDA C.
 
-use super::lower_syntax::Wgsl;
+use super::syntax::Wgsl;
 use super::types;
 use super::WgslKernel;
 use crate::lower::norm::{NormSpec, Operand};
@@ -31,7 +31,7 @@ pub fn emit(sp: &NormSpec, name: &str) -> Result<WgslKernel> {
         .chain(&sp.outputs)
         .any(|o| o.dtype == DType::F16);
     let what = sp.site.op;
-    let (source, groups) = match text(sp, &Wgsl) {
+    let (source, groups) = match text(sp, &Wgsl::PLAIN) {
         Text::Elements(body) => (
             elements(sp, what, &bindings, &body, f16)?,
             n.div_ceil(super::WORKGROUP),
@@ -111,7 +111,7 @@ fn stats(parts: &StatsText, what: &str, bindings: &str, f16: bool) -> Result<Str
             ("len", &st.len.to_string()),
             ("second", parts.second),
             ("bindings", bindings),
-            ("offset", &offset(&Wgsl, st, "    ")),
+            ("offset", &offset(&Wgsl::PLAIN, st, "    ")),
             ("base", &parts.base),
             ("accumulate", &parts.accumulate),
             ("prepare", &parts.prepare),

@@ -11,8 +11,8 @@
 //! past it count less); an Lp pool sums `|x|^p` (p multiplications) and takes the
 //! p-th root. The Indices are i64, written as two 32-bit words.
 
+use super::syntax::Wgsl;
 use super::WgslKernel;
-use crate::lower::dialect::Dialect;
 use crate::lower::pool::{Mode, PoolSpec};
 use crate::template::fill;
 use crate::Result;
@@ -123,7 +123,7 @@ pub fn emit(sp: &PoolSpec, name: &str) -> Result<WgslKernel> {
         );
     }
     decode += &format!("        let base = r * {}u;\n", sp.plane);
-    let (open, close, offset) = sp.walk(Dialect::Wgsl);
+    let (open, close, offset) = sp.walk(&Wgsl::PLAIN);
     let (init, step, result, after) = body(sp, t, &offset);
     let mut outputs = vec![sp.y.0];
     let mut idx_binding = String::new();

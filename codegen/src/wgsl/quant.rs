@@ -90,16 +90,14 @@ impl<'n> Binds<'n> {
 
     /// The kernel of `source` over `threads` invocations in 1-D workgroups.
     fn kernel(self, name: &str, source: String, threads: u32) -> WgslKernel {
-        WgslKernel {
-            name: name.to_string(),
-            node: self.site.node.clone(),
+        WgslKernel::flat(
+            name,
+            &self.site.node,
             source,
-            workgroups: [threads.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
-            inputs: self.inputs,
-            outputs: self.outputs,
-            index_check: None,
-            loop_iterations: None,
-        }
+            threads,
+            self.inputs,
+            self.outputs,
+        )
     }
 }
 

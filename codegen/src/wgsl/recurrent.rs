@@ -13,8 +13,8 @@ use super::types::helpers_for;
 use super::WgslKernel;
 use crate::lower::recurrent::{Cell, Lengths, RecurrentSpec};
 use crate::plan::IndexCheck;
-use crate::twin::fill;
-use crate::twin::recurrent::{activations, buffers, cell_fills, fills, last, Returns};
+use crate::template::fill_owned;
+use crate::twin::recurrent::{activations, buffers, cell_fills, fills, last};
 use crate::Result;
 use gopt_ir::DType;
 
@@ -50,14 +50,14 @@ pub fn emit(sp: &RecurrentSpec, name: &str) -> Result<WgslKernel> {
         ("bindings", bindings(sp, t)),
         ("t", t.to_string()),
         ("acts", format!("{acts}{}", helpers_for(&acts))),
-        ("cell", fill(cell, &cell_fills(sp, &Wgsl::PLAIN))?),
+        ("cell", fill_owned(cell, &cell_fills(sp, &Wgsl::PLAIN))?),
         ("len", length(sp, sp.check.as_ref())),
         (
             "last",
             last(sp, "for (var j = tid; j < HID; j = j + THREADS)"),
         ),
     ]);
-    let source = fill(TEMPLATE, &values)?;
+    let source = fill_owned(TEMPLATE, &values)?;
     Ok(WgslKernel {
         name: name.to_string(),
         node: site.node.clone(),
@@ -129,16 +129,10 @@ fn length(sp: &RecurrentSpec, check: Option<&IndexCheck>) -> String {
 /// `fn actK(v: f32, d: u32) -> f32` for each of the cell's activations: `v` clipped
 /// (with `clip`), then direction `d`'s function K.
 fn acts(sp: &RecurrentSpec) -> String {
-    activations(sp, &Wgsl::PLAIN)
+    activations(sp, &Wgsl::PLAIN, "    ")
         .into_iter()
         .enumerate()
-        .map(|(k, (clip, returns))| {
-            let body = match returns {
-                Returns::One(e) => format!("    return {e};\n"),
-                Returns::PerDirection(fwd, bwd) => format!(
-                    "    if (d == 0u) {{\n        return {fwd};\n    }}\n    return {bwd};\n"
-                ),
-            };
+        .map(|(k, (clip, body))| {
             format!("fn act{k}(v: f32, d: u32) -> f32 {{\n    let u = {clip};\n{body}}}\n\n")
         })
         .collect()

@@ -56,16 +56,14 @@ pub fn emit(sp: &ResizeSpec, name: &str) -> Result<WgslKernel> {
     // `gopt_div`: WGSL's `/` may be 2.5 ULP off, which moves a coordinate that must be
     // an integer below it.
     let source = format!("{source}\n{}", helpers_for(&source));
-    Ok(WgslKernel {
-        name: name.to_string(),
-        node: site.node.clone(),
+    Ok(WgslKernel::flat(
+        name,
+        &site.node,
         source,
-        workgroups: [n.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
-        inputs: vec![sp.x.0],
-        outputs: vec![sp.out.0],
-        index_check: None,
-        loop_iterations: None,
-    })
+        n,
+        vec![sp.x.0],
+        vec![sp.out.0],
+    ))
 }
 
 /// The nearest element's copy: as stored (saturated for floats), the extrapolation

@@ -4,11 +4,12 @@
 //! (negative counts from the end) and checked against the caches' rows
 //! ([`super::bounds`]: one out of range fails the run and reads row 0).
 
+use super::syntax::Wgsl;
 use super::WgslKernel;
 use crate::lower::rotary::{CacheRows, RotarySpec};
 use crate::lower::support::Site;
 use crate::plan::IndexCheck;
-use crate::template::fill;
+use crate::template::fill_owned;
 use crate::Result;
 use gopt_ir::DType;
 
@@ -35,9 +36,7 @@ pub fn emit(sp: &RotarySpec, name: &str) -> Result<WgslKernel> {
         .ok()
         .filter(|&n| n < 1 << 31)
         .ok_or_else(|| site.unsupported("more than 2^31 elements"))?;
-    let [_, s, _, d] = sp.dims;
-    let half = sp.rd / 2;
-    let coords = sp.coords(&super::lower_syntax::Wgsl);
+    let s = sp.dims[1];
     let mut inputs = vec![sp.x.0, sp.cos.0, sp.sin.0];
     let mut bindings = vec![
         format!("var<storage, read> x: array<{t}>;"),
@@ -80,24 +79,16 @@ pub fn emit(sp: &RotarySpec, name: &str) -> Result<WgslKernel> {
         bindings.push(super::bounds::error_binding(bindings.len()));
     }
     let f16 = [t, ct, st].contains(&"f16");
-    let source = fill(
-        TEMPLATE,
-        &[
-            ("enable", super::enable_f16(f16)),
-            ("dtype", &sp.dtype.to_string()),
-            ("bindings", &bindings.join("\n")),
-            ("n", &n.to_string()),
-            ("d", &d.to_string()),
-            ("rd", &sp.rd.to_string()),
-            ("half", &half.to_string()),
-            ("interleaved", &sp.interleaved.to_string()),
-            ("coords", &coords),
-            ("row", &row),
-            ("t", t),
-        ],
-    )?;
+    let mut holes = sp.holes(&Wgsl::PLAIN);
+    holes.extend([
+        ("enable", super::enable_f16(f16).to_string()),
+        ("bindings", bindings.join("\n")),
+        ("row", row),
+        ("t", t.to_string()),
+    ]);
+    let source = fill_owned(TEMPLATE, &holes)?;
     Ok(WgslKernel {
         index_check: check,
-        ..super::movement::flat(name, &site.node, source, n, inputs, vec![sp.out.0])
+        ..WgslKernel::flat(name, &site.node, source, n, inputs, vec![sp.out.0])
     })
 }

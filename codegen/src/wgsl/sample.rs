@@ -12,7 +12,7 @@ use super::WgslKernel;
 use crate::lower::sample::{AffineGridSpec, GridSampleSpec, RoiAlignSpec, SampleSpec};
 use crate::lower::support::Site;
 use crate::plan::IndexCheck;
-use crate::twin::fill;
+use crate::template::fill_owned;
 use crate::twin::sample::{affine_fills, grid_fills, roi_fills, taps};
 use crate::Result;
 use gopt_ir::DType;
@@ -96,7 +96,7 @@ fn grid_sample(name: &str, sp: &GridSampleSpec) -> Result<WgslKernel> {
             ),
         ),
     ]);
-    let source = fill(GRID_SAMPLE, &values)?;
+    let source = fill_owned(GRID_SAMPLE, &values)?;
     Ok(kernel(
         site,
         name,
@@ -118,7 +118,7 @@ fn affine_grid(name: &str, sp: &AffineGridSpec) -> Result<WgslKernel> {
         ("enable", super::enable_f16(t == "f16").to_string()),
         ("t", t.to_string()),
     ]);
-    let source = fill(AFFINE_GRID, &values)?;
+    let source = fill_owned(AFFINE_GRID, &values)?;
     Ok(kernel(
         site,
         name,
@@ -169,7 +169,7 @@ fn roi_align(name: &str, sp: &RoiAlignSpec) -> Result<WgslKernel> {
         ("bt", bt.to_string()),
         ("read", read_batch(sp, check.code)),
     ]);
-    let source = fill(ROI_ALIGN, &values)?;
+    let source = fill_owned(ROI_ALIGN, &values)?;
     Ok(kernel(
         site,
         name,

@@ -7,7 +7,7 @@ use super::syntax::Wgsl;
 use super::types::store;
 use super::WgslKernel;
 use crate::lower::spectral::SpectralSpec;
-use crate::twin::fill;
+use crate::template::fill_owned;
 use crate::twin::spectral::fills;
 use crate::Result;
 use gopt_ir::DType;
@@ -50,15 +50,13 @@ pub fn emit(sp: &SpectralSpec, name: &str) -> Result<WgslKernel> {
         ("wbinding", wbinding),
         ("obinding", inputs.len().to_string()),
     ]);
-    let source = fill(TEMPLATE, &values)?;
-    Ok(WgslKernel {
-        name: name.to_string(),
-        node: site.node.clone(),
+    let source = fill_owned(TEMPLATE, &values)?;
+    Ok(WgslKernel::flat(
+        name,
+        &site.node,
         source,
-        workgroups: [total.div_ceil(super::WORKGROUP).clamp(1, 65535), 1, 1],
+        total,
         inputs,
-        outputs: vec![sp.out.0],
-        index_check: None,
-        loop_iterations: None,
-    })
+        vec![sp.out.0],
+    ))
 }

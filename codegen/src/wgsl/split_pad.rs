@@ -62,7 +62,7 @@ fn shader(
             ("body", body),
         ],
     )?;
-    Ok(super::movement::flat(
+    Ok(WgslKernel::flat(
         name,
         &site.node,
         source,

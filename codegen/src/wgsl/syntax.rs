@@ -2,8 +2,10 @@
 //! typed `var` declarations, `for (var ...)` loops, conversions by constructor,
 //! `select`, `clamp`, and `gopt_div` for a division the reference rounds exactly.
 
-use super::types::f32_literal;
+use super::types::{f32_literal, store};
+use crate::lower::index::Lit;
 use crate::twin::{paren, Math, Syntax, Ty};
+use gopt_ir::DType;
 
 /// WGSL, its helper functions named with `prefix` (the shader's own, so they cannot
 /// clash with `helpers.wgsl`'s).
@@ -135,5 +137,80 @@ impl Syntax for Wgsl {
     }
     fn helper(&self, f: &str) -> String {
         format!("{}{f}", self.prefix)
+    }
+    fn lit(&self) -> Lit {
+        Lit("u")
+    }
+    fn signed(&self) -> &'static str {
+        ""
+    }
+    fn index_zero(&self) -> &'static str {
+        "0u"
+    }
+    fn coord(&self, e: &str, _: bool) -> String {
+        format!("u32({e})")
+    }
+    fn wide(&self, v: &str) -> String {
+        v.to_string()
+    }
+    fn i64_of(&self, v: &str) -> String {
+        format!("vec2<u32>({v}, 0u)")
+    }
+    fn let_head(&self) -> &'static str {
+        "let "
+    }
+    fn var_head(&self) -> &'static str {
+        "var "
+    }
+    fn var_index(&self, v: &str, init: &str) -> String {
+        format!("var {v}: u32 = {init}")
+    }
+    fn let_int(&self, v: &str) -> String {
+        format!("let {v}")
+    }
+    fn var_u32(&self, v: &str, init: &str) -> String {
+        format!("var {v} = {init}")
+    }
+    fn let_float(&self, v: &str) -> String {
+        format!("let {v}")
+    }
+    fn var_float(&self, v: &str, init: &str) -> String {
+        format!("var {v}: f32 = {init}")
+    }
+    fn count_from(&self, v: &str, from: &str, cond: &str) -> String {
+        format!("for (var {v}: u32 = {from}; {cond}; {v} = {v} + 1u) {{")
+    }
+    fn index_from(&self, v: &str, from: &str, cond: &str) -> String {
+        self.count_from(v, from, cond)
+    }
+    fn int_loop(&self, v: &str, n: usize) -> String {
+        format!("for (var {v}: i32 = 0; {v} < {n}; {v} = {v} + 1) {{")
+    }
+    fn signed_loop(&self, v: &str, n: usize) -> String {
+        self.int_loop(v, n)
+    }
+    fn continue_if(&self, cond: &str) -> String {
+        format!("if ({cond}) {{ continue; }}")
+    }
+    fn add_one(&self, v: &str) -> String {
+        format!("{v} = {v} + 1u")
+    }
+    fn ternary(&self, cond: &str, then: &str, other: &str) -> String {
+        self.select(cond, then, other)
+    }
+    fn min_index(&self, a: &str, b: &str) -> String {
+        format!("min({a}, {b})")
+    }
+    fn store(&self, dt: DType, v: &str) -> String {
+        store(dt, v)
+    }
+    fn sqrt(&self) -> &'static str {
+        "sqrt"
+    }
+    fn pow(&self) -> &'static str {
+        "gopt_pow"
+    }
+    fn first_thread(&self) -> &'static str {
+        "lid == 0u"
     }
 }

@@ -61,7 +61,7 @@ pub fn emit(sp: &TopKSpec, name: &str) -> Result<WgslKernel> {
         ],
     )?;
     let (inputs, outputs) = (vec![sp.x.0], vec![sp.values.0, sp.indices.0]);
-    Ok(super::movement::flat(
+    Ok(WgslKernel::flat(
         name, &site.node, source, n, inputs, outputs,
     ))
 }

@@ -10,7 +10,7 @@
 //! right up to about 2900 slices and wrong above; real GPUs have no such limit.
 
 use super::counted::data_type;
-use super::lower_syntax::Wgsl;
+use super::syntax::Wgsl;
 use super::types::{self, kind, Kind};
 use super::WgslKernel;
 use crate::lower::support::Site;
@@ -26,7 +26,10 @@ pub fn emit(sp: &UniqueSpec, slots: &[u32], name: &str) -> Result<WgslKernel> {
     let dt = sp.dtype;
     let t = data_type(&sp.site, dt)?;
     let cmp = cmp_body(&sp.site, dt)?;
-    let text = Text { sp, syntax: Wgsl };
+    let text = Text {
+        sp,
+        syntax: Wgsl::PLAIN,
+    };
     let d = sp.d;
     // The optional outputs, bound after Y in node order, then the status words.
     let mut bindings = String::new();
@@ -65,14 +68,8 @@ pub fn emit(sp: &UniqueSpec, slots: &[u32], name: &str) -> Result<WgslKernel> {
         ],
     )?;
     Ok(WgslKernel {
-        name: name.to_string(),
-        node: sp.site.node.clone(),
-        source,
-        workgroups: [1, 1, 1],
-        inputs: vec![sp.x.0],
-        outputs,
-        index_check: None,
         loop_iterations: Some(loop_iterations(sp)),
+        ..WgslKernel::one_workgroup(name, &sp.site.node, source, vec![sp.x.0], outputs)
     })
 }
 
