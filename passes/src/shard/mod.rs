@@ -19,6 +19,7 @@
 //! divide by N is an error naming the node and the dim.
 
 mod layout;
+mod product;
 mod rank;
 pub mod slice;
 
