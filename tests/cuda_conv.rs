@@ -26,7 +26,7 @@ fn graph(text: &str) -> gopt::ir::Verified {
     gopt::ir::verify(g).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
-fn kernels(g: &Graph) -> Vec<Kernel> {
+fn kernels(g: &gopt::ir::Verified) -> Vec<Kernel> {
     let (k, others) = emit_kernels(g).unwrap_or_else(|e| panic!("{e}"));
     assert!(others.is_empty(), "nodes without a kernel: {others:?}");
     k

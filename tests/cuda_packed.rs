@@ -102,8 +102,8 @@ impl Case {
     }
 
     /// The one-node graph, its constants drawn from `seed` (tests/common/packed.rs).
-    fn graph(&self, seed: u64) -> Graph {
-        self.product().graph(seed)
+    fn graph(&self, seed: u64) -> gopt::ir::Verified {
+        gopt::ir::verify(self.product().graph(seed)).unwrap_or_else(|e| panic!("{e}"))
     }
 
     /// The node's kernels (named from the label), and its GEMM if any.

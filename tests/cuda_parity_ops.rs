@@ -15,7 +15,7 @@
 //! booleans exactly.
 
 use gopt::codegen::cuda::{emit_kernels, module_source, plan};
-use gopt::ir::{DType, Graph, Tensor};
+use gopt::ir::{DType, Tensor};
 use std::path::Path;
 
 mod common;
@@ -201,11 +201,9 @@ const CASES: &[(&str, &str)] = &[
     ),
 ];
 
-fn graph(name: &str, text: &str) -> Graph {
+fn graph(name: &str, text: &str) -> gopt::ir::Verified {
     let g = gopt::ir::text::parse(text).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"));
-    gopt::ir::verify(g)
-        .unwrap_or_else(|e| panic!("{name}: {e}\n{text}"))
-        .into_inner()
+    gopt::ir::verify(g).unwrap_or_else(|e| panic!("{name}: {e}\n{text}"))
 }
 
 #[test]

@@ -15,11 +15,9 @@ mod common;
 use gopt::ir::{DType, Graph, Tensor};
 use gopt::runtime::wgpu::{WgpuExecutable, WgpuWeights};
 
-fn graph(text: &str) -> Graph {
+fn graph(text: &str) -> gopt::ir::Verified {
     let g = gopt::ir::text::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    gopt::ir::verify(g)
-        .unwrap_or_else(|e| panic!("{e}\n{text}"))
-        .into_inner()
+    gopt::ir::verify(g).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
 fn t(dt: DType, shape: &[usize], v: &[f64]) -> Tensor {
@@ -30,7 +28,7 @@ fn cpu(g: &Graph, inputs: &[Tensor]) -> Result<Vec<Tensor>, String> {
     gopt::ir::interp::run(g, inputs).map_err(|e| e.to_string())
 }
 
-fn wgpu_exe(g: &Graph) -> WgpuExecutable {
+fn wgpu_exe(g: &gopt::ir::Verified) -> WgpuExecutable {
     let (plan, blob) = gopt::codegen::wgsl::plan::build(g).unwrap_or_else(|e| panic!("{e}"));
     let dev = gopt::wgpu::device(None).unwrap_or_else(|e| panic!("{e}"));
     WgpuExecutable::new(dev, plan, &mut WgpuWeights::default(), &blob)
@@ -88,7 +86,7 @@ fn check(
 }
 
 #[track_caller]
-fn check_wgpu(g: &Graph, good: &[Tensor], bad: &[&[Tensor]], node: &str, op: &str) {
+fn check_wgpu(g: &gopt::ir::Verified, good: &[Tensor], bad: &[&[Tensor]], node: &str, op: &str) {
     let mut exe = wgpu_exe(g);
     check(
         &mut |x| exe.run(x).map_err(|e| e.to_string()),

@@ -27,7 +27,7 @@ use common::{node_inputs, reference};
 mod cases;
 use cases::{conv as conv_case, conv_cases, one_d, other_cases, shape, Conv};
 
-fn is_cnn(g: &Graph, node: &Node) -> bool {
+fn is_cnn(g: &gopt::ir::Verified, node: &Node) -> bool {
     match lower(g, node, wgsl::VIEWS) {
         Ok(Lowered::ConvGemm(_)) => true,
         Ok(Lowered::Kernel(spec)) => matches!(spec.kind(), Kind::Conv | Kind::Pool | Kind::Reduce),

@@ -276,14 +276,12 @@ fn cases() -> Vec<Case> {
     v
 }
 
-fn graph(text: &str) -> Graph {
+fn graph(text: &str) -> gopt::ir::Verified {
     let g = gopt::ir::text::parse(text).unwrap_or_else(|e| panic!("{e}\n{text}"));
-    gopt::ir::verify(g)
-        .unwrap_or_else(|e| panic!("{e}\n{text}"))
-        .into_inner()
+    gopt::ir::verify(g).unwrap_or_else(|e| panic!("{e}\n{text}"))
 }
 
-fn kernel(g: &Graph, what: &str) -> WgslKernel {
+fn kernel(g: &gopt::ir::Verified, what: &str) -> WgslKernel {
     let (mut ks, others) = emit_kernels(g).unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(others.is_empty(), "{what}: no shader for {others:?}");
     assert_eq!(ks.len(), 1, "{what}");

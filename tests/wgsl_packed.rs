@@ -59,12 +59,12 @@ impl Case {
     }
 
     /// The one-node graph, its constants drawn from `seed` (tests/common/packed.rs).
-    fn graph(&self, seed: u64) -> Graph {
-        self.product().graph(seed)
+    fn graph(&self, seed: u64) -> gopt::ir::Verified {
+        gopt::ir::verify(self.product().graph(seed)).unwrap_or_else(|e| panic!("{e}"))
     }
 }
 
-fn kernel(g: &Graph, what: &str) -> WgslKernel {
+fn kernel(g: &gopt::ir::Verified, what: &str) -> WgslKernel {
     let (mut ks, others) = emit_kernels(g).unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(others.is_empty(), "{what}: no shader for {others:?}");
     assert_eq!(ks.len(), 1, "{what}");
@@ -241,7 +241,7 @@ fn a_packed_weight_above_the_binding_limit_is_split_and_matches() {
     let g = c.graph(11);
     let m = gopt::Imported {
         model: gopt::Model {
-            graph: g,
+            graph: g.into_inner(),
             meta: Default::default(),
         },
         opsets: vec![(String::new(), 21), ("com.microsoft".into(), 1)],

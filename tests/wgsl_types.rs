@@ -145,6 +145,7 @@ fn check(dev: &WgpuDevice, b: &mut G) -> usize {
     let last = g.nodes.last().expect("a node").outputs.clone();
     g.outputs = last;
     infer_types(g).unwrap_or_else(|e| panic!("{}: {e}", g.name));
+    let g = &gopt::ir::verify(g.clone()).unwrap_or_else(|e| panic!("{}: {e}", g.name));
     // One kernel per node: a view that the plan would alias runs its copy kernel
     // here, so data movement of every dtype is checked for the view ops too.
     let kernels: Vec<WgslKernel> = g
@@ -220,7 +221,8 @@ fn refused(b: &mut G) -> Vec<(String, String)> {
     let g = &mut b.g;
     g.outputs = g.nodes.last().expect("a node").outputs.clone();
     infer_types(g).unwrap_or_else(|e| panic!("{}: {e}", g.name));
-    emit_kernels(g).unwrap_or_else(|e| panic!("{e}")).1
+    let g = gopt::ir::verify(g.clone()).unwrap_or_else(|e| panic!("{}: {e}", g.name));
+    emit_kernels(&g).unwrap_or_else(|e| panic!("{e}")).1
 }
 
 /// f32 values with the awkward cases: signed zeros, halves, NaN, infinities, values
@@ -825,7 +827,7 @@ fn transformer_mask_paths_and_split_run() {
     for name in ["bert_small", "gpt2_small"] {
         for precision in ["fp32", "fp16"] {
             let v = model(name, precision);
-            let g: &Graph = &v;
+            let g: &gopt::ir::Verified = &v;
             let (kernels, others) = emit_kernels(g).unwrap_or_else(|e| panic!("{e}"));
             println!(
                 "wgsl: {name} {precision}: {} kernels; no kernel for {others:?}",

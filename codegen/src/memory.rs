@@ -70,7 +70,7 @@ fn bytes_of(g: &Graph, v: ValueId) -> Result<usize> {
 
 /// Plans the arena for `g` (nodes in execution order), views as the CUDA plan lowers
 /// them.
-pub fn plan(g: &Graph) -> Result<Layout> {
+pub fn plan(g: &gopt_ir::Verified) -> Result<Layout> {
     let views = Views {
         alias_outputs: true,
         strided_reads: true,

@@ -56,7 +56,7 @@ pub mod syntax;
 
 use crate::lower::{lower, Lowered, Spec, Views};
 use crate::{CodegenError, Result};
-use gopt_ir::{Graph, Node};
+use gopt_ir::Node;
 use serde::{Deserialize, Serialize};
 
 /// The backend's name in errors.
@@ -119,7 +119,7 @@ pub fn kernel_name(i: usize, n: &Node) -> String {
 /// The kernels of `g`'s nodes that [`crate::lower`] makes generated kernels (not views
 /// or GEMMs), in node order, and the nodes with no CUDA kernel (name and why). For
 /// tests and reports; the plan ([`plan`]) is what runs.
-pub fn emit_kernels(g: &Graph) -> Result<(Vec<Kernel>, Vec<(String, String)>)> {
+pub fn emit_kernels(g: &gopt_ir::Verified) -> Result<crate::plan::Emitted<Kernel>> {
     let mut kernels = Vec::new();
     let mut others = Vec::new();
     for (i, n) in g.nodes.iter().enumerate() {

@@ -61,7 +61,7 @@ pub struct CudaPlan {
 }
 
 /// Builds the plan of `g` (a specialized, optimized graph) and its weights blob.
-pub fn build(g: &Graph) -> Result<(CudaPlan, Vec<u8>)> {
+pub fn build(g: &gopt_ir::Verified) -> Result<(CudaPlan, Vec<u8>)> {
     let mut store = WeightStore::default();
     let p = build_with(g, &mut store)?;
     Ok((p, store.blob().to_vec()))
@@ -77,13 +77,13 @@ pub struct PlanOptions {
 }
 
 /// Builds the plan of `g` with its constants in `store` (shared across buckets).
-pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<CudaPlan> {
+pub fn build_with(g: &gopt_ir::Verified, store: &mut WeightStore) -> Result<CudaPlan> {
     build_with_options(g, store, PlanOptions::default())
 }
 
 /// [`build_with`] with the choices of `opts`.
 pub fn build_with_options(
-    g: &Graph,
+    g: &gopt_ir::Verified,
     store: &mut WeightStore,
     opts: PlanOptions,
 ) -> Result<CudaPlan> {

@@ -272,7 +272,9 @@ fn unread(g: &Graph, v: ValueId) -> bool {
 /// `g` with each counted output a GPU plan can run laid out at its bound, and the count
 /// of each such graph output (an output no one reads is laid out but not counted). `g`
 /// itself when it has none.
-pub fn bound(g: &Graph) -> Result<(Cow<'_, Graph>, BTreeMap<ValueId, Count>)> {
+pub fn bound(
+    g: &gopt_ir::Verified,
+) -> Result<(Cow<'_, gopt_ir::Verified>, BTreeMap<ValueId, Count>)> {
     let mut counts = BTreeMap::new();
     let mut bounded = Cow::Borrowed(g);
     for n in g.nodes.iter().filter(|n| is_counted(&n.op)) {
@@ -294,7 +296,10 @@ pub fn bound(g: &Graph) -> Result<(Cow<'_, Graph>, BTreeMap<ValueId, Count>)> {
             if let Some(slot) = count_slot(g, v) {
                 counts.insert(v, Count { axis, slot });
             }
-            bounded.to_mut().values[v.index()].ty = Some(TensorType::new(ty.dtype, shape));
+            bounded
+                .to_mut()
+                .refine_type(v, TensorType::new(ty.dtype, shape))
+                .map_err(plan)?;
         }
     }
     Ok((bounded, counts))

@@ -67,7 +67,7 @@ pub mod views;
 use gopt_ir::ops::{
     AttentionOp, ControlOp, ElementwiseOp, FusedOp, ImageOp, NnOp, ReduceOp, ShapeOp,
 };
-use gopt_ir::{Graph, Node, Op};
+use gopt_ir::{Graph, Node, Op, Verified};
 
 pub use lowered::{shallow_written, typed, Fold, GemmForm, Kind, Lowered, Spec};
 use views::may_alias;
@@ -116,7 +116,7 @@ fn indexed_kernel(g: &Graph, n: &Node, op: indexed::IndexedOp) -> crate::Result<
 /// What node `n` of `g` becomes on a GPU. An error is one no backend can report as a
 /// missing kernel (a size known only at run time, a graph the planner cannot lay out);
 /// a form of an op no kernel covers is [`Lowered::Unsupported`].
-pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
+pub fn lower(g: &Verified, n: &Node, views: Views) -> crate::Result<Lowered> {
     lower_as(g, n, views, true)
 }
 
@@ -125,7 +125,7 @@ pub fn lower(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
 /// ([`Spec::Shallow`]): what [`absorb`] asks of a value's readers, while those
 /// readers' specs ask [`absorb`] which of their inputs are read in place (parsing
 /// here would go round that circle forever).
-pub fn shallow(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
+pub(crate) fn shallow(g: &Graph, n: &Node, views: Views) -> crate::Result<Lowered> {
     lower_as(g, n, views, false)
 }
 

@@ -18,6 +18,10 @@ use std::collections::BTreeMap;
 /// outputs whose size the device counts, [`Count`]).
 pub const VERSION: u32 = 3;
 
+/// What a writer's `emit_kernels` gives: the kernels it wrote, in node order, and the
+/// nodes it has none for (name, why).
+pub type Emitted<K> = (Vec<K>, Vec<(String, String)>);
+
 /// What a kernel that reads indices computed on the device reports. Each index is
 /// checked against its axis after ONNX's negative wrap; one out of range makes the
 /// kernel raise `code` in the run's error word (an atomic max on one `u32`, zeroed

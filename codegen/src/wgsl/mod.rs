@@ -186,7 +186,7 @@ pub fn write(g: &Graph, i: usize, n: &Node, lowered: &Lowered) -> Result<Option<
 /// The shaders of `g`'s nodes, in node order, and the nodes without one (name and
 /// why). Every shader has been validated by naga; one that does not validate is an
 /// error.
-pub fn emit_kernels(g: &Graph) -> Result<(Vec<WgslKernel>, Vec<(String, String)>)> {
+pub fn emit_kernels(g: &gopt_ir::Verified) -> Result<crate::plan::Emitted<WgslKernel>> {
     let mut kernels = Vec::new();
     let mut others = Vec::new();
     for (i, n) in g.nodes.iter().enumerate() {

@@ -193,7 +193,7 @@ fn bytes_of(g: &Graph, v: ValueId) -> Result<usize> {
 }
 
 /// Builds the plan of `g` (specialized and optimized) with its constants in `store`.
-pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<WgslPlan> {
+pub fn build_with(g: &gopt_ir::Verified, store: &mut WeightStore) -> Result<WgslPlan> {
     let (g, counts) = counted::bound(g)?;
     let g = &*g;
     let lowered: Vec<Lowered> = g
@@ -267,7 +267,7 @@ pub fn build_with(g: &Graph, store: &mut WeightStore) -> Result<WgslPlan> {
 }
 
 /// [`build_with`] and its own weights blob.
-pub fn build(g: &Graph) -> Result<(WgslPlan, Vec<u8>)> {
+pub fn build(g: &gopt_ir::Verified) -> Result<(WgslPlan, Vec<u8>)> {
     let mut store = WeightStore::default();
     let p = build_with(g, &mut store)?;
     Ok((p, store.blob().to_vec()))
