@@ -362,10 +362,10 @@ fn kernels_that_read_device_indices_check_them() {
 }
 
 #[test]
-fn unsupported_modes_never_reach_the_emitter() {
-    // Hardmax takes floats only and GatherElements integer indices, as on the CPU. The
-    // emitter takes a `Verified` graph, and verification refuses these, naming the
-    // node: no source is written for them.
+fn unsupported_modes_are_refused_by_name() {
+    // Hardmax takes floats only and GatherElements integer indices, as on the CPU:
+    // refused before any source is written, by the verifier (naming the node) or else
+    // by the emitter (naming the reason and the backend).
     for (text, what) in [
         (
             r#"graph "g"(%0 "x": i32[3,4]) -> (%1) {
@@ -382,8 +382,19 @@ fn unsupported_modes_never_reach_the_emitter() {
     ] {
         let g = gopt::ir::text::parse(text).expect("parses");
         let name = g.nodes[0].name.clone();
-        let e = gopt::ir::verify(g).expect_err(what).to_string();
-        assert!(e.contains(&name), "{what}: {e}");
+        match gopt::ir::verify(g) {
+            Err(e) => assert!(e.to_string().contains(&name), "{what}: {e}"),
+            Ok(v) => {
+                let (kernels, others) = emit_kernels(&v).unwrap_or_else(|e| panic!("{e}"));
+                assert!(kernels.is_empty(), "{}", kernels[0].source);
+                assert!(
+                    others
+                        .iter()
+                        .any(|(_, why)| why.contains(what) && why.contains("CUDA")),
+                    "{others:?}"
+                );
+            }
+        }
     }
 }
 

@@ -191,10 +191,10 @@ mod expr {
             } else if "+*/()".contains(c) {
                 out.push(Tok::Op(c));
                 chars.next();
-            } else if c.is_ascii_alphanumeric() || c == '_' || c == '.' {
+            } else if c.is_ascii_alphanumeric() || c == '_' {
                 let mut word = String::new();
                 while let Some(&w) = chars.peek() {
-                    if !(w.is_ascii_alphanumeric() || w == '_' || w == '.') {
+                    if !(w.is_ascii_alphanumeric() || w == '_') {
                         break;
                     }
                     word.push(w);

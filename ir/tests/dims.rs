@@ -31,6 +31,9 @@ fn other_text_is_one_symbol() {
     for text in [
         "batch",
         "batch-size",
+        "../../x",
+        "/tmp/x",
+        "seq.len + 1",
         "a - b",
         "a +",
         "(a",
