@@ -120,6 +120,27 @@ pub fn check_plan(dir: &Path, bytes: &[u8], claimed: &str) -> Result<()> {
     check_sealed(dir, PLAN, bytes, claimed)
 }
 
+/// Checks that file `name` of artifact `dir` exists and has the SHA-256 `want` that
+/// `record` (`the plan`, `the manifest`) records, naming the file when not.
+pub(crate) fn check_file(dir: &Path, name: &str, want: &str, record: &str) -> Result<()> {
+    if !dir.join(name).is_file() {
+        return Err(GoptError::Usage(format!(
+            "{}: integrity check failed: {name} is missing ({record} records its \
+             SHA-256); compile the artifact again",
+            dir.display()
+        )));
+    }
+    let got = file_sha256(dir, name)?;
+    if got != want {
+        return Err(GoptError::Usage(format!(
+            "{}: integrity check failed: {name} was modified after gopt wrote it \
+             (SHA-256 {got}, {record} records {want}); compile the artifact again",
+            dir.display()
+        )));
+    }
+    Ok(())
+}
+
 /// [`check_plan`] for the sealed file `name` (a plan or a manifest).
 pub fn check_sealed(dir: &Path, name: &str, bytes: &[u8], claimed: &str) -> Result<()> {
     let bad = || {
@@ -151,21 +172,7 @@ pub fn check_files(dir: &Path, files: &BTreeMap<String, String>) -> Result<()> {
                 dir.display()
             )));
         }
-        if !dir.join(name).exists() {
-            return Err(GoptError::Usage(format!(
-                "{}: integrity check failed: {name} is missing (the plan records its \
-                 SHA-256); compile the artifact again",
-                dir.display()
-            )));
-        }
-        let got = file_sha256(dir, name)?;
-        if &got != want {
-            return Err(GoptError::Usage(format!(
-                "{}: integrity check failed: {name} was modified after gopt wrote it \
-                 (SHA-256 {got}, the plan records {want}); compile the artifact again",
-                dir.display()
-            )));
-        }
+        check_file(dir, name, want, "the plan")?;
     }
     Ok(())
 }

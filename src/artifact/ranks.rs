@@ -180,21 +180,7 @@ pub fn read(dir: &Path) -> Result<Manifest> {
                 "lists `{name}`, which is not a path inside the artifact"
             )));
         }
-        if !dir.join(name).is_file() {
-            return Err(GoptError::Usage(format!(
-                "{}: integrity check failed: {name} is missing (the manifest records its \
-                 SHA-256); compile the artifact again",
-                dir.display()
-            )));
-        }
-        let got = file_sha256(dir, name)?;
-        if &got != want {
-            return Err(GoptError::Usage(format!(
-                "{}: integrity check failed: {name} was modified after gopt wrote it \
-                 (SHA-256 {got}, the manifest records {want}); compile the artifact again",
-                dir.display()
-            )));
-        }
+        super::check_file(dir, name, want, "the manifest")?;
     }
     Ok(m)
 }
