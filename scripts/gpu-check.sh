@@ -24,11 +24,14 @@
 #         against PyTorch's static-cache decode, into $OUT/decode)
 #         (--quant-bench: bench/quant-bench.sh, the same decode in bf16, int8 and int4
 #         weights, and prefill in bf16 and int4, into $OUT/quant)
-#         (--tensor-parallel: needs 2 GPUs, the nvidia-h200-x2 kind, and FAILS with fewer:
-#         GPT-2 small compiled for 2 ranks, `gopt run` of the artifact against the same
-#         model on 1 GPU (1e-4 of the largest logit), then `gopt bench` of it, printing
-#         the scaling efficiency; what tests/cli_tensor_parallel.rs's ignored test does,
-#         here through the carried binary, whose test binaries cannot find it)
+#         (--tensor-parallel N: GPT-2 small compiled for N ranks, `gopt run` of the
+#         artifact against the same model on 1 GPU (1e-4 of the largest logit), then
+#         `gopt bench` of it, printing the scaling efficiency; N=2 needs the
+#         nvidia-h200-x2 kind and FAILS with fewer GPUs; N=1 runs the same path on one
+#         GPU, each collective over a 1-rank NCCL communicator. NCCL comes from the
+#         PyTorch install's nvidia-nccl wheel when the loader cannot find it.
+#         What tests/cli_tensor_parallel.rs's ignored tests do, here through the
+#         carried binary, whose test binaries cannot find it)
 #         5. bench/gpu-bench.sh: ResNet-50, BERT-base, GPT-2 (and, with --bench-models,
 #            the Llama decoder; GOPT_LLAMA_LAYERS=N for a smaller stack) against PyTorch
 #            (SDPA attention) eager and torch.compile (the faster of default and
@@ -74,7 +77,7 @@ while (($#)); do
         --no-bench) BENCH=0 ;;
         --decode-bench) DECODE=1 ;;
         --quant-bench) QUANT=1 ;;
-        --tensor-parallel) TP=1 ;;
+        --tensor-parallel) TP="$2"; shift ;;
         --all-conformance) CONF_ALL=1 ;;
         --no-models) MODELS=0 ;;
         --no-wgpu) WGPU=0 ;;
@@ -229,30 +232,35 @@ manifest_rc() {
             "$rc" "$(tail -1 "$OUT/conformance_cuda.log")"
         grep -E '^FAIL' "$OUT/conformance_cuda.log" | head -30
     fi
-    if [[ "$TP" == 1 ]]; then
-        echo "== tensor parallel, 2 ranks"
+    if ((TP > 0)); then
+        echo "== tensor parallel, $TP rank(s)"
         gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"
-        if ((gpus < 2)); then
-            record "tensor parallel" 1 "needs 2 GPUs (device kind nvidia-h200-x2), found $gpus"
+        if ! ldconfig -p | grep -q 'libnccl.so.2'; then
+            nccl="$(python3 -c 'import glob, os, site; print(next((os.path.dirname(f) for d in site.getsitepackages() for f in glob.glob(d + "/nvidia/**/libnccl.so.2", recursive=True)), ""))' 2>/dev/null)"
+            [[ -n "$nccl" ]] && export LD_LIBRARY_PATH="$nccl:$LD_LIBRARY_PATH"
+            echo "NCCL from ${nccl:-nowhere (not found)}"
+        fi
+        if ((gpus < TP)); then
+            record "tensor parallel" 1 "$TP ranks need $TP GPUs (2: device kind nvidia-h200-x2), found $gpus"
         else
             tp="$OUT/tp"; rm -rf "$tp"; mkdir -p "$tp"
             model=tests/data/models/gpt2_small/model.onnx
             in=tests/data/models/gpt2_small/test_data_set_0/input_0.pb
             {
-                "$BIN/gopt" compile "$model" --tensor-parallel 2 --target cuda \
+                "$BIN/gopt" compile "$model" --tensor-parallel "$TP" --target cuda \
                     --bind batch=1 --bind seq=128 -o "$tp/art" &&
-                timeout 300 "$BIN/gopt" run "$tp/art" -i "$in" -o "$tp/two" &&
+                timeout 300 "$BIN/gopt" run "$tp/art" -i "$in" -o "$tp/ranks" &&
                 timeout 300 "$BIN/gopt" run "$model" -i "$in" --backend cuda -o "$tp/one" &&
-                python3 - "$tp/two/logits.npy" "$tp/one/logits.npy" <<'PY' &&
+                python3 - "$tp/ranks/logits.npy" "$tp/one/logits.npy" "$TP" <<'PY' &&
 import sys, numpy as np
 a, b = (np.load(p).astype(np.float64) for p in sys.argv[1:3])
 worst, scale = float(np.abs(a - b).max()), float(np.abs(b).max())
-print(f"max |2 ranks - 1 GPU| {worst:.3e} (largest logit {scale:.3e})")
+print(f"max |{sys.argv[3]} rank(s) - 1 GPU| {worst:.3e} (largest logit {scale:.3e})")
 sys.exit(0 if a.shape == b.shape and worst <= 1e-4 * scale else 1)
 PY
                 timeout 300 "$BIN/gopt" bench "$tp/art" --iters 50 --warmup 5
             } > "$OUT/tensor_parallel.log" 2>&1
-            record "tensor parallel (gpt2_small: 2 ranks against 1 GPU, then bench)" $? \
+            record "tensor parallel (gpt2_small: $TP rank(s) against 1 GPU, then bench)" $? \
                 "$(grep -E 'max \||scaling|error' "$OUT/tensor_parallel.log" | tr '\n' ' ')"
             tail -12 "$OUT/tensor_parallel.log"
         fi

@@ -4,8 +4,9 @@
 //! as an artifact `gopt run DIR` recognizes (every file hashed in its manifest: a
 //! changed one is refused); a width that does not divide is exit 2 naming it; `run`,
 //! `bench` and `generate` refuse a multi-rank run on a machine without the GPUs or
-//! NCCL (exit 2); `--help` explains the flag. The runs on two GPUs are `#[ignore]`d
-//! here (scripts/gpu-check.sh --tensor-parallel runs them).
+//! NCCL (exit 2); `--help` explains the flag; `--tensor-parallel 1` builds the same
+//! structure with 1-rank collectives. The runs on GPUs are `#[ignore]`d here
+//! (scripts/gpu-check.sh --tensor-parallel N runs them).
 
 mod common;
 use common::cli::{assert_error, assert_ok, gopt, model_path, scratch};
@@ -100,10 +101,11 @@ fn logits(dir: &std::path::Path) -> Vec<f64> {
     t.to_f64_vec()
 }
 
-#[test]
-#[ignore = "needs 2 GPUs and NCCL (device kind nvidia-h200-x2)"]
-fn two_ranks_match_one_gpu_and_bench_prints_the_scaling() {
-    let dir = scratch("tp_two_gpus");
+/// `ranks` ranks of GPT-2 small against the model on one GPU (1e-4 of the largest
+/// logit), then `bench` of the artifact.
+fn ranks_match_one_gpu_and_bench_prints_the_scaling(ranks: usize) {
+    let dir = scratch(&format!("tp_{ranks}_gpus"));
+    let n = ranks.to_string();
     let art = dir.join("art");
     let gpt2 = model_path("gpt2_small");
     let a = art.display().to_string();
@@ -111,7 +113,7 @@ fn two_ranks_match_one_gpu_and_bench_prints_the_scaling() {
         "compile",
         &gpt2,
         "--tensor-parallel",
-        "2",
+        &n,
         "--target",
         "cuda",
         "--bind",
@@ -127,7 +129,8 @@ fn two_ranks_match_one_gpu_and_bench_prints_the_scaling() {
     let out = gopt(&["run", &a, "-i", &input, "-o", &two.display().to_string()]);
     assert_ok(&out);
     assert!(
-        out.stdout.contains("tensor parallel: 2 ranks"),
+        out.stdout
+            .contains(&format!("tensor parallel: {ranks} rank")),
         "{}",
         out.stdout
     );
@@ -151,11 +154,58 @@ fn two_ranks_match_one_gpu_and_bench_prints_the_scaling() {
         .fold(0f64, |m, (a, b)| m.max((a - b).abs()));
     assert!(
         worst <= 1e-4 * scale,
-        "max |2 ranks - 1 GPU| {worst} (scale {scale})"
+        "max |{ranks} ranks - 1 GPU| {worst} (scale {scale})"
     );
     let out = gopt(&["bench", &a, "--iters", "20", "--warmup", "3"]);
     assert_ok(&out);
     assert!(out.stdout.contains("scaling efficiency"), "{}", out.stdout);
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+#[ignore = "needs 2 GPUs and NCCL (device kind nvidia-h200-x2)"]
+fn two_ranks_match_one_gpu_and_bench_prints_the_scaling() {
+    ranks_match_one_gpu_and_bench_prints_the_scaling(2);
+}
+
+#[test]
+#[ignore = "needs a GPU and NCCL"]
+fn one_rank_through_nccl_matches_one_gpu() {
+    ranks_match_one_gpu_and_bench_prints_the_scaling(1);
+}
+
+#[test]
+fn one_rank_compiles_the_multi_gpu_structure() {
+    // `--tensor-parallel 1`: the same rank plan as each of 2 ranks has, collectives
+    // over one rank, written as an artifact.
+    let dir = scratch("compile_tp1");
+    let out_dir = dir.display().to_string();
+    let out = gopt(&[
+        "compile",
+        &model_path("gpt2_small"),
+        "--tensor-parallel",
+        "1",
+        "--target",
+        "cuda",
+        "--bind",
+        "batch=1",
+        "--bind",
+        "seq=16",
+        "-o",
+        &out_dir,
+    ]);
+    assert_ok(&out);
+    let s = &out.stdout;
+    assert!(s.contains("tensor parallel: 1 rank,"), "{s}");
+    let line = s
+        .lines()
+        .find(|l| l.trim_start().starts_with("rank 0:"))
+        .unwrap_or_else(|| panic!("no rank line:\n{s}"));
+    // Each AllReduce carries the whole [1,16,144] f32 at any rank count.
+    assert!(line.contains("4 AllReduce (36.00 KiB"), "{line}");
+    assert!(line.contains("(4 allreduce, 1 allgather)"), "{line}");
+    let m = gopt::artifact::ranks::read(&dir).expect("the manifest checks");
+    assert_eq!((m.ranks, m.buckets.len()), (1, 1));
     std::fs::remove_dir_all(&dir).ok();
 }
 

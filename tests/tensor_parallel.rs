@@ -244,13 +244,18 @@ fn a_decode_step_reads_and_keeps_its_cache_shard() {
 }
 
 #[test]
-fn one_rank_is_the_identity() {
+fn one_rank_keeps_the_structure_with_one_rank_collectives() {
+    // The multi-GPU path on one GPU: the same split products, each collective over one
+    // rank, and the outputs unchanged.
     let m = load("models", "gpt2_small");
-    let (g, _) = specialized(&m);
+    let (g, inputs) = specialized(&m);
     let s = shard(&g, 1).expect("one rank");
     assert_eq!(s.ranks.len(), 1);
-    assert_eq!(*s.ranks[0], *g);
-    assert!(collectives(&s.ranks[0]).is_empty());
+    assert_eq!(s.row.len(), shard(&g, 2).expect("two ranks").row.len());
+    assert!(s.inputs.iter().all(|p| *p == Placement::Whole));
+    let (reduces, gathers) = check_graph("gpt2_small x1", &g, &inputs, 1);
+    assert!(reduces > 0, "no AllReduce at one rank");
+    assert!(gathers <= 1, "{gathers} AllGathers");
 }
 
 #[test]

@@ -145,7 +145,7 @@ pub fn read(dir: &Path) -> Result<Manifest> {
         )));
     }
     check_sealed(dir, MANIFEST, &bytes, &m.sha256)?;
-    if !(2..=64).contains(&m.ranks) || m.outputs_from >= m.ranks || m.buckets.is_empty() {
+    if !(1..=64).contains(&m.ranks) || m.outputs_from >= m.ranks || m.buckets.is_empty() {
         return Err(bad(format!(
             "{} ranks, outputs from rank {}, {} buckets: compile it again",
             m.ranks,

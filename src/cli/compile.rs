@@ -403,8 +403,8 @@ impl CudaSummary {
 
 /// Runs `gopt compile`.
 pub fn main(args: &Args) -> Result<ExitCode> {
-    if let Some(ranks) = args.tp.ranks() {
-        return super::tensor_parallel::compile(args, ranks);
+    if let Some(ranks) = args.tp.tensor_parallel {
+        return super::tensor_parallel::compile(args, ranks as usize);
     }
     if args.generate {
         return super::compile_generate::main(args);

@@ -29,12 +29,15 @@ pub struct TpArgs {
     /// the N rank graphs (their CUDA plans with --target cuda) and needs the model's
     /// dims bound (--bind, or its buckets); `run`, `bench` and `generate` need N GPUs
     /// and NCCL (libnccl.so.2). Heads, K/V heads and MLP widths must divide by N.
+    /// `compile --tensor-parallel 1` builds the same structure for one GPU, each
+    /// collective over a 1-rank NCCL communicator: the multi-GPU path, checked on one.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]
     pub tensor_parallel: Option<u64>,
 }
 
 impl TpArgs {
-    /// The rank count asked for, when above 1 (one rank is the ordinary path).
+    /// The rank count asked for, when above 1 (`run`, `bench` and `generate` of a
+    /// model file with one rank take the ordinary path).
     pub fn ranks(&self) -> Option<usize> {
         self.tensor_parallel.filter(|&n| n > 1).map(|n| n as usize)
     }
@@ -88,7 +91,8 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
     // replicates inputs and reads rank 0's outputs, so it would be wrong for them.
     let mut unrunnable: Option<Vec<String>> = None;
     outln!(
-        "tensor parallel: {ranks} ranks, {} bucket(s), model {}",
+        "tensor parallel: {ranks} rank{}, {} bucket(s), model {}",
+        if ranks == 1 { "" } else { "s" },
         buckets.len(),
         args.model.display()
     );

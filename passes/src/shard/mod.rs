@@ -140,20 +140,12 @@ pub fn collectives(g: &Graph) -> Vec<(CollectiveOp, u64)> {
         .collect()
 }
 
-/// Splits `g` (specialized: every shape known) `ranks` ways. One rank is the identity.
+/// Splits `g` (specialized: every shape known) `ranks` ways. One rank keeps the
+/// structure: the same products marked, each collective over one rank (NCCL's
+/// identity), so the multi-GPU path can be built and run on one GPU.
 pub fn shard(g: &Verified, ranks: usize) -> Result<Sharded, ShardError> {
     if ranks == 0 {
         return Err(ShardError::NoRanks);
-    }
-    if ranks == 1 {
-        return Ok(Sharded {
-            ranks: vec![g.clone()],
-            column: Vec::new(),
-            row: Vec::new(),
-            gathered: Vec::new(),
-            inputs: vec![Placement::Whole; g.inputs.len()],
-            outputs: vec![Placement::Whole; g.outputs.len()],
-        });
     }
     let mut seeds = choose_seeds(g, ranks)?;
     let mut dropped = Vec::new();

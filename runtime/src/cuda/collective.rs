@@ -131,7 +131,7 @@ impl Ready {
     /// Checks `c` and resolves its addresses (`send`, `recv`: its input and output).
     pub(crate) fn new(c: &Collective, send: u64, recv: u64, scratch: u64) -> Result<Ready> {
         let bad = |m: String| RuntimeError::Cuda(format!("plan: collective `{}`: {m}", c.node));
-        if c.ranks < 2 || !c.bytes.is_multiple_of(c.ranks) {
+        if c.ranks == 0 || !c.bytes.is_multiple_of(c.ranks) {
             return Err(bad(format!("{} bytes over {} ranks", c.bytes, c.ranks)));
         }
         let (count, dtype, interleave) = match c.kind {

@@ -49,6 +49,14 @@ fn open(dir: &Path, tp: &TpArgs) -> Result<Manifest> {
     Ok(m)
 }
 
+/// "1 rank on GPU 0", "2 ranks on GPUs 0..1".
+fn on_gpus(ranks: usize) -> String {
+    match ranks {
+        1 => "1 rank on GPU 0".to_string(),
+        n => format!("{n} ranks on GPUs 0..{}", n - 1),
+    }
+}
+
 /// Every rank's plan and weights of bucket `b`, loaded on the GPUs.
 fn load(dir: &Path, m: &Manifest, b: &Bucket) -> Result<Ranks> {
     let mut plans = Vec::with_capacity(m.ranks);
@@ -104,10 +112,8 @@ pub fn run_artifact(
         let ranks = load(dir, &m, b)?;
         let outs = ranks.run(inputs).context("the tensor-parallel run")?;
         let note = format!(
-            "tensor parallel: {} ranks on GPUs 0..{}, bucket {}; inputs replicated, outputs \
-             from rank {}",
-            m.ranks,
-            m.ranks - 1,
+            "tensor parallel: {}, bucket {}; inputs replicated, outputs from rank {}",
+            on_gpus(m.ranks),
             b.dir,
             m.outputs_from
         );
@@ -201,8 +207,8 @@ pub fn bench_artifact(
         .unwrap_or(1)
         .max(1);
     outln!(
-        "tensor parallel: {} ranks, bucket {}, batch {batch}",
-        m.ranks,
+        "tensor parallel: {}, bucket {}, batch {batch}",
+        on_gpus(m.ranks),
         b.dir
     );
     let t = Instant::now();
