@@ -7,12 +7,18 @@
 //! output's largest magnitude. Dims that do not divide are errors naming the dim.
 //! With fewer K/V heads than ranks the K/V heads are replicated; a decode step reads
 //! its rank's shard of the past KV cache and keeps its shard of the present one, which
-//! the test compares with the matching block of the unsharded output.
+//! the test compares with the matching block of the unsharded output. Generation's
+//! own steps (the decoder lowered as `gopt generate` compiles it: the prompt's presents
+//! kept per rank, the decode step's cache written in place by a `TensorScatter`) split
+//! the same way, each rank holding its K/V heads of the cache.
 
+use gopt::generate::Step;
 use gopt::ir::ops::collective::simulate_each;
+use gopt::ir::ValueId;
 use gopt::ir::{DType, Dim, Model, Tensor, Verified};
-use gopt::passes::shard::{collectives, shard, Placement, ShardError};
-use std::collections::BTreeMap;
+use gopt::passes::decoder::CACHE_POSITION;
+use gopt::passes::shard::{collectives, shard, shard_keeping, Placement, ShardError};
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 mod common;
@@ -127,8 +133,19 @@ fn check(what: &str, m: &Model, ranks: usize) -> (usize, usize) {
 /// and must output its part of each output (all of a whole or gathered one, its block
 /// of a split one).
 fn check_graph(what: &str, g: &Verified, inputs: &[Tensor], ranks: usize) -> (usize, usize) {
+    check_keeping(what, g, inputs, ranks, &HashSet::new())
+}
+
+/// [`check_graph`] with the outputs `per_rank` kept on their ranks when split.
+fn check_keeping(
+    what: &str,
+    g: &Verified,
+    inputs: &[Tensor],
+    ranks: usize,
+    per_rank: &HashSet<ValueId>,
+) -> (usize, usize) {
     let want = gopt::ir::interp::run(g, inputs).unwrap_or_else(|e| panic!("{what}: {e}"));
-    let s = shard(g, ranks).unwrap_or_else(|e| panic!("{what} x{ranks}: {e}"));
+    let s = shard_keeping(g, ranks, per_rank).unwrap_or_else(|e| panic!("{what} x{ranks}: {e}"));
     assert_eq!(s.ranks.len(), ranks);
     assert_eq!(
         (s.inputs.len(), s.outputs.len()),
@@ -277,4 +294,105 @@ fn dims_that_do_not_divide_are_named() {
     assert!(matches!(e, ShardError::Indivisible { ranks: 3, .. }), "{e}");
     // Zero ranks.
     assert!(matches!(shard(&g, 0), Err(ShardError::NoRanks)));
+}
+
+/// Decoder `name`'s generation `step` as `gopt generate` compiles it (fp32 caches):
+/// the exported graph specialized and lowered by the decoder pass, with inputs (token
+/// ids, positions, a mask of ones, write position 5, caches in [-1, 1)).
+fn generation_step(name: &str, step: Step) -> (Verified, Vec<Tensor>) {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/data/decoders")
+        .join(name)
+        .join("model.onnx");
+    let model = gopt::load_model(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let d = gopt::passes::decoder::detect(&model.model.graph).expect("a decoder");
+    let g = gopt::prepare(&model.model, &d.bindings(step)).expect("prepare");
+    let g = d.lower(&g, step, DType::F32).expect("lower");
+    let inputs = g
+        .inputs
+        .iter()
+        .map(|&v| {
+            let val = g.value(v);
+            let ty = val.ty.as_ref().expect("typed");
+            let shape: Vec<usize> = ty
+                .shape
+                .iter()
+                .map(|d| d.known().expect("bound") as usize)
+                .collect();
+            let n: usize = shape.iter().product();
+            let last = shape.last().copied().unwrap_or(1).max(1);
+            let data: Vec<f64> = match val.name.as_str() {
+                "input_ids" => (0..n).map(|i| ((i * 7 + 3) % 11) as f64).collect(),
+                "position_ids" if matches!(step, Step::Decode { .. }) => vec![5.0; n],
+                "position_ids" => (0..n).map(|i| (i % last) as f64).collect(),
+                CACHE_POSITION => vec![5.0; n],
+                m if m.contains("mask") => vec![1.0; n],
+                _ if ty.dtype == DType::F32 => (0..n)
+                    .map(|i| ((i * 37 + 11) % 500) as f64 / 250.0 - 1.0)
+                    .collect(),
+                _ => vec![0.0; n],
+            };
+            Tensor::from_f64s(ty.dtype, &shape, &data).expect("input")
+        })
+        .collect();
+    (g, inputs)
+}
+
+#[test]
+fn generation_steps_keep_each_ranks_cache() {
+    let prefill = Step::Prefill { batch: 2, seq: 8 };
+    let decode = Step::Decode {
+        batch: 2,
+        context: 16,
+    };
+    for name in [
+        "llama_decoder",
+        "hf_llama_decoder",
+        "scatter_decoder",
+        "gpt2_decoder",
+    ] {
+        for step in [prefill, decode] {
+            let (g, inputs) = generation_step(name, step);
+            let presents: HashSet<ValueId> = g.outputs[1..].iter().copied().collect();
+            // GPT-2's 3 heads split 3 ways; the Llama-style ones' 2 K/V heads are
+            // replicated at 4.
+            let ranks_to_try: &[usize] = if name.contains("gpt2") { &[3] } else { &[2, 4] };
+            for &ranks in ranks_to_try {
+                let what = format!("{name} {}", step.name());
+                let s = shard_keeping(&g, ranks, &presents)
+                    .unwrap_or_else(|e| panic!("{what} x{ranks}: {e}"));
+                // Every present stays split by head on its ranks, the logits are
+                // whole on every rank; a decode step reads its rank's heads of each
+                // cache.
+                assert!(
+                    s.outputs[1..]
+                        .iter()
+                        .all(|p| matches!(p, Placement::Split { axis: 1, .. })),
+                    "{what} x{ranks}: {:?}",
+                    s.outputs
+                );
+                // (GPT-2's tied LM head: 500 columns do not divide by 3, so it stays
+                // whole.)
+                assert!(
+                    matches!(s.outputs[0], Placement::Gathered | Placement::Whole),
+                    "{what} x{ranks}"
+                );
+                let split_in = s
+                    .inputs
+                    .iter()
+                    .filter(|p| matches!(p, Placement::Split { axis: 1, .. }))
+                    .count();
+                // The caches a step reads: decode's, and the fixed-size ones of the
+                // scatter form in its prompt too.
+                let want_in = g
+                    .inputs
+                    .iter()
+                    .filter(|&&v| g.value(v).name.starts_with("past_key_values"))
+                    .count();
+                assert_eq!(split_in, want_in, "{what} x{ranks}: {:?}", s.inputs);
+                let (reduces, _) = check_keeping(&what, &g, &inputs, ranks, &presents);
+                assert!(reduces >= 2, "{what} x{ranks}: {reduces} AllReduce");
+            }
+        }
+    }
 }

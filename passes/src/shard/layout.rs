@@ -10,9 +10,9 @@
 
 use super::product::{product, whole_operands};
 use super::ShardError;
-use gopt_ir::ops::{NnOp, ReduceOp, ShapeOp};
+use gopt_ir::ops::{AttentionOp, NnOp, ReduceOp, ShapeOp};
 use gopt_ir::{Graph, NodeId, Op, ValueId};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 /// How a value is laid out across the ranks (absent from [`Layouts::split`]: every rank
 /// holds all of it).
@@ -33,8 +33,9 @@ pub struct Split {
     /// The Reshape (and its output axis) that made the head axis replicated, for the
     /// error when the replication reaches anything but K/V repetition.
     pub origin: Option<(NodeId, usize)>,
-    /// A KV cache (a Concat of a past cache with the new K/V): kept per rank at a graph
-    /// output, not gathered.
+    /// A KV cache (a Concat of a past cache with the new K/V, a `TensorScatter` into
+    /// one, or an output the caller keeps per rank): kept per rank at a graph output,
+    /// not gathered.
     pub cache: bool,
     /// The seeds this split came from.
     pub seeds: BTreeSet<NodeId>,
@@ -155,8 +156,14 @@ pub(super) enum Found {
 pub(super) type Res<T> = Result<T, ShardError>;
 
 /// Runs the analysis of `g` split `ranks` ways with these seeds (column-parallel
-/// products and their output segments).
-pub fn analyze(g: &Graph, ranks: usize, seeds: &HashMap<NodeId, Seed>) -> Res<Outcome> {
+/// products and their output segments); the outputs in `per_rank` stay with their
+/// ranks when split (caches a generation step hands to the next), as a cache does.
+pub fn analyze(
+    g: &Graph,
+    ranks: usize,
+    seeds: &HashMap<NodeId, Seed>,
+    per_rank: &HashSet<ValueId>,
+) -> Res<Outcome> {
     let mut st = Layouts::default();
     let captured: BTreeSet<ValueId> = g.capture_uses().into_iter().flatten().collect();
     for nid in g.topo_order()? {
@@ -231,6 +238,11 @@ pub fn analyze(g: &Graph, ranks: usize, seeds: &HashMap<NodeId, Seed>) -> Res<Ou
         }
     }
     for &v in &g.outputs {
+        if per_rank.contains(&v) {
+            if let Some(s) = st.split.get_mut(&v) {
+                s.cache = true;
+            }
+        }
         if let Some(s) = st.split.get(&v) {
             if s.rep > 1 && !s.cache {
                 let c = Ok(Outcome::Conflict(Conflict {
@@ -469,9 +481,86 @@ fn rule(
             }
             one(s0.moved(s0.axis))
         }
+        Op::Attention(AttentionOp::TensorScatter) if ins.iter().all(|(i, _)| *i < 2) => {
+            // A cache written in place (a lowered decode step, or the opset-24 form):
+            // the cache and the new entries split alike, along an axis other than the
+            // one written (the heads, not the sequence); the write positions are whole.
+            let r = out_shape.len();
+            let written = norm_axis(node.attrs.int_or("axis", -2)?, r);
+            if s0.axis == written
+                || ins
+                    .iter()
+                    .any(|(_, s)| s.axis != s0.axis || !s.same_cut(s0))
+            {
+                return Ok(Found::No(
+                    "it writes along the split axis, or its cache and update split differently"
+                        .into(),
+                ));
+            }
+            let past = match whole_operands(g, nid, s0.axis, r, s0, true, st)? {
+                Ok(cut) => cut,
+                Err(why) => return Ok(Found::No(why)),
+            };
+            let mut split = s0.moved(s0.axis);
+            split.cache = past;
+            one(split)
+        }
+        Op::Attention(AttentionOp::Attention) => attention(g, nid, ins),
         Op::Nn(NnOp::MatMul | NnOp::Gemm) => product(g, nid, ranks, ins, st),
         _ => Ok(Found::No("no sharding rule for this op".into())),
     }
+}
+
+/// ONNX `Attention` on 4-D Q, K, V each split by head (axis 1): every rank attends
+/// with its query heads to its K/V heads (query head block r reads K/V block r, or
+/// r / rep when K/V heads are replicated: grouped-query attention keeps its groups
+/// contiguous). A mask with a head axis, a past cache and the extra outputs stay
+/// unsplit inputs this rule does not cut, so they are refused.
+fn attention(g: &Graph, nid: NodeId, ins: &[(usize, Split)]) -> Res<Found> {
+    let node = g.node(nid);
+    let split = |i: usize| ins.iter().find(|(k, _)| *k == i).map(|(_, s)| s);
+    let (Some(q), Some(k), Some(v)) = (split(0), split(1), split(2)) else {
+        return Ok(Found::No("Q, K and V are not all split by head".into()));
+    };
+    let four_d = (0..3).all(|i| {
+        node.inputs[i]
+            .and_then(|x| g.ty(x).ok())
+            .is_some_and(|t| t.shape.len() == 4)
+    });
+    if !four_d
+        || [q, k, v]
+            .iter()
+            .any(|s| s.axis != 1 || s.parts.len() != 1 || s.span != 1)
+    {
+        return Ok(Found::No(
+            "Q, K and V are not 4-D and split along their head axis".into(),
+        ));
+    }
+    if q.rep != 1 || !k.same_cut(v) {
+        return Ok(Found::No(
+            "its query heads are replicated, or K and V split differently".into(),
+        ));
+    }
+    if ins.iter().any(|(i, _)| *i > 2) {
+        return Ok(Found::No("a split mask or past cache".into()));
+    }
+    let mask_per_head = node
+        .inputs
+        .get(3)
+        .copied()
+        .flatten()
+        .and_then(|m| g.ty(m).ok())
+        .is_some_and(|t| t.shape.len() == 4 && t.shape[1].known() != Some(1));
+    let past = (4..6).any(|i| node.inputs.get(i).copied().flatten().is_some());
+    let read =
+        |o: ValueId| g.outputs.contains(&o) || g.nodes.iter().any(|n| n.inputs.contains(&Some(o)));
+    let extra = node.outputs.iter().skip(1).any(|&o| read(o));
+    if mask_per_head || past || extra {
+        return Ok(Found::No(
+            "a mask per head, a past cache input or a present output of the Attention node".into(),
+        ));
+    }
+    Ok(Found::Outs(vec![(node.outputs[0], q.moved(1))]))
 }
 
 /// The output axis that `axis` of `from` becomes in a reshape to `to`: the first

@@ -144,13 +144,24 @@ pub fn collectives(g: &Graph) -> Vec<(CollectiveOp, u64)> {
 /// structure: the same products marked, each collective over one rank (NCCL's
 /// identity), so the multi-GPU path can be built and run on one GPU.
 pub fn shard(g: &Verified, ranks: usize) -> Result<Sharded, ShardError> {
+    shard_keeping(g, ranks, &HashSet::new())
+}
+
+/// [`shard`], the outputs in `per_rank` left with their ranks when split (a
+/// generation step's presents, which the next step reads on the same rank) rather
+/// than gathered.
+pub fn shard_keeping(
+    g: &Verified,
+    ranks: usize,
+    per_rank: &HashSet<ValueId>,
+) -> Result<Sharded, ShardError> {
     if ranks == 0 {
         return Err(ShardError::NoRanks);
     }
     let mut seeds = choose_seeds(g, ranks)?;
     let mut dropped = Vec::new();
     let layouts = loop {
-        match analyze(g, ranks, &seeds)? {
+        match analyze(g, ranks, &seeds, per_rank)? {
             Outcome::Done(l) => break l,
             Outcome::Replicate { seeds: which, rep } => {
                 for s in &which {
