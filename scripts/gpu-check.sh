@@ -30,8 +30,12 @@
 #         nvidia-h200-x2 kind and FAILS with fewer GPUs; N=1 runs the same path on one
 #         GPU, each collective over a 1-rank NCCL communicator. NCCL comes from the
 #         PyTorch install's nvidia-nccl wheel when the loader cannot find it.
+#         Then generation split over the ranks: llama_decoder's greedy tokens (fp32)
+#         against one GPU's, and `gopt bench --decode --tensor-parallel N`.
 #         What tests/cli_tensor_parallel.rs's ignored tests do, here through the
-#         carried binary, whose test binaries cannot find it)
+#         carried binary, whose test binaries cannot find it.
+#         --tp-bench: bench/tp-bench.sh, the TinyLlama-1.1B shape at batch 32, decode
+#         and prefill, N ranks against 1 GPU, into $OUT/tp-bench)
 #         5. bench/gpu-bench.sh: ResNet-50, BERT-base, GPT-2 (and, with --bench-models,
 #            the Llama decoder; GOPT_LLAMA_LAYERS=N for a smaller stack) against PyTorch
 #            (SDPA attention) eager and torch.compile (the faster of default and
@@ -71,13 +75,14 @@ if [[ "${1:-}" == "--build" ]]; then
     exit 0
 fi
 
-BENCH=1; CONF=1; WGPU=1; CONF_ALL=0; MODELS=1; BENCH_MODELS=""; DECODE=0; QUANT=0; TP=0
+BENCH=1; CONF=1; WGPU=1; CONF_ALL=0; MODELS=1; BENCH_MODELS=""; DECODE=0; QUANT=0; TP=0; TP_BENCH=0
 while (($#)); do
     case "$1" in
         --no-bench) BENCH=0 ;;
         --decode-bench) DECODE=1 ;;
         --quant-bench) QUANT=1 ;;
         --tensor-parallel) TP="$2"; shift ;;
+        --tp-bench) TP_BENCH=1 ;;
         --all-conformance) CONF_ALL=1 ;;
         --no-models) MODELS=0 ;;
         --no-wgpu) WGPU=0 ;;
@@ -263,6 +268,35 @@ PY
             record "tensor parallel (gpt2_small: $TP rank(s) against 1 GPU, then bench)" $? \
                 "$(grep -E 'max \||scaling|error' "$OUT/tensor_parallel.log" | tr '\n' ' ')"
             tail -12 "$OUT/tensor_parallel.log"
+            # Generation split over the ranks: the same greedy tokens as one GPU (fp32),
+            # then the decode step's scaling.
+            dec=tests/data/decoders/llama_decoder/model.onnx
+            gen=(generate "$dec" --prompt-ids 5,17,42,7,99 --prompt-ids 3,1,400,12,8,250,77,31
+                 --max-new-tokens 24 --backend cuda --json)
+            {
+                timeout 300 "$BIN/gopt" "${gen[@]}" --tensor-parallel "$TP" > "$tp/gen_ranks.json" &&
+                timeout 300 "$BIN/gopt" "${gen[@]}" > "$tp/gen_one.json" &&
+                python3 - "$tp/gen_ranks.json" "$tp/gen_one.json" <<'PY' &&
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+print(f"tokens {a['tensor_parallel']} rank(s): {a['tokens']}")
+print(f"tokens 1 GPU:      {b['tokens']}")
+print(f"ms/token p50 {a['ms_per_token_p50']:.3f} (ranks) vs {b['ms_per_token_p50']:.3f} (1 GPU)")
+sys.exit(0 if a["tokens"] == b["tokens"] else 1)
+PY
+                timeout 300 "$BIN/gopt" bench "$dec" --decode --tensor-parallel "$TP" --batch 4 \
+                    --context 64 --iters 100
+            } > "$OUT/tensor_parallel_generate.log" 2>&1
+            record "tensor parallel generate (llama_decoder: $TP rank(s), tokens against 1 GPU, bench --decode)" $? \
+                "$(grep -E 'scaling|error' "$OUT/tensor_parallel_generate.log" | tr '\n' ' ')"
+            tail -12 "$OUT/tensor_parallel_generate.log"
+            if ((TP_BENCH)); then
+                bash bench/tp-bench.sh "$BIN/gopt" "$OUT/tp-bench" "$TP" > "$OUT/tp-bench.log" 2>&1
+                rc=$?
+                tail -30 "$OUT/tp-bench.log"
+                record "tensor parallel bench (TinyLlama shape, batch 32)" "$rc" \
+                    "$(tr '\n' ' ' < "$OUT/tp-bench/summary.txt" 2>/dev/null)"
+            fi
         fi
     fi
     if [[ "$DECODE" == 1 ]]; then

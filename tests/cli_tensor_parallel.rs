@@ -258,3 +258,66 @@ fn runs_refuse_more_ranks_than_this_machine_has() {
     );
     assert!(help.stdout.contains("NCCL"), "{}", help.stdout);
 }
+
+/// `gopt generate` of llama_decoder with `args`, as JSON.
+fn generate_json(args: &[&str]) -> serde_json::Value {
+    let llama = common::cli::root()
+        .join("tests/data/decoders/llama_decoder/model.onnx")
+        .display()
+        .to_string();
+    let mut all = vec![
+        "generate",
+        &llama,
+        "--prompt-ids",
+        "5,17,42,7,99",
+        "--prompt-ids",
+        "3,1,400,12,8,250,77,31",
+        "--max-new-tokens",
+        "6",
+        "--json",
+    ];
+    all.extend_from_slice(args);
+    let out = gopt(&all);
+    assert_ok(&out);
+    serde_json::from_str(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", out.stdout))
+}
+
+#[test]
+fn generate_split_over_simulated_ranks_matches_one_device() {
+    // --backend cpu: the ranks simulated together on the interpreter, 2 ways and 4
+    // (its 2 K/V heads replicated), the same tokens as one device.
+    let one = generate_json(&["--backend", "cpu"]);
+    assert!(one.get("tensor_parallel").is_none(), "{one}");
+    for n in ["2", "4"] {
+        let split = generate_json(&["--backend", "cpu", "--tensor-parallel", n]);
+        assert_eq!(split["tokens"], one["tokens"], "{n} ranks");
+        assert_eq!(split["tensor_parallel"].to_string(), n, "{split}");
+    }
+    // wgpu cannot hold the ranks; 3 ranks do not divide 4 query heads.
+    let llama = common::cli::root()
+        .join("tests/data/decoders/llama_decoder/model.onnx")
+        .display()
+        .to_string();
+    let base = [
+        "generate",
+        llama.as_str(),
+        "--prompt-ids",
+        "5,17",
+        "--max-new-tokens",
+        "2",
+    ];
+    let mut wgpu = base.to_vec();
+    wgpu.extend(["--backend", "wgpu", "--tensor-parallel", "2"]);
+    assert_error(&gopt(&wgpu), &["not on wgpu"]);
+    let mut three = base.to_vec();
+    three.extend(["--backend", "cpu", "--tensor-parallel", "3"]);
+    assert_error(&gopt(&three), &["does not divide into 3 ranks"]);
+}
+
+#[test]
+#[ignore = "needs a GPU and NCCL"]
+fn generate_on_one_rank_through_nccl_matches_one_gpu() {
+    let one = generate_json(&["--backend", "cuda"]);
+    let split = generate_json(&["--backend", "cuda", "--tensor-parallel", "1"]);
+    assert_eq!(split["tokens"], one["tokens"]);
+}

@@ -396,3 +396,70 @@ fn generation_steps_keep_each_ranks_cache() {
         }
     }
 }
+
+/// Greedy generation on the CPU with its steps split `ranks` ways (the ranks simulated
+/// together on the interpreter, each holding its K/V heads of the cache) chooses the
+/// same tokens as the unsplit generator, every step's logits within 1e-4 of the
+/// largest.
+#[test]
+fn split_generation_matches_one_device() {
+    use gopt::generate::{GenerateOptions, Generator, Request};
+    let prompts = vec![vec![5, 17, 42, 7, 99], vec![3, 1, 400, 12, 8, 250, 77, 31]];
+    let cases = [
+        ("llama_decoder", 2),
+        ("llama_decoder", 4),
+        ("hf_llama_decoder", 2),
+        ("scatter_decoder", 2),
+        ("gpt2_decoder", 3),
+    ];
+    for (name, ranks) in cases {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/data/decoders")
+            .join(name)
+            .join("model.onnx");
+        let m = gopt::load_model(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let run = |tp: Option<usize>| {
+            let opts = gopt::Options::new().backend(gopt::Backend::Cpu);
+            let gen = GenerateOptions {
+                max_context: 64,
+                max_batch: 2,
+                min_context: 32,
+                tensor_parallel: tp,
+                ..GenerateOptions::default()
+            };
+            let mut g = Generator::new(&m, &opts, &gen).unwrap_or_else(|e| panic!("{name}: {e}"));
+            let req = Request {
+                record_logits: true,
+                ..Request::greedy(6)
+            };
+            let out = g
+                .generate(&prompts, &req, |_, _| {})
+                .unwrap_or_else(|e| panic!("{name} x{tp:?}: {e}"));
+            // Both steps ran split: a graph per rank, each with its collectives.
+            for c in g.compiled() {
+                assert_eq!(
+                    c.rest.len() + 1,
+                    tp.unwrap_or(1),
+                    "{name} {}",
+                    c.step.name()
+                );
+                let reduces = collectives(&c.variant.graph).len();
+                assert_eq!(reduces > 0, tp.is_some(), "{name} {}", c.step.name());
+            }
+            out
+        };
+        let (one, split) = (run(None), run(Some(ranks)));
+        assert_eq!(one.tokens, split.tokens, "{name} x{ranks}");
+        assert_eq!(one.logits.len(), split.logits.len(), "{name} x{ranks}");
+        for (step, (a, b)) in one.logits.iter().zip(&split.logits).enumerate() {
+            for (row, (a, b)) in a.iter().zip(b).enumerate() {
+                let scale = a.iter().fold(0f32, |m, v| m.max(v.abs())).max(1e-6);
+                let worst = a.iter().zip(b).fold(0f32, |m, (x, y)| m.max((x - y).abs()));
+                assert!(
+                    worst <= 1e-4 * scale,
+                    "{name} x{ranks}: step {step} row {row}: {worst:.3e} of {scale:.3e}"
+                );
+            }
+        }
+    }
+}

@@ -48,6 +48,14 @@ impl Verified {
     }
 }
 
+/// A verified graph lends its graph wherever one is borrowed (the rank graphs a
+/// tensor-parallel simulation runs).
+impl std::borrow::Borrow<Graph> for Verified {
+    fn borrow(&self) -> &Graph {
+        &self.0
+    }
+}
+
 impl Deref for Verified {
     type Target = Graph;
     fn deref(&self) -> &Graph {

@@ -239,7 +239,9 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             args.opt.options()?,
         );
     }
-    super::tensor_parallel::refuse(&args.tp, "bench")?;
+    if !args.decode {
+        super::tensor_parallel::refuse(&args.tp, "bench")?;
+    }
     if !(1..=MAX_RUNS).contains(&args.iters) {
         bail!(
             "--iters {}: expected 1 to {MAX_RUNS} timed runs",

@@ -67,6 +67,9 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     let (candidates, _) = args.device.candidates();
     let backend = candidates[0];
     args.device.apply(&mut opts, backend)?;
+    if let Some(n) = args.tp.tensor_parallel {
+        return super::tensor_parallel::decode::bench(args, &model, opts, n as usize);
+    }
     let gen = GenerateOptions {
         max_context: args
             .context

@@ -97,6 +97,9 @@ struct Report<'a> {
     #[serde(skip_serializing_if = "Option::is_none")]
     adapter: Option<String>,
     precision: String,
+    /// `--tensor-parallel N`: the rank count.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tensor_parallel: Option<usize>,
     notes: Vec<String>,
     prompt_tokens: Vec<usize>,
     tokens: &'a [Vec<i64>],
@@ -118,7 +121,7 @@ struct Report<'a> {
 
 /// Runs `gopt generate`.
 pub fn main(args: &Args) -> Result<ExitCode> {
-    super::tensor_parallel::refuse(&args.tp, "generate")?;
+    let candidates = tensor_parallel_backends(args)?;
     let t0 = Instant::now();
     let prompts = read_prompts(&args.prompts, args.batch)?;
     let model = gopt::load_model(&args.model)
@@ -145,9 +148,11 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     };
     let gen = GenerateOptions {
         max_context: args.max_context,
+        tensor_parallel: args.tp.tensor_parallel.map(|n| n as usize),
         ..GenerateOptions::default()
     };
-    let (candidates, mut notes) = args.device.candidates();
+    let (auto, mut notes) = args.device.candidates();
+    let candidates = candidates.unwrap_or(auto);
     let mut last_err = None;
     for backend in candidates {
         let mut opts = args.opt.options()?;
@@ -182,6 +187,29 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     Err(last_err.unwrap_or_else(|| anyhow::anyhow!("no backend could run the model")))
 }
 
+/// With `--tensor-parallel N`, the backends that may run the ranks: CUDA, once this
+/// machine is checked for N GPUs and NCCL (exit 2 naming what is missing), or the CPU
+/// when `--backend cpu` asks for the ranks simulated on the interpreter; `None`
+/// without the flag.
+fn tensor_parallel_backends(args: &Args) -> Result<Option<Vec<gopt::Backend>>> {
+    use super::BackendChoice::{Auto, Only};
+    let Some(n) = args.tp.tensor_parallel else {
+        return Ok(None);
+    };
+    let what = format!("gopt generate --tensor-parallel {n}");
+    match args.device.backend {
+        Only(gopt::Backend::Cpu) => Ok(Some(vec![gopt::Backend::Cpu])),
+        Only(gopt::Backend::Wgpu) => bail!(
+            "{what}: the ranks run on CUDA GPUs through NCCL (or, with --backend cpu, \
+             simulated on the interpreter); not on wgpu"
+        ),
+        Auto | Only(gopt::Backend::Cuda) => {
+            gopt::runtime::cuda::nccl::check_ranks(n as usize).with_context(|| what.clone())?;
+            Ok(Some(vec![gopt::Backend::Cuda]))
+        }
+    }
+}
+
 /// A progress bar on stderr for runs long enough to want one (hidden when stderr is
 /// not a terminal).
 fn progress(args: &Args, prompts: &[Vec<i64>]) -> Option<indicatif::ProgressBar> {
@@ -213,6 +241,7 @@ fn finish(
         backend: out.backend,
         adapter: adapter_name(opts),
         precision: opts.get_config().precision.name().to_string(),
+        tensor_parallel: g.tensor_parallel(),
         notes,
         prompt_tokens: prompts.iter().map(Vec::len).collect(),
         tokens: &out.tokens,
@@ -256,6 +285,18 @@ fn finish(
         r.prefill_step,
         r.decode_step
     );
+    if let Some(n) = r.tensor_parallel {
+        outln!(
+            "tensor parallel: {n} rank{}, {}; the logits from rank 0, each rank's K/V heads of \
+             the cache kept on it",
+            if n == 1 { "" } else { "s" },
+            match r.backend {
+                "cpu" => "simulated together on the CPU interpreter".to_string(),
+                _ if n == 1 => "GPU 0, NCCL".to_string(),
+                _ => format!("GPUs 0..{}, NCCL", n - 1),
+            }
+        );
+    }
     for n in &r.notes {
         outln!("note: {n}");
     }

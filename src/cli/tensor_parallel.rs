@@ -2,11 +2,13 @@
 //! (`gopt_passes::shard`), optimizes each rank's graph, builds its CUDA plan with
 //! `--target cuda`, and reports per rank the collectives and their bytes; `-o DIR`
 //! writes each rank's graph and plan, and with `--target cuda` the artifact's
-//! manifest, which `gopt run DIR` and `gopt bench DIR` load ([`exec`]). `run`,
-//! `bench` and `generate` of a model file with `--tensor-parallel N` check that the
-//! machine has N GPUs and NCCL (exit 2 naming what is missing), then point to the
-//! artifact (`run`, `bench`) or refuse (`generate`: the decode cache is not split).
+//! manifest, which `gopt run DIR` and `gopt bench DIR` load ([`exec`]). `run` and
+//! `bench` of a model file with `--tensor-parallel N` check that the machine has N
+//! GPUs and NCCL (exit 2 naming what is missing), then point to the artifact;
+//! `generate --tensor-parallel N` compiles and runs the ranks' steps itself
+//! (`gopt::generate`, each rank keeping its heads of the KV cache).
 
+pub mod decode;
 mod exec;
 pub use exec::{bench_artifact, is_artifact, run_artifact};
 
@@ -27,44 +29,45 @@ pub struct TpArgs {
     /// split N ways (column-parallel Q/K/V, up and gate; row-parallel output and down
     /// projections, each followed by an NCCL all-reduce). `compile` builds and reports
     /// the N rank graphs (their CUDA plans with --target cuda) and needs the model's
-    /// dims bound (--bind, or its buckets); `run`, `bench` and `generate` need N GPUs
-    /// and NCCL (libnccl.so.2). Heads, K/V heads and MLP widths must divide by N.
-    /// `compile --tensor-parallel 1` builds the same structure for one GPU, each
+    /// dims bound (--bind, or its buckets); `run` and `bench` need N GPUs and NCCL
+    /// (libnccl.so.2). `generate` splits its prefill and decode steps, each rank
+    /// keeping its K/V heads of the cache, and runs them on GPUs 0..N-1 (with
+    /// --backend cpu: simulated together on the interpreter, a check, not a speed-up).
+    /// Heads, K/V heads and MLP widths must divide by N (fewer K/V heads than ranks are
+    /// replicated). `--tensor-parallel 1` builds the same structure for one GPU, each
     /// collective over a 1-rank NCCL communicator: the multi-GPU path, checked on one.
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=64))]
     pub tensor_parallel: Option<u64>,
 }
 
 impl TpArgs {
-    /// The rank count asked for, when above 1 (`run`, `bench` and `generate` of a
-    /// model file with one rank take the ordinary path).
+    /// The rank count asked for, when above 1 (`run` and `bench` of a model file with
+    /// one rank take the ordinary path).
     pub fn ranks(&self) -> Option<usize> {
         self.tensor_parallel.filter(|&n| n > 1).map(|n| n as usize)
     }
 }
 
-/// `run`/`bench`/`generate MODEL --tensor-parallel N`: an error saying what this
-/// machine lacks (GPUs, NCCL), else what to run instead.
+/// `run`/`bench MODEL --tensor-parallel N`: an error saying what this machine lacks
+/// (GPUs, NCCL), else what to run instead.
 pub fn refuse(tp: &TpArgs, command: &str) -> Result<()> {
     let Some(n) = tp.ranks() else { return Ok(()) };
     let what = format!("gopt {command} --tensor-parallel {n}");
     gopt::runtime::cuda::nccl::check_ranks(n).with_context(|| what.clone())?;
-    match command {
-        "generate" => bail!(
-            "{what}: generation over several GPUs is not supported yet (the decode step's \
-             KV cache is not split across ranks)"
-        ),
-        _ => bail!(
-            "{what}: compile the ranks first, `gopt compile MODEL --tensor-parallel {n} \
-             --target cuda -o DIR`, then `gopt {command} DIR`"
-        ),
-    }
+    bail!(
+        "{what}: compile the ranks first, `gopt compile MODEL --tensor-parallel {n} \
+         --target cuda -o DIR`, then `gopt {command} DIR`"
+    )
 }
 
 /// `gopt compile --tensor-parallel N`.
 pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
     if args.generate {
-        bail!("--tensor-parallel with --generate: not supported yet (compile the prefill graph with --bind)");
+        bail!(
+            "--tensor-parallel with --generate: not supported yet (`gopt generate \
+             --tensor-parallel N` compiles the ranks' steps itself; `compile --tensor-parallel` \
+             with --bind writes one step's ranks)"
+        );
     }
     let t = Instant::now();
     let model = gopt::load_model(&args.model)

@@ -52,6 +52,11 @@ pub struct GenerateOptions {
     pub min_prompt: u64,
     /// The smallest cache bucket.
     pub min_context: u64,
+    /// Tensor parallelism over this many ranks (`None`: one device). Each step is split
+    /// Megatron-style, every rank keeping its K/V heads of the cache; on CUDA rank r
+    /// runs on GPU r through NCCL, on the CPU the ranks are simulated together on the
+    /// interpreter (a check of the split, not a speed-up).
+    pub tensor_parallel: Option<usize>,
 }
 
 impl Default for GenerateOptions {
@@ -61,6 +66,7 @@ impl Default for GenerateOptions {
             max_batch: 64,
             min_prompt: 16,
             min_context: 128,
+            tensor_parallel: None,
         }
     }
 }
@@ -152,7 +158,9 @@ pub struct Generator {
     decoder: Decoder,
     opts: Options,
     buckets: Buckets,
-    store: WeightStore,
+    /// The weights of each rank's plans (one store without tensor parallelism).
+    stores: Vec<WeightStore>,
+    ranks: Option<usize>,
     steps: Vec<CompiledStep>,
     loaded: Loaded,
 }
@@ -185,6 +193,18 @@ impl Generator {
                 .collect(),
             context,
         };
+        if let Some(n) = gen.tensor_parallel {
+            if n == 0 || opts.get_backend() == Backend::Wgpu {
+                return Err(GoptError::Usage(format!(
+                    "--tensor-parallel {n}: {}",
+                    if n == 0 {
+                        "expected at least 1 rank"
+                    } else {
+                        "the ranks run on CUDA (NCCL), or simulated on the CPU; not on wgpu"
+                    }
+                )));
+            }
+        }
         let mut opts = opts.clone();
         if opts.get_backend() == Backend::Wgpu {
             let f16 = opts.get_wgsl_f16().unwrap_or(true);
@@ -197,7 +217,10 @@ impl Generator {
             decoder,
             opts,
             buckets,
-            store: WeightStore::default(),
+            stores: (0..gen.tensor_parallel.unwrap_or(1))
+                .map(|_| WeightStore::default())
+                .collect(),
+            ranks: gen.tensor_parallel,
             steps: Vec::new(),
             loaded: Loaded::Nothing,
         })
@@ -228,14 +251,19 @@ impl Generator {
         &self.steps
     }
 
-    /// Bytes of the weights the steps share.
+    /// Bytes of the weights the steps share (on each rank: rank 0's).
     pub fn weights_bytes(&self) -> usize {
-        self.store.len()
+        self.stores[0].len()
     }
 
-    /// The weight store (to save the steps as an artifact).
+    /// The weight store (to save the steps as an artifact; rank 0's).
     pub fn weight_store(&self) -> &WeightStore {
-        &self.store
+        &self.stores[0]
+    }
+
+    /// The tensor-parallel rank count (`None`: one device).
+    pub fn tensor_parallel(&self) -> Option<usize> {
+        self.ranks
     }
 
     /// The prefill and decode steps a generation of `prompts` (token ids per row) with
@@ -292,7 +320,8 @@ impl Generator {
             &self.decoder,
             &self.opts,
             &todo,
-            &mut self.store,
+            &mut self.stores,
+            self.ranks,
             progress,
         )?;
         self.steps.extend(made);
@@ -331,7 +360,8 @@ impl Generator {
                 self.steps.iter().position(|c| c.step == s).ok_or_else(|| {
                     GoptError::Usage(format!("step {} is not compiled", s.name()))
                 })?;
-            self.loaded.load(&self.steps[i], &self.store, &self.opts)?;
+            self.loaded
+                .load(&self.steps[i], &self.stores, self.ranks, &self.opts)?;
         }
         let load = t_load.elapsed();
         let t0 = Instant::now();
@@ -417,7 +447,7 @@ impl Generator {
         let Some(budget) = self.opts.get_memory_budget() else {
             return Ok(());
         };
-        let weights = self.store.len();
+        let weights = self.stores[0].len();
         let mut total = weights as u128;
         for s in [p, d] {
             total += self.step(s)?.own_bytes(weights);
@@ -438,7 +468,7 @@ impl Generator {
                 p.name(),
                 d.name(),
                 gopt_ir::limit::fmt_short(total),
-                gopt_ir::limit::fmt_short(self.store.len() as u128),
+                gopt_ir::limit::fmt_short(weights as u128),
                 gopt_ir::limit::fmt_short(cache),
                 gopt_ir::limit::fmt_short(u128::from(budget)),
             )));
@@ -532,7 +562,8 @@ impl Generator {
             .iter()
             .position(|c| c.step == d)
             .ok_or_else(|| GoptError::Usage(format!("step {} is not compiled", d.name())))?;
-        self.loaded.load(&self.steps[i], &self.store, &self.opts)?;
+        self.loaded
+            .load(&self.steps[i], &self.stores, self.ranks, &self.opts)?;
         let feed = inputs::Feed::for_decode(&self.decoder, &self.steps[i])?;
         let pos = vec![tokens - 1; batch as usize];
         let ins = feed.decode(
@@ -541,6 +572,9 @@ impl Generator {
             batch as usize,
             context as usize,
         )?;
+        if let Some((ranks, key)) = self.loaded.ranks(d) {
+            return session::time_ranks(ranks, key, &ins, warmup, iters);
+        }
         match self.opts.get_backend() {
             Backend::Cuda => {
                 let exe = self.loaded.cuda(d)?;

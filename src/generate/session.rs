@@ -9,14 +9,22 @@
 //!   output (WGSL binds no output to an input's memory), which is copied back into the
 //!   input on the device in the same submission.
 //! - CPU: host tensors, the interpreter's outputs fed back as the next inputs.
+//!
+//! With tensor parallelism every rank keeps its K/V heads of the cache where its
+//! device keeps it: on CUDA each rank's thread ([`Ranks`]) runs the steps on its GPU,
+//! the same inputs sent to all, the logits read from rank 0, the prompt's keys copied
+//! into the cache on each GPU; on the CPU the rank graphs run together in the
+//! interpreter ([`simulate_each`]), each with its own host caches.
 
 use super::steps::CompiledStep;
 use crate::compiled::BackendPlan;
 use crate::pipeline::{Backend, Options};
 use crate::{GoptError, Result};
 use gopt_codegen::plan::WeightStore;
+use gopt_ir::ops::collective::simulate_each;
 use gopt_ir::{interp, Tensor};
 use gopt_passes::decoder::{Cache, Step};
+use gopt_runtime::cuda::ranks::{Rank, Ranks};
 use gopt_runtime::cuda::{Executable, RowCopy, Weights};
 use gopt_runtime::wgpu::{WgpuExecutable, WgpuWeights};
 use std::collections::BTreeMap;
@@ -38,6 +46,14 @@ pub(super) enum Loaded {
         weights: WgpuWeights,
         exes: BTreeMap<Step, WgpuExecutable>,
     },
+    /// CUDA, tensor parallel: a thread and GPU per rank, each with its rank's weights
+    /// (rank 0's blob length, to see the stores grow) and an executable per step
+    /// under the step's key.
+    Ranks {
+        ranks: Ranks,
+        len: usize,
+        keys: BTreeMap<Step, usize>,
+    },
 }
 
 impl Loaded {
@@ -46,11 +62,16 @@ impl Loaded {
     pub(super) fn load(
         &mut self,
         step: &CompiledStep,
-        store: &WeightStore,
+        stores: &[WeightStore],
+        ranks: Option<usize>,
         opts: &Options,
     ) -> Result<()> {
+        let store = &stores[0];
         match (&step.plan, opts.get_backend()) {
             (BackendPlan::Cpu, _) => Ok(()),
+            (BackendPlan::Cuda(_), Backend::Cuda) if ranks.is_some() => {
+                self.load_ranks(step, stores, opts)
+            }
             (BackendPlan::Cuda(plan), Backend::Cuda) => {
                 if matches!(self, Loaded::Cuda { len, .. } if *len != store.len()) {
                     self.release();
@@ -120,11 +141,108 @@ impl Loaded {
         }
     }
 
-    /// Frees the CUDA executables and weights (under the process's GPU lock).
+    /// The tensor-parallel form of [`Loaded::load`]: the ranks started (a GPU each,
+    /// NCCL) and each rank's weights uploaded the first time or when the stores grew,
+    /// then every rank's plan of `step` built, joined to the communicators and
+    /// captured on its GPU.
+    fn load_ranks(
+        &mut self,
+        step: &CompiledStep,
+        stores: &[WeightStore],
+        opts: &Options,
+    ) -> Result<()> {
+        let mut plans = Vec::with_capacity(stores.len());
+        for p in std::iter::once(&step.plan).chain(step.rest.iter().map(|r| &r.plan)) {
+            match p {
+                BackendPlan::Cuda(p) => plans.push(p.clone()),
+                BackendPlan::Cpu | BackendPlan::Wgpu(_) => {
+                    return Err(GoptError::Usage(format!(
+                        "step {}: a rank was not compiled for CUDA",
+                        step.step.name()
+                    )))
+                }
+            }
+        }
+        if plans.len() != stores.len() {
+            return Err(GoptError::Usage(format!(
+                "step {}: {} rank plans for {} ranks",
+                step.step.name(),
+                plans.len(),
+                stores.len()
+            )));
+        }
+        let upload = |ranks: &Ranks| {
+            let blobs: Vec<Arc<Vec<u8>>> =
+                stores.iter().map(|s| Arc::new(s.blob().to_vec())).collect();
+            ranks.each(|r| {
+                let blob = blobs[r].clone();
+                Box::new(move |rank: &mut Rank| {
+                    rank.clear();
+                    rank.upload(&blob)?;
+                    Ok(None)
+                })
+            })
+        };
+        match self {
+            Loaded::Ranks { ranks, len, keys } if *len != stores[0].len() => {
+                upload(ranks)?;
+                *len = stores[0].len();
+                keys.clear();
+            }
+            Loaded::Ranks { .. } => {}
+            _ => {
+                self.release();
+                let ranks = Ranks::start(stores.len())?;
+                upload(&ranks)?;
+                *self = Loaded::Ranks {
+                    ranks,
+                    len: stores[0].len(),
+                    keys: BTreeMap::new(),
+                };
+            }
+        }
+        let Loaded::Ranks { ranks, keys, .. } = self else {
+            return Err(GoptError::Usage("the ranks are missing".into()));
+        };
+        if keys.contains_key(&step.step) {
+            return Ok(());
+        }
+        let key = keys.len();
+        let (graph, tuning) = (opts.get_cuda_graph(), opts.tune_options());
+        let mut plans: Vec<Option<_>> = plans.into_iter().map(Some).collect();
+        ranks.each(|r| {
+            let plan = plans[r].take();
+            let tuning = tuning.clone();
+            Box::new(move |rank: &mut Rank| {
+                let plan = plan.ok_or_else(|| {
+                    gopt_runtime::RuntimeError::Usage("a rank's plan was taken".into())
+                })?;
+                rank.add(key, plan, graph, &tuning)?;
+                Ok(None)
+            })
+        })?;
+        keys.insert(step.step, key);
+        Ok(())
+    }
+
+    /// Frees the CUDA executables and weights (under the process's GPU lock; the
+    /// ranks take it themselves as they stop).
     pub(super) fn release(&mut self) {
-        if let Loaded::Cuda { .. } = self {
-            let _gpu = gopt_runtime::cuda::gpu_lock();
-            *self = Loaded::Nothing;
+        match self {
+            Loaded::Cuda { .. } => {
+                let _gpu = gopt_runtime::cuda::gpu_lock();
+                *self = Loaded::Nothing;
+            }
+            Loaded::Ranks { .. } => *self = Loaded::Nothing,
+            Loaded::Nothing | Loaded::Wgpu { .. } => {}
+        }
+    }
+
+    /// The ranks and the key of `step` on them (tensor parallel on CUDA).
+    pub(super) fn ranks(&self, step: Step) -> Option<(&Ranks, usize)> {
+        match self {
+            Loaded::Ranks { ranks, keys, .. } => keys.get(&step).map(|k| (ranks, *k)),
+            Loaded::Nothing | Loaded::Cuda { .. } | Loaded::Wgpu { .. } => None,
         }
     }
 
@@ -134,9 +252,9 @@ impl Loaded {
             Loaded::Cuda { exes, .. } => exes
                 .get_mut(&step)
                 .ok_or_else(|| GoptError::Usage(format!("step {} is not loaded", step.name()))),
-            Loaded::Nothing | Loaded::Wgpu { .. } => {
-                Err(GoptError::Usage("no CUDA executor loaded".into()))
-            }
+            Loaded::Nothing | Loaded::Wgpu { .. } | Loaded::Ranks { .. } => Err(GoptError::Usage(
+                "no single-GPU CUDA executor loaded".into(),
+            )),
         }
     }
 }
@@ -148,8 +266,8 @@ pub(super) struct Session<'a> {
     pub decode: &'a CompiledStep,
     /// The executors.
     pub loaded: &'a mut Loaded,
-    /// The caches (CPU only; the GPUs keep theirs on the device).
-    pub host_caches: Vec<Tensor>,
+    /// The caches of each rank (CPU only; the GPUs keep theirs on the device).
+    pub host_caches: Vec<Vec<Tensor>>,
     /// The decode step's input index of each cache.
     pub cache_inputs: Vec<usize>,
     pub limit: Option<u64>,
@@ -161,12 +279,18 @@ impl Session<'_> {
     /// values into the decode step's (zeroed) cache.
     pub fn prefill(&mut self, inputs: &[Tensor], rows: &[usize], caches: &[Cache]) -> Result<Rows> {
         let (p, d) = (self.prefill.step, self.decode.step);
+        if let (Some((ranks, kp)), Some((_, kd))) = (self.loaded.ranks(p), self.loaded.ranks(d)) {
+            return self.prefill_ranks(ranks, (kp, kd), inputs, rows, caches);
+        }
         match &self.prefill.plan {
             BackendPlan::Cpu => {
-                let limit = gopt_ir::limit::MemoryLimit::host(self.limit);
-                let outs = interp::run_limited(&self.prefill.variant.graph, inputs, limit)?;
-                let logits = take_rows(&outs[0], Some(rows))?;
-                self.host_caches = self.fresh_caches(&outs[1..], caches)?;
+                let each = vec![inputs.to_vec(); 1 + self.prefill.rest.len()];
+                let outs = self.run_cpu(self.prefill, &each)?;
+                let logits = take_rows(&outs[0][0], Some(rows))?;
+                self.host_caches = outs
+                    .iter()
+                    .map(|o| self.fresh_caches(&o[1..], caches))
+                    .collect::<Result<_>>()?;
                 Ok(logits)
             }
             BackendPlan::Cuda(_) => {
@@ -206,26 +330,38 @@ impl Session<'_> {
     pub fn decode(&mut self, inputs: &[(usize, Tensor)], rows: usize) -> Result<Rows> {
         let d = self.decode.step;
         let take: Vec<usize> = (0..rows).collect();
+        if let Some((ranks, key)) = self.loaded.ranks(d) {
+            return decode_ranks(ranks, key, inputs, &take);
+        }
         match &self.decode.plan {
             BackendPlan::Cpu => {
                 let n = self.decode.variant.graph.inputs.len();
-                let mut all: Vec<Option<Tensor>> = vec![None; n];
-                for (i, t) in inputs {
-                    all[*i] = Some(t.clone());
-                }
-                for (k, &i) in self.cache_inputs.iter().enumerate() {
-                    all[i] = Some(self.host_caches[k].clone());
-                }
-                let all: Vec<Tensor> = all
-                    .into_iter()
-                    .map(|t| {
-                        t.ok_or_else(|| GoptError::Usage("a decode input was not given".into()))
+                let each = self
+                    .host_caches
+                    .iter()
+                    .map(|caches| {
+                        let mut all: Vec<Option<Tensor>> = vec![None; n];
+                        for (i, t) in inputs {
+                            all[*i] = Some(t.clone());
+                        }
+                        for (k, &i) in self.cache_inputs.iter().enumerate() {
+                            all[i] = Some(caches[k].clone());
+                        }
+                        all.into_iter()
+                            .map(|t| {
+                                t.ok_or_else(|| {
+                                    GoptError::Usage("a decode input was not given".into())
+                                })
+                            })
+                            .collect::<Result<Vec<Tensor>>>()
                     })
-                    .collect::<Result<_>>()?;
-                let limit = gopt_ir::limit::MemoryLimit::host(self.limit);
-                let mut outs = interp::run_limited(&self.decode.variant.graph, &all, limit)?;
-                let logits = take_rows(&outs[0], Some(&take))?;
-                self.host_caches = outs.drain(1..).collect();
+                    .collect::<Result<Vec<_>>>()?;
+                let outs = self.run_cpu(self.decode, &each)?;
+                let logits = take_rows(&outs[0][0], Some(&take))?;
+                self.host_caches = outs
+                    .into_iter()
+                    .map(|mut o| o.drain(1..).collect())
+                    .collect();
                 Ok(logits)
             }
             BackendPlan::Cuda(_) => {
@@ -253,13 +389,80 @@ impl Session<'_> {
         }
     }
 
+    /// Runs `step` on the CPU: its one graph in the interpreter, or (tensor parallel
+    /// over several ranks) every rank's graph together, rank r on `each[r]`.
+    fn run_cpu(&self, step: &CompiledStep, each: &[Vec<Tensor>]) -> Result<Vec<Vec<Tensor>>> {
+        if step.rest.is_empty() {
+            let limit = gopt_ir::limit::MemoryLimit::host(self.limit);
+            return Ok(vec![interp::run_limited(
+                &step.variant.graph,
+                &each[0],
+                limit,
+            )?]);
+        }
+        let graphs: Vec<&gopt_ir::Graph> = std::iter::once(&step.variant.graph)
+            .chain(step.rest.iter().map(|r| &r.variant.graph))
+            .map(|g| &**g)
+            .collect();
+        Ok(simulate_each(&graphs, each)?)
+    }
+
+    /// [`Session::prefill`] on the ranks: each runs the prompt and writes its heads of
+    /// the keys and values into its decode step's cache; rank 0's logits come back.
+    fn prefill_ranks(
+        &self,
+        ranks: &Ranks,
+        (kp, kd): (usize, usize),
+        inputs: &[Tensor],
+        rows: &[usize],
+        caches: &[Cache],
+    ) -> Result<Rows> {
+        let (BackendPlan::Cuda(pre), BackendPlan::Cuda(dec)) =
+            (&self.prefill.plan, &self.decode.plan)
+        else {
+            return Err(GoptError::Usage("the steps are not CUDA plans".into()));
+        };
+        // Every rank's plans have the same inputs and outputs (rank 0's shapes).
+        let copies: Vec<(usize, usize, RowCopy)> = caches
+            .iter()
+            .enumerate()
+            .map(|(k, c)| {
+                let to = self.cache_inputs[k];
+                let copy = row_copy(&pre.frame.outputs[k + 1], &dec.frame.inputs[to], c)?;
+                Ok((k + 1, to, copy))
+            })
+            .collect::<Result<_>>()?;
+        let (inputs, rows) = (Arc::new(inputs.to_vec()), Arc::new(rows.to_vec()));
+        let copies = Arc::new(copies);
+        let mut outs = ranks.each(|r| {
+            let (inputs, rows, copies) = (inputs.clone(), rows.clone(), copies.clone());
+            Box::new(move |rank: &mut Rank| {
+                rank.exe(kp)?.set_inputs(&inputs)?;
+                rank.execute(kp)?;
+                let logits = match r {
+                    0 => Some(vec![rank.exe(kp)?.output(0, Some(&rows))?]),
+                    _ => None,
+                };
+                let (pre, dec) = rank.two(kp, kd)?;
+                for &(from, to, copy) in copies.iter() {
+                    dec.zero_input(to)?;
+                    dec.copy_rows_from(pre, from, to, copy)?;
+                }
+                Ok(logits)
+            })
+        })?;
+        let logits = outs.swap_remove(0).and_then(|mut v| v.pop());
+        let logits = logits.ok_or_else(|| GoptError::Usage("rank 0 returned no logits".into()))?;
+        take_rows(&logits, None)
+    }
+
     /// The wgpu executable of `step`.
     fn wgpu(&mut self, step: Step) -> Result<&mut WgpuExecutable> {
         match &mut *self.loaded {
             Loaded::Wgpu { exes, .. } => exes
                 .get_mut(&step)
                 .ok_or_else(|| GoptError::Usage(format!("step {} is not loaded", step.name()))),
-            Loaded::Nothing | Loaded::Cuda { .. } => {
+            Loaded::Nothing | Loaded::Cuda { .. } | Loaded::Ranks { .. } => {
                 Err(GoptError::Usage("no wgpu executor loaded".into()))
             }
         }
@@ -282,6 +485,78 @@ impl Session<'_> {
             })
             .collect()
     }
+}
+
+/// [`Session::decode`] on the ranks: the inputs sent to every rank, one run of the
+/// decode step on each (the caches updated in place on their GPUs), the logits of
+/// rows `take` from rank 0.
+fn decode_ranks(
+    ranks: &Ranks,
+    key: usize,
+    inputs: &[(usize, Tensor)],
+    take: &[usize],
+) -> Result<Rows> {
+    let (inputs, take) = (Arc::new(inputs.to_vec()), Arc::new(take.to_vec()));
+    let mut outs = ranks.each(|r| {
+        let (inputs, take) = (inputs.clone(), take.clone());
+        Box::new(move |rank: &mut Rank| {
+            let exe = rank.exe(key)?;
+            for (i, t) in inputs.iter() {
+                exe.set_input(*i, t)?;
+            }
+            rank.execute(key)?;
+            match r {
+                0 => Ok(Some(vec![rank.exe(key)?.output(0, Some(&take))?])),
+                _ => Ok(None),
+            }
+        })
+    })?;
+    let logits = outs.swap_remove(0).and_then(|mut v| v.pop());
+    let logits = logits.ok_or_else(|| GoptError::Usage("rank 0 returned no logits".into()))?;
+    take_rows(&logits, None)
+}
+
+/// Times the decode step under `key` on every rank (after `warmup` runs): the wall
+/// clock of each run, from sending it to all ranks until every rank has finished,
+/// in milliseconds (the host's dispatch to the rank threads included, as a token
+/// pays it).
+pub(super) fn time_ranks(
+    ranks: &Ranks,
+    key: usize,
+    inputs: &[(usize, Tensor)],
+    warmup: usize,
+    iters: usize,
+) -> Result<Vec<f64>> {
+    let inputs = Arc::new(inputs.to_vec());
+    ranks.each(|_| {
+        let inputs = inputs.clone();
+        Box::new(move |rank: &mut Rank| {
+            let exe = rank.exe(key)?;
+            for (i, t) in inputs.iter() {
+                exe.set_input(*i, t)?;
+            }
+            Ok(None)
+        })
+    })?;
+    let run = || {
+        ranks.each(|_| {
+            Box::new(move |rank: &mut Rank| {
+                rank.execute(key)?;
+                rank.finish(key)?;
+                Ok(None)
+            })
+        })
+    };
+    for _ in 0..warmup {
+        run()?;
+    }
+    let mut ms = Vec::with_capacity(iters);
+    for _ in 0..iters.max(1) {
+        let t = std::time::Instant::now();
+        run()?;
+        ms.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    Ok(ms)
 }
 
 /// The prefill and decode CUDA executables at once.

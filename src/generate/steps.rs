@@ -4,15 +4,18 @@
 //! bucket, its weights stored `[N, K]` ([`gopt_passes::decoder::weights_nk`]) and planned
 //! for the backend into the weight store every step shares. Steps are specialized and
 //! optimized in parallel, then planned in order, so the artifact does not depend on
-//! timing.
+//! timing. With tensor parallelism each step is split into its rank graphs
+//! ([`gopt_passes::shard::shard_keeping`], the presents kept on their ranks) before
+//! the optimizer, and rank r's plan goes into rank r's weight store.
 
 use crate::compiled::BackendPlan;
 use crate::pipeline::{self, Backend, Options, Variant};
 use crate::{GoptError, Imported, Result};
 use gopt_codegen::plan::WeightStore;
-use gopt_ir::DType;
+use gopt_ir::{DType, ValueId};
 use gopt_passes::decoder::{self, Decoder, Step};
 use rayon::prelude::*;
+use std::collections::HashSet;
 use std::time::{Duration, Instant};
 
 /// One compiled step.
@@ -20,12 +23,23 @@ pub struct CompiledStep {
     /// Which step.
     pub step: Step,
     /// Its optimized graph (inputs: the model's, the caches and `cache_position`;
-    /// outputs: the logits then the presents).
+    /// outputs: the logits then the presents); rank 0's with tensor parallelism.
     pub variant: Variant,
-    /// Its plan for the backend.
+    /// Its plan for the backend (rank 0's).
     pub plan: BackendPlan,
+    /// Ranks 1.. of a tensor-parallel step (empty otherwise): every rank has the same
+    /// inputs and outputs, the caches holding its share of the K/V heads.
+    pub rest: Vec<RankStep>,
     /// Time to specialize, optimize and plan it.
     pub compile_time: Duration,
+}
+
+/// A tensor-parallel step's graph and plan on one rank.
+pub struct RankStep {
+    /// The rank's optimized graph.
+    pub variant: Variant,
+    /// Its plan.
+    pub plan: BackendPlan,
 }
 
 impl CompiledStep {
@@ -79,14 +93,16 @@ pub fn cache_dtype(decoder: &Decoder, opts: &Options) -> DType {
     }
 }
 
-/// Specializes and optimizes `step` (no shared state: steps run this in parallel).
+/// Specializes and optimizes `step` (no shared state: steps run this in parallel): one
+/// variant, or one per rank when `ranks` is given.
 fn specialize(
     model: &Imported,
     decoder: &Decoder,
     opts: &Options,
     cache: DType,
     step: Step,
-) -> Result<(Variant, Duration)> {
+    ranks: Option<usize>,
+) -> Result<(Vec<Variant>, Duration)> {
     let t = Instant::now();
     let in_step = |e: GoptError| match e {
         GoptError::Passes(p) => GoptError::Passes(p.in_bucket(&step.name())),
@@ -94,44 +110,80 @@ fn specialize(
     };
     let g = crate::prepare(&model.model, &decoder.bindings(step)).map_err(in_step)?;
     let g = decoder.lower(&g, step, cache)?;
-    let mut v =
-        pipeline::optimize_prepared(g, &decoder::step_sizes(step), opts).map_err(in_step)?;
-    if opts.get_backend() == Backend::Cuda {
-        v.graph = decoder::weights_nk(v.graph)?;
-    }
-    Ok((v, t.elapsed()))
+    let graphs = match ranks {
+        None => vec![g],
+        Some(n) => {
+            let presents: HashSet<ValueId> = g.outputs.iter().skip(1).copied().collect();
+            gopt_passes::shard::shard_keeping(&g, n, &presents)
+                .map_err(|e| {
+                    GoptError::Usage(format!("step {}: --tensor-parallel {n}: {e}", step.name()))
+                })?
+                .ranks
+        }
+    };
+    let variants = graphs
+        .into_par_iter()
+        .map(|g| {
+            let mut v = pipeline::optimize_prepared(g, &decoder::step_sizes(step), opts)
+                .map_err(in_step)?;
+            if opts.get_backend() == Backend::Cuda {
+                v.graph = decoder::weights_nk(v.graph)?;
+            }
+            Ok(v)
+        })
+        .collect::<Result<Vec<Variant>>>()?;
+    Ok((variants, t.elapsed()))
 }
 
-/// Compiles `steps` into `store`, calling `progress` after each.
+/// Compiles `steps` into `stores` (one per rank: with one store, no tensor
+/// parallelism), calling `progress` after each.
 pub fn compile(
     model: &Imported,
     decoder: &Decoder,
     opts: &Options,
     steps: &[Step],
-    store: &mut WeightStore,
+    stores: &mut [WeightStore],
+    ranks: Option<usize>,
     mut progress: impl FnMut(&CompiledStep),
 ) -> Result<Vec<CompiledStep>> {
     let cache = cache_dtype(decoder, opts);
-    let specialized: Vec<Result<(Variant, Duration)>> = steps
+    let specialized: Vec<Result<(Vec<Variant>, Duration)>> = steps
         .par_iter()
-        .map(|&s| specialize(model, decoder, opts, cache, s))
+        .map(|&s| specialize(model, decoder, opts, cache, s, ranks))
         .collect();
     let mut out = Vec::with_capacity(steps.len());
     for (&step, v) in steps.iter().zip(specialized) {
-        let (variant, spent) = v?;
+        let (variants, spent) = v?;
+        if variants.len() != stores.len() {
+            return Err(GoptError::Usage(format!(
+                "step {}: {} rank graphs for {} weight stores",
+                step.name(),
+                variants.len(),
+                stores.len()
+            )));
+        }
         let t = Instant::now();
-        let plan = plan(&variant, opts, store)?;
         let what = format!("step {}", step.name());
         let limit = gopt_ir::limit::MemoryLimit::gpu_plan(opts.get_memory_limit());
-        match &plan {
-            BackendPlan::Cpu => {}
-            BackendPlan::Cuda(p) => p.check_memory(&what, Some(&variant.graph), 0, &limit)?,
-            BackendPlan::Wgpu(p) => p.check_memory(&what, Some(&variant.graph), &limit)?,
+        let mut planned = Vec::with_capacity(variants.len());
+        for (variant, store) in variants.into_iter().zip(stores.iter_mut()) {
+            let plan = plan(&variant, opts, store)?;
+            match &plan {
+                BackendPlan::Cpu => {}
+                BackendPlan::Cuda(p) => p.check_memory(&what, Some(&variant.graph), 0, &limit)?,
+                BackendPlan::Wgpu(p) => p.check_memory(&what, Some(&variant.graph), &limit)?,
+            }
+            planned.push(RankStep { variant, plan });
         }
+        let mut planned = planned.into_iter();
+        let Some(first) = planned.next() else {
+            return Err(GoptError::Usage(format!("step {}: no graph", step.name())));
+        };
         let c = CompiledStep {
             step,
-            variant,
-            plan,
+            variant: first.variant,
+            plan: first.plan,
+            rest: planned.collect(),
             compile_time: spent + t.elapsed(),
         };
         progress(&c);

@@ -390,7 +390,7 @@ impl Executable {
         self.capture_locked()
     }
 
-    fn capture_locked(&mut self) -> Result<()> {
+    pub(crate) fn capture_locked(&mut self) -> Result<()> {
         if !self.use_graph || self.graph.is_some() {
             return Ok(());
         }

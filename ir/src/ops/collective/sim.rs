@@ -7,6 +7,7 @@ use super::{with_exchange, Exchange};
 use crate::error::{IrError, Result};
 use crate::graph::Graph;
 use crate::tensor::Tensor;
+use std::borrow::Borrow;
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 
 /// Meets `ranks` threads once per collective: each contributes its part and leaves with
@@ -113,14 +114,20 @@ impl Exchange for Rendezvous {
 
 /// Runs `graphs` (rank `r`'s graph at `r`) together on the CPU, each on `inputs`, each
 /// rank's collectives exchanging with the others'; returns each rank's outputs.
-pub fn simulate(graphs: &[Graph], inputs: &[Tensor]) -> Result<Vec<Vec<Tensor>>> {
+pub fn simulate<G: Borrow<Graph> + Sync>(
+    graphs: &[G],
+    inputs: &[Tensor],
+) -> Result<Vec<Vec<Tensor>>> {
     let each = vec![inputs.to_vec(); graphs.len()];
     simulate_each(graphs, &each)
 }
 
 /// [`simulate`] with each rank's own inputs at its index (a rank that reads its shard
-/// of an input).
-pub fn simulate_each(graphs: &[Graph], inputs: &[Vec<Tensor>]) -> Result<Vec<Vec<Tensor>>> {
+/// of an input). The graphs are anything that lends a [`Graph`] (a `Verified` one).
+pub fn simulate_each<G: Borrow<Graph> + Sync>(
+    graphs: &[G],
+    inputs: &[Vec<Tensor>],
+) -> Result<Vec<Vec<Tensor>>> {
     if inputs.len() != graphs.len() {
         return Err(IrError::Invalid(format!(
             "{} ranks but {} input sets",
@@ -137,7 +144,8 @@ pub fn simulate_each(graphs: &[Graph], inputs: &[Vec<Tensor>]) -> Result<Vec<Vec
                 let rv = rv.clone();
                 scope.spawn(move || {
                     let ex: Arc<dyn Exchange> = rv.clone();
-                    let r = with_exchange(ex, rank, || crate::interp::run(g, &inputs[rank]));
+                    let r =
+                        with_exchange(ex, rank, || crate::interp::run(g.borrow(), &inputs[rank]));
                     if let Err(e) = &r {
                         rv.abort(&format!("rank {rank}: {e}"));
                     }
