@@ -25,6 +25,7 @@
 //! ```
 
 mod inputs;
+mod ranks;
 mod sample;
 mod session;
 mod steps;
@@ -573,7 +574,7 @@ impl Generator {
             context as usize,
         )?;
         if let Some((ranks, key)) = self.loaded.ranks(d) {
-            return session::time_ranks(ranks, key, &ins, warmup, iters);
+            return ranks::time(ranks, key, &ins, warmup, iters);
         }
         match self.opts.get_backend() {
             Backend::Cuda => {

@@ -24,7 +24,7 @@ use gopt_codegen::plan::WeightStore;
 use gopt_ir::ops::collective::simulate_each;
 use gopt_ir::{interp, Tensor};
 use gopt_passes::decoder::{Cache, Step};
-use gopt_runtime::cuda::ranks::{Rank, Ranks};
+use gopt_runtime::cuda::ranks::Ranks;
 use gopt_runtime::cuda::{Executable, RowCopy, Weights};
 use gopt_runtime::wgpu::{WgpuExecutable, WgpuWeights};
 use std::collections::BTreeMap;
@@ -70,7 +70,7 @@ impl Loaded {
         match (&step.plan, opts.get_backend()) {
             (BackendPlan::Cpu, _) => Ok(()),
             (BackendPlan::Cuda(_), Backend::Cuda) if ranks.is_some() => {
-                self.load_ranks(step, stores, opts)
+                super::ranks::load(self, step, stores, opts)
             }
             (BackendPlan::Cuda(plan), Backend::Cuda) => {
                 if matches!(self, Loaded::Cuda { len, .. } if *len != store.len()) {
@@ -141,90 +141,6 @@ impl Loaded {
         }
     }
 
-    /// The tensor-parallel form of [`Loaded::load`]: the ranks started (a GPU each,
-    /// NCCL) and each rank's weights uploaded the first time or when the stores grew,
-    /// then every rank's plan of `step` built, joined to the communicators and
-    /// captured on its GPU.
-    fn load_ranks(
-        &mut self,
-        step: &CompiledStep,
-        stores: &[WeightStore],
-        opts: &Options,
-    ) -> Result<()> {
-        let mut plans = Vec::with_capacity(stores.len());
-        for p in std::iter::once(&step.plan).chain(step.rest.iter().map(|r| &r.plan)) {
-            match p {
-                BackendPlan::Cuda(p) => plans.push(p.clone()),
-                BackendPlan::Cpu | BackendPlan::Wgpu(_) => {
-                    return Err(GoptError::Usage(format!(
-                        "step {}: a rank was not compiled for CUDA",
-                        step.step.name()
-                    )))
-                }
-            }
-        }
-        if plans.len() != stores.len() {
-            return Err(GoptError::Usage(format!(
-                "step {}: {} rank plans for {} ranks",
-                step.step.name(),
-                plans.len(),
-                stores.len()
-            )));
-        }
-        let upload = |ranks: &Ranks| {
-            let blobs: Vec<Arc<Vec<u8>>> =
-                stores.iter().map(|s| Arc::new(s.blob().to_vec())).collect();
-            ranks.each(|r| {
-                let blob = blobs[r].clone();
-                Box::new(move |rank: &mut Rank| {
-                    rank.clear();
-                    rank.upload(&blob)?;
-                    Ok(None)
-                })
-            })
-        };
-        match self {
-            Loaded::Ranks { ranks, len, keys } if *len != stores[0].len() => {
-                upload(ranks)?;
-                *len = stores[0].len();
-                keys.clear();
-            }
-            Loaded::Ranks { .. } => {}
-            _ => {
-                self.release();
-                let ranks = Ranks::start(stores.len())?;
-                upload(&ranks)?;
-                *self = Loaded::Ranks {
-                    ranks,
-                    len: stores[0].len(),
-                    keys: BTreeMap::new(),
-                };
-            }
-        }
-        let Loaded::Ranks { ranks, keys, .. } = self else {
-            return Err(GoptError::Usage("the ranks are missing".into()));
-        };
-        if keys.contains_key(&step.step) {
-            return Ok(());
-        }
-        let key = keys.len();
-        let (graph, tuning) = (opts.get_cuda_graph(), opts.tune_options());
-        let mut plans: Vec<Option<_>> = plans.into_iter().map(Some).collect();
-        ranks.each(|r| {
-            let plan = plans[r].take();
-            let tuning = tuning.clone();
-            Box::new(move |rank: &mut Rank| {
-                let plan = plan.ok_or_else(|| {
-                    gopt_runtime::RuntimeError::Usage("a rank's plan was taken".into())
-                })?;
-                rank.add(key, plan, graph, &tuning)?;
-                Ok(None)
-            })
-        })?;
-        keys.insert(step.step, key);
-        Ok(())
-    }
-
     /// Frees the CUDA executables and weights (under the process's GPU lock; the
     /// ranks take it themselves as they stop).
     pub(super) fn release(&mut self) {
@@ -280,7 +196,7 @@ impl Session<'_> {
     pub fn prefill(&mut self, inputs: &[Tensor], rows: &[usize], caches: &[Cache]) -> Result<Rows> {
         let (p, d) = (self.prefill.step, self.decode.step);
         if let (Some((ranks, kp)), Some((_, kd))) = (self.loaded.ranks(p), self.loaded.ranks(d)) {
-            return self.prefill_ranks(ranks, (kp, kd), inputs, rows, caches);
+            return super::ranks::prefill(self, ranks, (kp, kd), inputs, rows, caches);
         }
         match &self.prefill.plan {
             BackendPlan::Cpu => {
@@ -331,7 +247,7 @@ impl Session<'_> {
         let d = self.decode.step;
         let take: Vec<usize> = (0..rows).collect();
         if let Some((ranks, key)) = self.loaded.ranks(d) {
-            return decode_ranks(ranks, key, inputs, &take);
+            return super::ranks::decode(ranks, key, inputs, &take);
         }
         match &self.decode.plan {
             BackendPlan::Cpu => {
@@ -407,55 +323,6 @@ impl Session<'_> {
         Ok(simulate_each(&graphs, each)?)
     }
 
-    /// [`Session::prefill`] on the ranks: each runs the prompt and writes its heads of
-    /// the keys and values into its decode step's cache; rank 0's logits come back.
-    fn prefill_ranks(
-        &self,
-        ranks: &Ranks,
-        (kp, kd): (usize, usize),
-        inputs: &[Tensor],
-        rows: &[usize],
-        caches: &[Cache],
-    ) -> Result<Rows> {
-        let (BackendPlan::Cuda(pre), BackendPlan::Cuda(dec)) =
-            (&self.prefill.plan, &self.decode.plan)
-        else {
-            return Err(GoptError::Usage("the steps are not CUDA plans".into()));
-        };
-        // Every rank's plans have the same inputs and outputs (rank 0's shapes).
-        let copies: Vec<(usize, usize, RowCopy)> = caches
-            .iter()
-            .enumerate()
-            .map(|(k, c)| {
-                let to = self.cache_inputs[k];
-                let copy = row_copy(&pre.frame.outputs[k + 1], &dec.frame.inputs[to], c)?;
-                Ok((k + 1, to, copy))
-            })
-            .collect::<Result<_>>()?;
-        let (inputs, rows) = (Arc::new(inputs.to_vec()), Arc::new(rows.to_vec()));
-        let copies = Arc::new(copies);
-        let mut outs = ranks.each(|r| {
-            let (inputs, rows, copies) = (inputs.clone(), rows.clone(), copies.clone());
-            Box::new(move |rank: &mut Rank| {
-                rank.exe(kp)?.set_inputs(&inputs)?;
-                rank.execute(kp)?;
-                let logits = match r {
-                    0 => Some(vec![rank.exe(kp)?.output(0, Some(&rows))?]),
-                    _ => None,
-                };
-                let (pre, dec) = rank.two(kp, kd)?;
-                for &(from, to, copy) in copies.iter() {
-                    dec.zero_input(to)?;
-                    dec.copy_rows_from(pre, from, to, copy)?;
-                }
-                Ok(logits)
-            })
-        })?;
-        let logits = outs.swap_remove(0).and_then(|mut v| v.pop());
-        let logits = logits.ok_or_else(|| GoptError::Usage("rank 0 returned no logits".into()))?;
-        take_rows(&logits, None)
-    }
-
     /// The wgpu executable of `step`.
     fn wgpu(&mut self, step: Step) -> Result<&mut WgpuExecutable> {
         match &mut *self.loaded {
@@ -487,78 +354,6 @@ impl Session<'_> {
     }
 }
 
-/// [`Session::decode`] on the ranks: the inputs sent to every rank, one run of the
-/// decode step on each (the caches updated in place on their GPUs), the logits of
-/// rows `take` from rank 0.
-fn decode_ranks(
-    ranks: &Ranks,
-    key: usize,
-    inputs: &[(usize, Tensor)],
-    take: &[usize],
-) -> Result<Rows> {
-    let (inputs, take) = (Arc::new(inputs.to_vec()), Arc::new(take.to_vec()));
-    let mut outs = ranks.each(|r| {
-        let (inputs, take) = (inputs.clone(), take.clone());
-        Box::new(move |rank: &mut Rank| {
-            let exe = rank.exe(key)?;
-            for (i, t) in inputs.iter() {
-                exe.set_input(*i, t)?;
-            }
-            rank.execute(key)?;
-            match r {
-                0 => Ok(Some(vec![rank.exe(key)?.output(0, Some(&take))?])),
-                _ => Ok(None),
-            }
-        })
-    })?;
-    let logits = outs.swap_remove(0).and_then(|mut v| v.pop());
-    let logits = logits.ok_or_else(|| GoptError::Usage("rank 0 returned no logits".into()))?;
-    take_rows(&logits, None)
-}
-
-/// Times the decode step under `key` on every rank (after `warmup` runs): the wall
-/// clock of each run, from sending it to all ranks until every rank has finished,
-/// in milliseconds (the host's dispatch to the rank threads included, as a token
-/// pays it).
-pub(super) fn time_ranks(
-    ranks: &Ranks,
-    key: usize,
-    inputs: &[(usize, Tensor)],
-    warmup: usize,
-    iters: usize,
-) -> Result<Vec<f64>> {
-    let inputs = Arc::new(inputs.to_vec());
-    ranks.each(|_| {
-        let inputs = inputs.clone();
-        Box::new(move |rank: &mut Rank| {
-            let exe = rank.exe(key)?;
-            for (i, t) in inputs.iter() {
-                exe.set_input(*i, t)?;
-            }
-            Ok(None)
-        })
-    })?;
-    let run = || {
-        ranks.each(|_| {
-            Box::new(move |rank: &mut Rank| {
-                rank.execute(key)?;
-                rank.finish(key)?;
-                Ok(None)
-            })
-        })
-    };
-    for _ in 0..warmup {
-        run()?;
-    }
-    let mut ms = Vec::with_capacity(iters);
-    for _ in 0..iters.max(1) {
-        let t = std::time::Instant::now();
-        run()?;
-        ms.push(t.elapsed().as_secs_f64() * 1e3);
-    }
-    Ok(ms)
-}
-
 /// The prefill and decode CUDA executables at once.
 fn two_cuda(loaded: &mut Loaded, p: Step, d: Step) -> Result<(&mut Executable, &mut Executable)> {
     let Loaded::Cuda { exes, .. } = loaded else {
@@ -582,7 +377,7 @@ fn two_cuda(loaded: &mut Loaded, p: Step, d: Step) -> Result<(&mut Executable, &
 
 /// The rows of a present `[.., seq, ..]` into a cache `[.., context, ..]` around the
 /// sequence axis: one row per index before it, `seq · inner` elements each.
-fn row_copy(
+pub(super) fn row_copy(
     present: &gopt_codegen::plan::Io,
     cache: &gopt_codegen::plan::Io,
     c: &Cache,
