@@ -321,3 +321,38 @@ fn generate_on_one_rank_through_nccl_matches_one_gpu() {
     let split = generate_json(&["--backend", "cuda", "--tensor-parallel", "1"]);
     assert_eq!(split["tokens"], one["tokens"]);
 }
+
+#[test]
+fn compile_generate_reports_each_steps_collectives() {
+    let llama = common::cli::root()
+        .join("tests/data/decoders/llama_decoder/model.onnx")
+        .display()
+        .to_string();
+    let out = gopt(&[
+        "compile",
+        &llama,
+        "--generate",
+        "--tensor-parallel",
+        "2",
+        "--target",
+        "cuda",
+        "--max-context",
+        "32",
+        "--max-batch",
+        "1",
+        "--json",
+    ]);
+    assert_ok(&out);
+    let r: serde_json::Value = serde_json::from_str(&out.stdout).expect("json");
+    assert_eq!(r["tensor_parallel"], 2, "{r}");
+    let steps = r["steps"].as_array().expect("steps");
+    assert!(!steps.is_empty());
+    // 2 layers: an AllReduce after attention and after the MLP of each; the logits
+    // gathered from the vocabulary split.
+    for s in steps {
+        assert_eq!(s["collectives"]["all_reduce"], 4, "{s}");
+        assert_eq!(s["collectives"]["all_gather"], 1, "{s}");
+        let kinds = &s["kernel_kinds"];
+        assert_eq!(kinds["allreduce"], 4, "{s}");
+    }
+}

@@ -403,11 +403,11 @@ impl CudaSummary {
 
 /// Runs `gopt compile`.
 pub fn main(args: &Args) -> Result<ExitCode> {
-    if let Some(ranks) = args.tp.tensor_parallel {
-        return super::tensor_parallel::compile(args, ranks as usize);
-    }
     if args.generate {
         return super::compile_generate::main(args);
+    }
+    if let Some(ranks) = args.tp.tensor_parallel {
+        return super::tensor_parallel::compile(args, ranks as usize);
     }
     let bindings = parse_binds(&args.binds)?;
     let mut stages = Vec::new();

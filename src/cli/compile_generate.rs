@@ -32,6 +32,16 @@ struct StepReport {
     kernel_kinds: Option<BTreeMap<String, usize>>,
     device_bytes: u128,
     cache_bytes: u128,
+    /// With `--tensor-parallel`: each rank's collectives per run, and their bytes.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    collectives: Option<Collectives>,
+}
+
+#[derive(Serialize)]
+struct Collectives {
+    all_reduce: usize,
+    all_gather: usize,
+    bytes: u64,
 }
 
 #[derive(Serialize)]
@@ -41,6 +51,9 @@ struct Report {
     precision: String,
     /// The decoder's interface: how the cache is kept, its inputs, the caches.
     form: String,
+    /// `--tensor-parallel N`: the rank count (each step reported as rank 0 has it).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tensor_parallel: Option<usize>,
     inputs: Vec<String>,
     caches: usize,
     vocab: u64,
@@ -66,6 +79,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     let gen = GenerateOptions {
         max_context: args.max_context,
         max_batch: args.max_batch,
+        tensor_parallel: args.tp.tensor_parallel.map(|n| n as usize),
         ..GenerateOptions::default()
     };
     let mut g = Generator::new(&model, &opts, &gen)
@@ -120,6 +134,15 @@ pub fn main(args: &Args) -> Result<ExitCode> {
                 Step::Decode { batch, context } => d.cache_bytes(batch, context, dtype),
                 Step::Prefill { .. } => 0,
             },
+            collectives: g.tensor_parallel().map(|_| {
+                let c = gopt::passes::shard::collectives(&c.variant.graph);
+                let count = |op| c.iter().filter(|(o, _)| *o == op).count();
+                Collectives {
+                    all_reduce: count(gopt::ir::ops::CollectiveOp::AllReduce),
+                    all_gather: count(gopt::ir::ops::CollectiveOp::AllGather),
+                    bytes: c.iter().map(|(_, b)| b).sum(),
+                }
+            }),
         })
         .collect();
     if args.print_ir {
@@ -138,6 +161,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
         target: g.options().get_backend().name(),
         precision: g.options().get_config().precision.name().to_string(),
         form: format!("{:?}", d.form).to_lowercase(),
+        tensor_parallel: g.tensor_parallel(),
         inputs,
         caches: d.caches.len(),
         vocab: d.vocab,
@@ -182,6 +206,14 @@ pub fn main(args: &Args) -> Result<ExitCode> {
     if let Some(q) = &r.quantized {
         outln!("{q}");
     }
+    if let Some(n) = r.tensor_parallel {
+        outln!(
+            "tensor parallel: {n} rank{}, each step split Megatron-style with each rank's K/V \
+             heads of the cache kept on it; below, rank 0's plans (every rank's have the same \
+             shape)",
+            if n == 1 { "" } else { "s" }
+        );
+    }
     for s in &r.steps {
         let kinds = s
             .kernel_kinds
@@ -213,6 +245,14 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             },
             fmt_duration(std::time::Duration::from_secs_f64(s.compile_ms / 1e3)),
         );
+        if let Some(c) = &s.collectives {
+            outln!(
+                "    {} AllReduce, {} AllGather per run ({})",
+                c.all_reduce,
+                c.all_gather,
+                short(c.bytes as u128)
+            );
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

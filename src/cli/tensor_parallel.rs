@@ -62,13 +62,6 @@ pub fn refuse(tp: &TpArgs, command: &str) -> Result<()> {
 
 /// `gopt compile --tensor-parallel N`.
 pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
-    if args.generate {
-        bail!(
-            "--tensor-parallel with --generate: not supported yet (`gopt generate \
-             --tensor-parallel N` compiles the ranks' steps itself; `compile --tensor-parallel` \
-             with --bind writes one step's ranks)"
-        );
-    }
     let t = Instant::now();
     let model = gopt::load_model(&args.model)
         .with_context(|| format!("cannot import {}", args.model.display()))?;
