@@ -356,3 +356,45 @@ fn compile_generate_reports_each_steps_collectives() {
         assert_eq!(kinds["allreduce"], 4, "{s}");
     }
 }
+
+#[test]
+fn a_decode_step_artifact_records_its_split_caches() {
+    // A decode step (one token after 5) of the Llama decoder: its past caches arrive
+    // split by K/V head and its presents stay so; the manifest says how, for `run`
+    // to scatter and reassemble them.
+    let dir = scratch("compile_tp_decode");
+    let out_dir = dir.display().to_string();
+    let llama = common::cli::root()
+        .join("tests/data/decoders/llama_decoder/model.onnx")
+        .display()
+        .to_string();
+    let out = gopt(&[
+        "compile",
+        &llama,
+        "--tensor-parallel",
+        "2",
+        "--target",
+        "cuda",
+        "--bind",
+        "batch_size=1",
+        "--bind",
+        "sequence_length=1",
+        "--bind",
+        "past_sequence_length=5",
+        "-o",
+        &out_dir,
+    ]);
+    assert_ok(&out);
+    assert!(
+        out.stdout.contains("split over the ranks"),
+        "{}",
+        out.stdout
+    );
+    let m = gopt::artifact::ranks::read(&dir).expect("the manifest checks");
+    let split = gopt::artifact::ranks::Distribution::Split { axis: 1, blocks: 2 };
+    let count =
+        |v: &[gopt::artifact::ranks::Input]| v.iter().filter(|i| i.distribution == split).count();
+    assert_eq!((count(&m.inputs), count(&m.outputs)), (4, 4), "{m:?}");
+    assert_eq!(m.outputs[0].name, "logits");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -103,23 +103,7 @@ fn rel_max(got: &Tensor, want: &Tensor) -> f64 {
 
 /// Rank `rank`'s part of `t` placed as `p`: all of it, or its block along the axis.
 fn part(t: &Tensor, p: Placement, rank: usize, ranks: usize) -> Tensor {
-    let Placement::Split { axis, blocks } = p else {
-        return t.clone();
-    };
-    let shape = t.shape().to_vec();
-    let len = shape[axis] / blocks;
-    let b = rank * blocks / ranks;
-    let inner: usize = shape[axis + 1..].iter().product();
-    let outer: usize = shape[..axis].iter().product();
-    let all = t.to_f64_vec();
-    let mut data = Vec::with_capacity(outer * len * inner);
-    for o in 0..outer {
-        let at = (o * shape[axis] + b * len) * inner;
-        data.extend_from_slice(&all[at..at + len * inner]);
-    }
-    let mut s = shape;
-    s[axis] = len;
-    Tensor::from_f64s(t.dtype(), &s, &data).expect("part")
+    p.part(t, rank, ranks).expect("part")
 }
 
 /// Shards `m` `ranks` ways, runs the ranks together and compares every rank's outputs

@@ -161,3 +161,22 @@ fn collectives_cost_their_ring_traffic_over_nvlink() {
         );
     }
 }
+
+#[test]
+fn a_split_placement_scatters_and_reassembles() {
+    use gopt_passes::shard::Placement;
+    let t = data(&[2, 4, 3], 5);
+    // 2 blocks over 4 ranks (replicated K/V heads): ranks 0 and 1 hold block 0.
+    let p = Placement::Split { axis: 1, blocks: 2 };
+    let parts: Vec<Tensor> = (0..4).map(|r| p.part(&t, r, 4).expect("part")).collect();
+    assert_eq!(parts[0].shape(), &[2, 2, 3]);
+    assert_eq!(parts[0], parts[1]);
+    assert_ne!(parts[1], parts[2]);
+    assert_eq!(p.assemble(&parts).expect("assemble"), t);
+    assert_eq!(
+        Placement::Whole.assemble(&parts[..1]).expect("whole"),
+        parts[0]
+    );
+    let odd = Placement::Split { axis: 2, blocks: 2 };
+    assert!(odd.part(&t, 0, 2).is_err(), "3 does not split in 2");
+}

@@ -5,7 +5,9 @@
 //! (`rank{r}/<bucket>/{plan.json,weights.bin,graph.ir}`) and of `model.onnx`, the model
 //! they were split from. Loading checks them all, as
 //! for a single-GPU artifact: a changed, missing or added-to-the-list file is refused,
-//! naming it. Outputs are read from rank 0 (the sharding pass gathers split outputs).
+//! naming it. An input is replicated to every rank or split by blocks along an axis
+//! (a KV cache by heads); an output is read from rank 0 (whole, or gathered by the
+//! rank graphs) or reassembled from its ranks' blocks (a present KV cache).
 
 use super::{check_sealed, file_sha256, is_plain_name, seal};
 use crate::{GoptError, Result};
@@ -31,15 +33,44 @@ pub fn format() -> String {
     format!("gopt-tensor-parallel-{}", gopt_codegen::plan::VERSION)
 }
 
-/// How an input reaches the ranks.
+/// How an input reaches the ranks, or an output leaves them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Distribution {
-    /// The whole tensor on every rank.
+    /// The whole tensor on every rank (an output: read from rank 0).
     Replicated,
+    /// Cut along `axis` into `blocks` equal blocks, rank `r` holding block
+    /// `r * blocks / ranks` (consecutive ranks share a block when there are fewer
+    /// blocks than ranks).
+    Split {
+        /// The axis.
+        axis: usize,
+        /// How many distinct blocks.
+        blocks: usize,
+    },
 }
 
-/// One input of the model and its distribution.
+impl Distribution {
+    /// The distribution of a value the sharding pass placed as `p`.
+    pub fn of(p: gopt_passes::shard::Placement) -> Distribution {
+        use gopt_passes::shard::Placement;
+        match p {
+            Placement::Whole | Placement::Gathered => Distribution::Replicated,
+            Placement::Split { axis, blocks } => Distribution::Split { axis, blocks },
+        }
+    }
+
+    /// The sharding pass's placement this distribution carries out.
+    pub fn placement(self) -> gopt_passes::shard::Placement {
+        use gopt_passes::shard::Placement;
+        match self {
+            Distribution::Replicated => Placement::Whole,
+            Distribution::Split { axis, blocks } => Placement::Split { axis, blocks },
+        }
+    }
+}
+
+/// One input or output of the model and its distribution.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Input {
     /// The input's name.
@@ -68,6 +99,9 @@ pub struct Manifest {
     pub ranks: usize,
     /// The model's inputs, in order.
     pub inputs: Vec<Input>,
+    /// The model's outputs, in order (absent: every output from `outputs_from`).
+    #[serde(default)]
+    pub outputs: Vec<Input>,
     /// The rank whose outputs are the model's.
     pub outputs_from: usize,
     /// The buckets.
@@ -88,7 +122,8 @@ pub fn write(
     out: &Path,
     model: &Path,
     ranks: usize,
-    inputs: &[String],
+    inputs: Vec<Input>,
+    outputs: Vec<Input>,
     buckets: Vec<Bucket>,
 ) -> Result<()> {
     let dst = out.join(MODEL);
@@ -112,13 +147,8 @@ pub fn write(
         sha256: String::new(),
         format: format(),
         ranks,
-        inputs: inputs
-            .iter()
-            .map(|n| Input {
-                name: n.clone(),
-                distribution: Distribution::Replicated,
-            })
-            .collect(),
+        inputs,
+        outputs,
         outputs_from: 0,
         buckets,
         files,
@@ -220,7 +250,13 @@ mod tests {
         };
         let model =
             Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data/models/bert_small/model.onnx");
-        write(&dir, &model, 2, &["x".to_string()], vec![b]).expect("manifest");
+        let io = |name: &str, distribution| Input {
+            name: name.into(),
+            distribution,
+        };
+        let split = Distribution::Split { axis: 1, blocks: 2 };
+        let inputs = vec![io("x", Distribution::Replicated), io("past", split)];
+        write(&dir, &model, 2, inputs, vec![io("y", split)], vec![b]).expect("manifest");
         dir
     }
 
@@ -230,8 +266,14 @@ mod tests {
         let m = read(&dir).expect("intact");
         assert_eq!((m.ranks, m.outputs_from, m.files.len()), (2, 0, 7));
         assert_eq!(m.inputs[0].distribution, Distribution::Replicated);
+        let split = Distribution::Split { axis: 1, blocks: 2 };
+        assert_eq!(
+            (m.inputs[1].distribution, m.outputs[0].distribution),
+            (split, split)
+        );
         let text = std::fs::read_to_string(dir.join(MANIFEST)).expect("manifest");
         assert!(text.contains("\"distribution\": \"replicated\""), "{text}");
+        assert!(text.contains("\"axis\": 1"), "{text}");
         std::fs::remove_dir_all(&dir).ok();
     }
 

@@ -237,6 +237,7 @@ pub fn main(args: &Args) -> Result<ExitCode> {
             args.warmup,
             args.iters,
             args.opt.options()?,
+            args.json,
         );
     }
     if !args.decode {

@@ -15,6 +15,7 @@ pub use exec::{bench_artifact, is_artifact, run_artifact};
 use super::compile::{parse_binds, Args as CompileArgs};
 use super::{fmt_duration, outln};
 use anyhow::{bail, Context, Result};
+use gopt::artifact::ranks::{Distribution, Input};
 use gopt::ir::ops::CollectiveOp;
 use gopt::passes::shard::{collectives, shard};
 use gopt::Backend;
@@ -80,12 +81,12 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
     } else {
         vec![bindings.iter().map(|(k, v)| (k.clone(), *v)).collect()]
     };
-    // What the artifact's manifest lists (with --target cuda -o).
-    let mut inputs: Option<Vec<String>> = None;
+    // What the artifact's manifest lists (with --target cuda -o): each input's and
+    // output's distribution, the same in every bucket.
+    let mut io: Option<Io> = None;
+    // The same, in the order and names of rank 0's first plan (what `run` feeds).
+    let mut frame_io: Option<Io> = None;
     let mut written = Vec::new();
-    // Inputs or outputs held in per-rank parts (KV caches): the artifact's executor
-    // replicates inputs and reads rank 0's outputs, so it would be wrong for them.
-    let mut unrunnable: Option<Vec<String>> = None;
     outln!(
         "tensor parallel: {ranks} rank{}, {} bucket(s), model {}",
         if ranks == 1 { "" } else { "s" },
@@ -102,9 +103,14 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
         let b: gopt::Bindings = bucket.iter().map(|(k, v)| (k.clone(), *v)).collect();
         let g = gopt::prepare(&model.model, &b).with_context(|| format!("bucket {name}"))?;
         let s = shard(&g, ranks).with_context(|| format!("bucket {name}"))?;
-        let split = split_io(&g, &s);
-        if !split.is_empty() && unrunnable.is_none() {
-            unrunnable = Some(split);
+        let placed = distributions(&g, &s);
+        match &io {
+            Some(first) if *first != placed => bail!(
+                "bucket {name}: its inputs and outputs are split differently from the first \
+                 bucket's; compile the buckets separately (--bind)"
+            ),
+            Some(_) => {}
+            None => io = Some(placed),
         }
         outln!("bucket {name}:");
         outln!(
@@ -138,6 +144,27 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
             if args.target == Backend::Cuda {
                 let (plan, blob) = gopt::codegen::cuda::plan::build(&v.graph)
                     .with_context(|| format!("bucket {name}, rank {r}: CUDA plan"))?;
+                if frame_io.is_none() {
+                    let (ins, outs) = io
+                        .as_ref()
+                        .map_or((&[][..], &[][..]), |(i, o)| (&i[..], &o[..]));
+                    let named = |names: Vec<&String>, of: &[Input]| -> Vec<Input> {
+                        names
+                            .into_iter()
+                            .map(|n| Input {
+                                name: n.clone(),
+                                distribution: of
+                                    .iter()
+                                    .find(|i| i.name == *n)
+                                    .map_or(Distribution::Replicated, |i| i.distribution),
+                            })
+                            .collect()
+                    };
+                    frame_io = Some((
+                        named(plan.frame.inputs.iter().map(|i| &i.name).collect(), ins),
+                        named(plan.frame.outputs.iter().map(|o| &o.name).collect(), outs),
+                    ));
+                }
                 let kinds = plan.kernel_kinds();
                 line.push_str(&format!(
                     "; CUDA plan: {} steps ({} allreduce, {} allgather), arena {}",
@@ -146,9 +173,6 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
                     kinds.get("allgather").copied().unwrap_or(0),
                     gopt::report::human_bytes(plan.arena_bytes as u64),
                 ));
-                if inputs.is_none() {
-                    inputs = Some(plan.frame.inputs.iter().map(|i| i.name.clone()).collect());
-                }
                 if let Some(dir) = &args.out {
                     let d = dir.join(format!("rank{r}")).join(name.replace(' ', "_"));
                     std::fs::create_dir_all(&d)
@@ -170,43 +194,61 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
             dir: name.replace(' ', "_"),
         });
     }
-    match (&args.out, &inputs, &unrunnable) {
-        (Some(dir), Some(inputs), None) => {
-            exec::write_artifact(dir, &args.model, ranks, inputs, written)?;
+    let split: Vec<String> = io.iter().flat_map(split_names).collect();
+    if !split.is_empty() {
+        outln!(
+            "split over the ranks (each rank reads or keeps its block): {}",
+            split.join(", ")
+        );
+    }
+    match (&args.out, frame_io) {
+        (Some(dir), Some((inputs, outputs))) if args.target == Backend::Cuda => {
+            exec::write_artifact(dir, &args.model, ranks, inputs, outputs, written)?;
             outln!("wrote rank{{0..{}}}/<bucket>/ under {} (graph.ir, plan.json, weights.bin) and {}: `gopt run {}` runs it", ranks - 1, dir.display(), gopt::artifact::ranks::MANIFEST, dir.display());
         }
-        (Some(dir), _, Some(split)) => outln!(
-            "wrote rank{{0..{}}}/<bucket>/ under {} ({}); no {}: {} are held in per-rank parts (KV caches), \
-             which `gopt run` does not split and reassemble yet",
-            ranks - 1,
-            dir.display(),
-            if args.target == Backend::Cuda { "graph.ir, plan.json, weights.bin" } else { "graph.ir" },
-            gopt::artifact::ranks::MANIFEST,
-            split.join(", ")
-        ),
-        (Some(dir), _, None) => outln!(
+        (Some(dir), _) => outln!(
             "wrote rank{{0..{}}}/<bucket>/graph.ir under {} (--target cuda writes the plans and the artifact `gopt run` loads)",
             ranks - 1,
             dir.display()
         ),
-        (None, _, _) => {}
+        (None, _) => {}
     }
     outln!("total {}", fmt_duration(t.elapsed()));
     Ok(ExitCode::SUCCESS)
 }
 
-/// The inputs and outputs of `g` that sharding `s` leaves in per-rank parts (a KV
-/// cache split by heads), named `input x` / `output y`.
-fn split_io(g: &gopt::ir::Graph, s: &gopt::passes::shard::Sharded) -> Vec<String> {
-    use gopt::passes::shard::Placement;
-    let named = |what: &str, vs: &[gopt::ir::ValueId], ps: &[Placement]| -> Vec<String> {
-        vs.iter()
-            .zip(ps)
-            .filter(|(_, p)| matches!(p, Placement::Split { .. }))
-            .map(|(v, _)| format!("{what} `{}`", g.value(*v).name))
+/// Each input's and output's distribution over the ranks, by name, in the model's
+/// order.
+type Io = (Vec<Input>, Vec<Input>);
+
+/// `input x (axis 1, 2 blocks)` for each split input and output of `io`.
+fn split_names(io: &Io) -> Vec<String> {
+    let named = |what: &str, v: &[Input]| -> Vec<String> {
+        v.iter()
+            .filter_map(|i| match i.distribution {
+                Distribution::Split { axis, blocks } => Some(format!(
+                    "{what} `{}` (axis {axis}, {blocks} blocks)",
+                    i.name
+                )),
+                Distribution::Replicated => None,
+            })
             .collect()
     };
-    let mut out = named("input", &g.inputs, &s.inputs);
-    out.extend(named("output", &g.outputs, &s.outputs));
+    let mut out = named("input", &io.0);
+    out.extend(named("output", &io.1));
     out
+}
+
+/// How sharding `s` of `g` places each of `g`'s inputs and outputs.
+fn distributions(g: &gopt::ir::Graph, s: &gopt::passes::shard::Sharded) -> Io {
+    let io = |vs: &[gopt::ir::ValueId], ps: &[gopt::passes::shard::Placement]| -> Vec<Input> {
+        vs.iter()
+            .zip(ps)
+            .map(|(v, p)| Input {
+                name: g.value(*v).name.clone(),
+                distribution: Distribution::of(*p),
+            })
+            .collect()
+    };
+    (io(&g.inputs, &s.inputs), io(&g.outputs, &s.outputs))
 }

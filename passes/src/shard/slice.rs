@@ -49,3 +49,63 @@ fn run(cx: &EvalCx, op: ShapeOp, attrs: Attrs, inputs: &[&Tensor]) -> Result<Ten
     out.pop()
         .ok_or_else(|| gopt_ir::IrError::Invalid(format!("{} gave no output", op.name())))
 }
+
+impl super::Placement {
+    /// Rank `rank`'s part of a whole `t` placed so (of `ranks`): all of it, or its
+    /// block along the axis (the input a rank reads).
+    pub fn part(&self, t: &Tensor, rank: usize, ranks: usize) -> Result<Tensor> {
+        match *self {
+            super::Placement::Whole | super::Placement::Gathered => Ok(t.clone()),
+            super::Placement::Split { axis, blocks } => {
+                let len = self.axis_len(t.shape(), axis)?;
+                piece(t, axis, &[len], rank * blocks / ranks, blocks)
+            }
+        }
+    }
+
+    /// The whole tensor from every rank's output placed so (`parts[r]`: rank r's):
+    /// rank 0's, or the blocks concatenated along the axis in order, each from the
+    /// first rank holding it.
+    pub fn assemble(&self, parts: &[Tensor]) -> Result<Tensor> {
+        let ranks = parts.len();
+        let first = parts
+            .first()
+            .ok_or_else(|| gopt_ir::IrError::Invalid("no rank's output to assemble".into()))?;
+        match *self {
+            super::Placement::Whole | super::Placement::Gathered => Ok(first.clone()),
+            super::Placement::Split { axis, blocks } => {
+                if blocks == 0 || ranks % blocks != 0 {
+                    return Err(gopt_ir::IrError::Invalid(format!(
+                        "{blocks} blocks over {ranks} ranks"
+                    )));
+                }
+                let owners: Vec<&Tensor> =
+                    (0..blocks).map(|b| &parts[b * ranks / blocks]).collect();
+                if owners.len() == 1 {
+                    return Ok(first.clone());
+                }
+                let mut attrs = Attrs::default();
+                attrs.set("axis", Attr::Int(axis as i64));
+                run(
+                    &EvalCx { lookup: &|_| None },
+                    ShapeOp::Concat,
+                    attrs,
+                    &owners,
+                )
+            }
+        }
+    }
+
+    /// The length of `axis` in `shape`, which must divide into this placement's blocks.
+    fn axis_len(&self, shape: &[usize], axis: usize) -> Result<u64> {
+        let super::Placement::Split { blocks, .. } = *self else {
+            return Ok(0);
+        };
+        match shape.get(axis) {
+            Some(&n) if blocks > 0 && n % blocks == 0 => Ok(n as u64),
+            _ => Err(gopt_ir::IrError::Invalid(format!(
+                "axis {axis} of {shape:?} does not split into {blocks} blocks"
+            ))),
+        }
+    }
+}

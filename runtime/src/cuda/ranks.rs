@@ -228,29 +228,57 @@ impl Ranks {
     /// One run of the plan loaded by [`Ranks::load`]: `inputs` copied to every rank
     /// (replicated), executed, rank 0's outputs read back.
     pub fn run(&self, inputs: Vec<Tensor>) -> Result<Vec<Tensor>> {
-        let inputs = Arc::new(inputs);
-        let mut outs = self.each(|r| {
-            let inputs = inputs.clone();
-            Box::new(move |rank: &mut Rank| {
-                rank.exe(0)?.set_inputs(&inputs)?;
-                rank.execute(0)?;
-                match r {
-                    0 => rank.exe(0)?.outputs().map(Some),
-                    _ => rank.exe(0)?.finish().map(|_| None),
-                }
-            })
-        })?;
+        let each = vec![inputs; self.ranks()];
+        let read: Vec<bool> = (0..self.ranks()).map(|r| r == 0).collect();
+        let mut outs = self.run_each(each, &read)?;
         outs.swap_remove(0)
             .ok_or_else(|| RuntimeError::Cuda("rank 0 returned no outputs".into()))
     }
 
+    /// One run of the plan loaded by [`Ranks::load`], rank r on `inputs[r]` (its
+    /// block of a split input); the outputs of each rank r with `read[r]`.
+    pub fn run_each(
+        &self,
+        inputs: Vec<Vec<Tensor>>,
+        read: &[bool],
+    ) -> Result<Vec<Option<Vec<Tensor>>>> {
+        if inputs.len() != self.ranks() || read.len() != self.ranks() {
+            return Err(RuntimeError::Usage(format!(
+                "{} input sets for {} ranks",
+                inputs.len(),
+                self.ranks()
+            )));
+        }
+        let mut inputs: Vec<Option<Vec<Tensor>>> = inputs.into_iter().map(Some).collect();
+        self.each(|r| {
+            let ins = inputs[r].take().unwrap_or_default();
+            let read = read[r];
+            Box::new(move |rank: &mut Rank| {
+                rank.exe(0)?.set_inputs(&ins)?;
+                rank.execute(0)?;
+                match read {
+                    true => rank.exe(0)?.outputs().map(Some),
+                    false => rank.finish(0).map(|_| None),
+                }
+            })
+        })
+    }
+
     /// Wall-clock milliseconds per run over `iters` runs of every rank (after `warmup`
-    /// runs) of the plan loaded by [`Ranks::load`], inputs copied in once.
-    pub fn time(&self, inputs: Vec<Tensor>, warmup: usize, iters: usize) -> Result<f64> {
-        let inputs = Arc::new(inputs);
+    /// runs) of the plan loaded by [`Ranks::load`], rank r's inputs `inputs[r]`
+    /// copied in once.
+    pub fn time(&self, inputs: Vec<Vec<Tensor>>, warmup: usize, iters: usize) -> Result<f64> {
+        if inputs.len() != self.ranks() {
+            return Err(RuntimeError::Usage(format!(
+                "{} input sets for {} ranks",
+                inputs.len(),
+                self.ranks()
+            )));
+        }
+        let inputs: Vec<Arc<Vec<Tensor>>> = inputs.into_iter().map(Arc::new).collect();
         let runs = |times: usize| {
-            self.each(|_| {
-                let inputs = inputs.clone();
+            self.each(|r| {
+                let inputs = inputs[r].clone();
                 Box::new(move |rank: &mut Rank| {
                     rank.exe(0)?.set_inputs(&inputs)?;
                     for _ in 0..times {

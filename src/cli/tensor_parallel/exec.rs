@@ -1,7 +1,7 @@
 //! The tensor-parallel artifact from the command line: `compile -o` writes it
 //! ([`write_artifact`]), `gopt run DIR` runs it ([`run_artifact`]: every file checked
-//! against the manifest first, then the inputs replicated to the ranks, outputs read
-//! from rank 0) and `gopt bench DIR` times it against the same model on one GPU
+//! against the manifest first, then the inputs replicated or scattered to the ranks as
+//! the manifest says, outputs read from rank 0 or reassembled from the ranks' blocks) and `gopt bench DIR` times it against the same model on one GPU
 //! ([`bench_artifact`]: throughput and scaling efficiency). A bucket is chosen by its
 //! input shapes (`run`) or `--bind` (`bench`); there is no padding into a larger
 //! bucket as the single-GPU artifact does.
@@ -16,6 +16,25 @@ use std::path::Path;
 use std::process::ExitCode;
 use std::time::Instant;
 
+/// `gopt bench DIR --json`.
+#[derive(serde::Serialize)]
+struct BenchReport {
+    artifact: String,
+    ranks: usize,
+    bucket: String,
+    batch: usize,
+    iters: usize,
+    timing: &'static str,
+    ms_per_run: f64,
+    samples_per_s: f64,
+    one_gpu_ms_per_run: Option<f64>,
+    one_gpu_samples_per_s: Option<f64>,
+    speed_up: Option<f64>,
+    scaling_efficiency: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    one_gpu_error: Option<String>,
+}
+
 /// Whether `path` is a tensor-parallel artifact (a folder with the manifest).
 pub fn is_artifact(path: &Path) -> bool {
     path.is_dir() && path.join(ranks::MANIFEST).is_file()
@@ -26,10 +45,11 @@ pub(super) fn write_artifact(
     dir: &Path,
     model: &Path,
     n: usize,
-    inputs: &[String],
+    inputs: Vec<ranks::Input>,
+    outputs: Vec<ranks::Input>,
     buckets: Vec<Bucket>,
 ) -> Result<()> {
-    ranks::write(dir, model, n, inputs, buckets)
+    ranks::write(dir, model, n, inputs, outputs, buckets)
         .with_context(|| format!("writing {}", dir.join(ranks::MANIFEST).display()))
 }
 
@@ -77,7 +97,8 @@ fn load(dir: &Path, m: &Manifest, b: &Bucket) -> Result<Ranks> {
 }
 
 /// `gopt run DIR` of a tensor-parallel artifact: `given` are the inputs (named, or in
-/// order); returns the outputs, their names and notes for the report.
+/// order); returns the outputs, their names and notes for the report. A split input
+/// is scattered (each rank its block), a split output reassembled from its ranks.
 pub fn run_artifact(
     dir: &Path,
     tp: &TpArgs,
@@ -86,16 +107,29 @@ pub fn run_artifact(
     let m = open(dir, tp)?;
     let names: Vec<String> = m.inputs.iter().map(|i| i.name.clone()).collect();
     let inputs = order(&names, given)?;
+    // Each rank's inputs: all of a replicated one, its block of a split one (a shape
+    // that does not split is no bucket's).
+    let per_rank: Vec<Option<Vec<Tensor>>> = (0..m.ranks)
+        .map(|r| {
+            inputs
+                .iter()
+                .zip(&m.inputs)
+                .map(|(t, i)| i.distribution.placement().part(t, r, m.ranks).ok())
+                .collect()
+        })
+        .collect();
     let mut shapes = Vec::new();
     for b in &m.buckets {
-        let plan = ranks::plan(dir, b, m.outputs_from)?;
-        let fits = plan.frame.inputs.len() == inputs.len()
-            && plan
-                .frame
-                .inputs
-                .iter()
-                .zip(&inputs)
-                .all(|(io, t)| io.dtype == t.dtype() && io.shape == t.shape());
+        let plan = ranks::plan(dir, b, 0)?;
+        let fits = per_rank[0].as_ref().is_some_and(|ins| {
+            plan.frame.inputs.len() == ins.len()
+                && plan
+                    .frame
+                    .inputs
+                    .iter()
+                    .zip(ins)
+                    .all(|(io, t)| io.dtype == t.dtype() && io.shape == t.shape())
+        });
         if !fits {
             shapes.push(format!(
                 "{}: {:?}",
@@ -108,19 +142,56 @@ pub fn run_artifact(
             ));
             continue;
         }
-        let out_names = plan.frame.outputs.iter().map(|o| o.name.clone()).collect();
+        let out_names: Vec<String> = plan.frame.outputs.iter().map(|o| o.name.clone()).collect();
+        let placement = |k: usize| {
+            m.outputs
+                .iter()
+                .find(|o| o.name == out_names[k])
+                .map_or(gopt::passes::shard::Placement::Whole, |o| {
+                    o.distribution.placement()
+                })
+        };
+        let split_out =
+            (0..out_names.len()).any(|k| placement(k) != gopt::passes::shard::Placement::Whole);
+        let each: Vec<Vec<Tensor>> = per_rank.into_iter().flatten().collect();
+        let read: Vec<bool> = (0..m.ranks).map(|r| r == 0 || split_out).collect();
         let ranks = load(dir, &m, b)?;
-        let outs = ranks.run(inputs).context("the tensor-parallel run")?;
+        let outs = ranks
+            .run_each(each, &read)
+            .context("the tensor-parallel run")?;
+        let outs: Vec<Vec<Tensor>> = outs.into_iter().flatten().collect();
+        let whole = (0..out_names.len())
+            .map(|k| {
+                let parts: Vec<Tensor> = outs.iter().map(|o| o[k].clone()).collect();
+                placement(k)
+                    .assemble(&parts)
+                    .with_context(|| format!("reassembling output `{}`", out_names[k]))
+            })
+            .collect::<Result<Vec<Tensor>>>()?;
+        let split: Vec<String> = m
+            .inputs
+            .iter()
+            .chain(&m.outputs)
+            .filter(|i| i.distribution != ranks::Distribution::Replicated)
+            .map(|i| i.name.clone())
+            .collect();
         let note = format!(
-            "tensor parallel: {}, bucket {}; inputs replicated, outputs from rank {}",
+            "tensor parallel: {}, bucket {}; {}",
             on_gpus(m.ranks),
             b.dir,
-            m.outputs_from
+            if split.is_empty() {
+                "inputs replicated, outputs from rank 0".to_string()
+            } else {
+                format!(
+                    "split over the ranks (scattered, reassembled): {}",
+                    split.join(", ")
+                )
+            }
         );
-        return Ok((outs, out_names, vec![note]));
+        return Ok((whole, out_names, vec![note]));
     }
     bail!(
-        "the inputs' shapes ({:?}) are no bucket's of {} (input shapes by bucket: {})",
+        "the inputs' shapes ({:?}) are no bucket's of {} (rank 0's input shapes by bucket: {})",
         inputs
             .iter()
             .map(|t| t.shape().to_vec())
@@ -176,6 +247,7 @@ pub fn bench_artifact(
     warmup: usize,
     iters: usize,
     opts: gopt::pipeline::Options,
+    json: bool,
 ) -> Result<ExitCode> {
     let m = open(dir, tp)?;
     let want = super::parse_binds(binds)?;
@@ -191,37 +263,68 @@ pub fn bench_artifact(
             all.join(", ")
         );
     };
-    let plan = ranks::plan(dir, b, m.outputs_from)?;
+    let plan = ranks::plan(dir, b, 0)?;
+    // The whole model's input shapes: a split input's axis is its blocks' together.
     let specs: Vec<_> = plan
         .frame
         .inputs
         .iter()
-        .map(|io| (io.name.clone(), io.dtype, io.shape.clone()))
+        .map(|io| {
+            let mut shape = io.shape.clone();
+            let d = m
+                .inputs
+                .iter()
+                .find(|i| i.name == io.name)
+                .map(|i| i.distribution);
+            if let Some(ranks::Distribution::Split { axis, blocks }) = d {
+                if let Some(n) = shape.get_mut(axis) {
+                    *n *= blocks;
+                }
+            }
+            (io.name.clone(), io.dtype, shape)
+        })
         .collect();
     let limit = gopt::ir::limit::MemoryLimit::host(opts.get_memory_limit());
     let inputs = super::super::bench::random_inputs(&specs, &limit)?;
+    let each: Vec<Vec<Tensor>> = (0..m.ranks)
+        .map(|r| {
+            inputs
+                .iter()
+                .zip(&m.inputs)
+                .map(|(t, i)| i.distribution.placement().part(t, r, m.ranks))
+                .collect::<std::result::Result<Vec<_>, _>>()
+        })
+        .collect::<std::result::Result<_, _>>()?;
     // Samples per run: the first input's first dim (the batch).
     let batch = specs
         .first()
         .and_then(|s| s.2.first().copied())
         .unwrap_or(1)
         .max(1);
-    outln!(
+    let say = |line: String| {
+        if !json {
+            outln!("{line}");
+        }
+    };
+    say(format!(
         "tensor parallel: {}, bucket {}, batch {batch}",
         on_gpus(m.ranks),
         b.dir
-    );
+    ));
     let t = Instant::now();
     let ranks = load(dir, &m, b)?;
-    outln!("  loaded the ranks in {}", fmt_duration(t.elapsed()));
-    let ms = ranks.time(inputs.clone(), warmup, iters)?;
+    say(format!(
+        "  loaded the ranks in {}",
+        fmt_duration(t.elapsed())
+    ));
+    let ms = ranks.time(each, warmup, iters)?;
     drop(ranks);
     let per_s = |ms: f64| batch as f64 / (ms / 1e3);
-    outln!(
+    say(format!(
         "  {} ranks: {ms:.3} ms/run (wall clock over {iters} runs), {:.1} samples/s",
         m.ranks,
         per_s(ms)
-    );
+    ));
     // The same bucket of the model on one GPU, compiled as `gopt bench` does.
     let one = (|| -> Result<f64> {
         let model = gopt::load_model(&dir.join(ranks::MODEL))?;
@@ -237,21 +340,48 @@ pub fn bench_artifact(
         exe.time(0, iters.max(1))?;
         Ok(t.elapsed().as_secs_f64() * 1e3 / iters.max(1) as f64)
     })();
+    let mut r = BenchReport {
+        artifact: dir.display().to_string(),
+        ranks: m.ranks,
+        bucket: b.dir.clone(),
+        batch,
+        iters,
+        timing: "wall clock over the runs, every rank finished",
+        ms_per_run: ms,
+        samples_per_s: per_s(ms),
+        one_gpu_ms_per_run: None,
+        one_gpu_samples_per_s: None,
+        speed_up: None,
+        scaling_efficiency: None,
+        one_gpu_error: None,
+    };
     match one {
         Ok(ms1) => {
-            outln!(
-                "  1 rank:  {ms1:.3} ms/run (wall clock), {:.1} samples/s",
+            say(format!(
+                "  1 GPU:   {ms1:.3} ms/run (wall clock), {:.1} samples/s",
                 per_s(ms1)
-            );
-            outln!(
-                "  scaling efficiency {:.1}% (throughput at {} ranks / ({} x 1 rank)); speed-up {:.2}x",
+            ));
+            say(format!(
+                "  scaling efficiency {:.1}% (throughput at {} ranks / ({} x 1 GPU)); speed-up {:.2}x",
                 100.0 * per_s(ms) / (m.ranks as f64 * per_s(ms1)),
                 m.ranks,
                 m.ranks,
                 ms1 / ms
-            );
+            ));
+            r.one_gpu_ms_per_run = Some(ms1);
+            r.one_gpu_samples_per_s = Some(per_s(ms1));
+            r.speed_up = Some(ms1 / ms);
+            r.scaling_efficiency = Some(ms1 / ms / m.ranks as f64);
         }
-        Err(e) => outln!("  1 rank: cannot run ({e:#}); no scaling efficiency"),
+        Err(e) => {
+            say(format!(
+                "  1 GPU: cannot run ({e:#}); no scaling efficiency"
+            ));
+            r.one_gpu_error = Some(format!("{e:#}"));
+        }
+    }
+    if json {
+        outln!("{}", serde_json::to_string_pretty(&r)?);
     }
     Ok(ExitCode::SUCCESS)
 }
