@@ -16,20 +16,7 @@ fn compile_reports_each_ranks_plan_and_allreduces() {
     let dir = scratch("compile_tp");
     let out_dir = dir.display().to_string();
     let gpt2 = model_path("gpt2_small");
-    let out = gopt(&[
-        "compile",
-        &gpt2,
-        "--tensor-parallel",
-        "2",
-        "--target",
-        "cuda",
-        "--bind",
-        "batch=1",
-        "--bind",
-        "seq=16",
-        "-o",
-        &out_dir,
-    ]);
+    let out = compile_tp(&gpt2, "2", "cuda", &["batch=1", "seq=16"], Some(&out_dir));
     assert_ok(&out);
     let s = &out.stdout;
     assert!(s.contains("tensor parallel: 2 ranks"), "{s}");
@@ -87,6 +74,24 @@ fn compile_reports_each_ranks_plan_and_allreduces() {
     std::fs::remove_dir_all(&dir).ok();
 }
 
+/// `gopt compile MODEL --tensor-parallel N --target T --bind ... [-o OUT]`.
+fn compile_tp(
+    model: &str,
+    n: &str,
+    target: &str,
+    binds: &[&str],
+    out: Option<&str>,
+) -> common::cli::Out {
+    let mut args = vec!["compile", model, "--tensor-parallel", n, "--target", target];
+    for b in binds {
+        args.extend(["--bind", b]);
+    }
+    if let Some(o) = out {
+        args.extend(["-o", o]);
+    }
+    gopt(&args)
+}
+
 fn model_dir(name: &str) -> String {
     common::cli::root()
         .join("tests/data/models")
@@ -109,20 +114,7 @@ fn ranks_match_one_gpu_and_bench_prints_the_scaling(ranks: usize) {
     let art = dir.join("art");
     let gpt2 = model_path("gpt2_small");
     let a = art.display().to_string();
-    let out = gopt(&[
-        "compile",
-        &gpt2,
-        "--tensor-parallel",
-        &n,
-        "--target",
-        "cuda",
-        "--bind",
-        "batch=1",
-        "--bind",
-        "seq=128",
-        "-o",
-        &a,
-    ]);
+    let out = compile_tp(&gpt2, &n, "cuda", &["batch=1", "seq=128"], Some(&a));
     assert_ok(&out);
     let input = format!("{}/test_data_set_0/input_0.pb", model_dir("gpt2_small"));
     let (two, one) = (dir.join("two"), dir.join("one"));
@@ -180,20 +172,13 @@ fn one_rank_compiles_the_multi_gpu_structure() {
     // over one rank, written as an artifact.
     let dir = scratch("compile_tp1");
     let out_dir = dir.display().to_string();
-    let out = gopt(&[
-        "compile",
+    let out = compile_tp(
         &model_path("gpt2_small"),
-        "--tensor-parallel",
         "1",
-        "--target",
         "cuda",
-        "--bind",
-        "batch=1",
-        "--bind",
-        "seq=16",
-        "-o",
-        &out_dir,
-    ]);
+        &["batch=1", "seq=16"],
+        Some(&out_dir),
+    );
     assert_ok(&out);
     let s = &out.stdout;
     assert!(s.contains("tensor parallel: 1 rank,"), "{s}");
@@ -212,18 +197,7 @@ fn one_rank_compiles_the_multi_gpu_structure() {
 #[test]
 fn compile_names_a_dim_that_does_not_divide() {
     let bert = model_path("bert_small");
-    let out = gopt(&[
-        "compile",
-        &bert,
-        "--tensor-parallel",
-        "2",
-        "--target",
-        "none",
-        "--bind",
-        "batch=1",
-        "--bind",
-        "seq=8",
-    ]);
+    let out = compile_tp(&bert, "2", "none", &["batch=1", "seq=8"], None);
     assert_error(&out, &["does not divide into 2 ranks"]);
 }
 
@@ -368,22 +342,17 @@ fn a_decode_step_artifact_records_its_split_caches() {
         .join("tests/data/decoders/llama_decoder/model.onnx")
         .display()
         .to_string();
-    let out = gopt(&[
-        "compile",
+    let out = compile_tp(
         &llama,
-        "--tensor-parallel",
         "2",
-        "--target",
         "cuda",
-        "--bind",
-        "batch_size=1",
-        "--bind",
-        "sequence_length=1",
-        "--bind",
-        "past_sequence_length=5",
-        "-o",
-        &out_dir,
-    ]);
+        &[
+            "batch_size=1",
+            "sequence_length=1",
+            "past_sequence_length=5",
+        ],
+        Some(&out_dir),
+    );
     assert_ok(&out);
     assert!(
         out.stdout.contains("split over the ranks"),

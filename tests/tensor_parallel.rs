@@ -58,13 +58,10 @@ fn specialized(m: &Model) -> (Verified, Vec<Tensor>) {
     specialized_to(m, bind)
 }
 
-/// `m` with its symbols bound as in `bind`, and inputs for it: token ids, a mask of
-/// ones, floats (a past cache) in [-1, 1).
-fn specialized_to(m: &Model, bind: BTreeMap<String, u64>) -> (Verified, Vec<Tensor>) {
-    let bindings = bind.into_iter().collect();
-    let g = gopt::prepare(m, &bindings).expect("prepare");
-    let inputs = g
-        .inputs
+/// An input tensor for each of `g`'s inputs (every dim bound), its values
+/// `data(name, dtype, elements, last dim)`.
+fn inputs_for(g: &Verified, data: impl Fn(&str, DType, usize, usize) -> Vec<f64>) -> Vec<Tensor> {
+    g.inputs
         .iter()
         .map(|&v| {
             let val = g.value(v);
@@ -75,18 +72,28 @@ fn specialized_to(m: &Model, bind: BTreeMap<String, u64>) -> (Verified, Vec<Tens
                 .map(|d| d.known().expect("bound") as usize)
                 .collect();
             let n: usize = shape.iter().product();
-            let data: Vec<f64> = if val.name.contains("mask") {
-                vec![1.0; n]
-            } else if matches!(ty.dtype, DType::F32) {
-                (0..n)
-                    .map(|i| ((i * 37 + 11) % 500) as f64 / 250.0 - 1.0)
-                    .collect()
-            } else {
-                (0..n).map(|i| ((i * 37 + 11) % 500) as f64).collect()
-            };
-            Tensor::from_f64s(ty.dtype, &shape, &data).expect("input")
+            let last = shape.last().copied().unwrap_or(1).max(1);
+            Tensor::from_f64s(ty.dtype, &shape, &data(&val.name, ty.dtype, n, last)).expect("input")
         })
-        .collect();
+        .collect()
+}
+
+/// `m` with its symbols bound as in `bind`, and inputs for it: token ids, a mask of
+/// ones, floats (a past cache) in [-1, 1).
+fn specialized_to(m: &Model, bind: BTreeMap<String, u64>) -> (Verified, Vec<Tensor>) {
+    let bindings = bind.into_iter().collect();
+    let g = gopt::prepare(m, &bindings).expect("prepare");
+    let inputs = inputs_for(&g, |name, dtype, n, _| {
+        if name.contains("mask") {
+            vec![1.0; n]
+        } else if dtype == DType::F32 {
+            (0..n)
+                .map(|i| ((i * 37 + 11) % 500) as f64 / 250.0 - 1.0)
+                .collect()
+        } else {
+            (0..n).map(|i| ((i * 37 + 11) % 500) as f64).collect()
+        }
+    });
     (g, inputs)
 }
 
@@ -292,33 +299,17 @@ fn generation_step(name: &str, step: Step) -> (Verified, Vec<Tensor>) {
     let d = gopt::passes::decoder::detect(&model.model.graph).expect("a decoder");
     let g = gopt::prepare(&model.model, &d.bindings(step)).expect("prepare");
     let g = d.lower(&g, step, DType::F32).expect("lower");
-    let inputs = g
-        .inputs
-        .iter()
-        .map(|&v| {
-            let val = g.value(v);
-            let ty = val.ty.as_ref().expect("typed");
-            let shape: Vec<usize> = ty
-                .shape
-                .iter()
-                .map(|d| d.known().expect("bound") as usize)
-                .collect();
-            let n: usize = shape.iter().product();
-            let last = shape.last().copied().unwrap_or(1).max(1);
-            let data: Vec<f64> = match val.name.as_str() {
-                "input_ids" => (0..n).map(|i| ((i * 7 + 3) % 11) as f64).collect(),
-                "position_ids" if matches!(step, Step::Decode { .. }) => vec![5.0; n],
-                "position_ids" => (0..n).map(|i| (i % last) as f64).collect(),
-                CACHE_POSITION => vec![5.0; n],
-                m if m.contains("mask") => vec![1.0; n],
-                _ if ty.dtype == DType::F32 => (0..n)
-                    .map(|i| ((i * 37 + 11) % 500) as f64 / 250.0 - 1.0)
-                    .collect(),
-                _ => vec![0.0; n],
-            };
-            Tensor::from_f64s(ty.dtype, &shape, &data).expect("input")
-        })
-        .collect();
+    let inputs = inputs_for(&g, |name, dtype, n, last| match name {
+        "input_ids" => (0..n).map(|i| ((i * 7 + 3) % 11) as f64).collect(),
+        "position_ids" if matches!(step, Step::Decode { .. }) => vec![5.0; n],
+        "position_ids" => (0..n).map(|i| (i % last) as f64).collect(),
+        CACHE_POSITION => vec![5.0; n],
+        m if m.contains("mask") => vec![1.0; n],
+        _ if dtype == DType::F32 => (0..n)
+            .map(|i| ((i * 37 + 11) % 500) as f64 / 250.0 - 1.0)
+            .collect(),
+        _ => vec![0.0; n],
+    });
     (g, inputs)
 }
 

@@ -455,14 +455,8 @@ fn rule(
             {
                 return Ok(Found::No("it concatenates along the split axis".into()));
             }
-            let past = match whole_operands(g, nid, s0.axis, r, s0, true, st)? {
-                Ok(cut) => cut,
-                Err(why) => return Ok(Found::No(why)),
-            };
-            let mut split = s0.moved(s0.axis);
             // A past cache (a constant or an input) joined with the new K/V.
-            split.cache = past;
-            one(split)
+            cache_or_split(g, nid, r, s0, st)
         }
         Op::Reduce(
             ReduceOp::Softmax
@@ -497,18 +491,25 @@ fn rule(
                         .into(),
                 ));
             }
-            let past = match whole_operands(g, nid, s0.axis, r, s0, true, st)? {
-                Ok(cut) => cut,
-                Err(why) => return Ok(Found::No(why)),
-            };
-            let mut split = s0.moved(s0.axis);
-            split.cache = past;
-            one(split)
+            cache_or_split(g, nid, r, s0, st)
         }
         Op::Attention(AttentionOp::Attention) => attention(g, nid, ins),
         Op::Nn(NnOp::MatMul | NnOp::Gemm) => product(g, nid, ranks, ins, st),
         _ => Ok(Found::No("no sharding rule for this op".into())),
     }
+}
+
+/// The output of node `nid` (a Concat or a TensorScatter) split as `s0`, its unsplit
+/// operands cut to match (or refused): a cache when one of them is a past cache (a
+/// constant or a graph input it alone reads, then split on input).
+fn cache_or_split(g: &Graph, nid: NodeId, r: usize, s0: &Split, st: &mut Layouts) -> Res<Found> {
+    let past = match whole_operands(g, nid, s0.axis, r, s0, true, st)? {
+        Ok(cut) => cut,
+        Err(why) => return Ok(Found::No(why)),
+    };
+    let mut split = s0.moved(s0.axis);
+    split.cache = past;
+    Ok(Found::Outs(vec![(g.node(nid).outputs[0], split)]))
 }
 
 /// ONNX `Attention` on 4-D Q, K, V each split by head (axis 1): every rank attends
