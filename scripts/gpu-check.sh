@@ -28,8 +28,9 @@
 #         artifact against the same model on 1 GPU (1e-4 of the largest logit), then
 #         `gopt bench` of it, printing the scaling efficiency; N=2 needs the
 #         nvidia-h200-x2 kind and FAILS with fewer GPUs; N=1 runs the same path on one
-#         GPU, each collective over a 1-rank NCCL communicator. NCCL comes from the
-#         PyTorch install's nvidia-nccl wheel when the loader cannot find it.
+#         GPU, each collective over a 1-rank NCCL communicator. NCCL is linked as
+#         libnccl.so (cudarc's name) from the loader's libnccl.so.2 or the PyTorch
+#         install's nvidia-nccl wheel when the loader has no libnccl.so.
 #         Then generation split over the ranks: llama_decoder's greedy tokens (fp32)
 #         against one GPU's, and `gopt bench --decode --tensor-parallel N`.
 #         What tests/cli_tensor_parallel.rs's ignored tests do, here through the
@@ -240,10 +241,16 @@ manifest_rc() {
     if ((TP > 0)); then
         echo "== tensor parallel, $TP rank(s)"
         gpus="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')"
-        if ! ldconfig -p | grep -q 'libnccl.so.2'; then
-            nccl="$(python3 -c 'import glob, os, site; print(next((os.path.dirname(f) for d in site.getsitepackages() for f in glob.glob(d + "/nvidia/**/libnccl.so.2", recursive=True)), ""))' 2>/dev/null)"
-            [[ -n "$nccl" ]] && export LD_LIBRARY_PATH="$nccl:$LD_LIBRARY_PATH"
-            echo "NCCL from ${nccl:-nowhere (not found)}"
+        # cudarc loads NCCL as `libnccl.so`: a system install has it; else link the
+        # soname library (the loader's, or the PyTorch install's wheel) under that name.
+        if ! ldconfig -p | grep -q 'libnccl\.so '; then
+            nccl="$(ldconfig -p | grep -o '/[^ ]*libnccl\.so\.2$' | head -1)"
+            [[ -z "$nccl" ]] && nccl="$(python3 -c 'import glob, site; print(next((f for d in site.getsitepackages() for f in glob.glob(d + "/nvidia/**/libnccl.so.2", recursive=True)), ""))' 2>/dev/null)"
+            if [[ -n "$nccl" ]]; then
+                mkdir -p "$OUT/nccl-lib" && ln -sf "$nccl" "$OUT/nccl-lib/libnccl.so"
+                export LD_LIBRARY_PATH="$OUT/nccl-lib:$LD_LIBRARY_PATH"
+            fi
+            echo "NCCL: ${nccl:-not found} (linked as libnccl.so)"
         fi
         if ((gpus < TP)); then
             record "tensor parallel" 1 "$TP ranks need $TP GPUs (2: device kind nvidia-h200-x2), found $gpus"

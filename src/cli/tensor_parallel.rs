@@ -31,7 +31,7 @@ pub struct TpArgs {
     /// projections, each followed by an NCCL all-reduce). `compile` builds and reports
     /// the N rank graphs (their CUDA plans with --target cuda) and needs the model's
     /// dims bound (--bind, or its buckets); `run` and `bench` need N GPUs and NCCL
-    /// (libnccl.so.2). `generate` splits its prefill and decode steps, each rank
+    /// (`libnccl.so`). `generate` splits its prefill and decode steps, each rank
     /// keeping its K/V heads of the cache, and runs them on GPUs 0..N-1 (with
     /// --backend cpu: simulated together on the interpreter, a check, not a speed-up).
     /// Heads, K/V heads and MLP widths must divide by N (fewer K/V heads than ranks are

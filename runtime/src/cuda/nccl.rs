@@ -1,6 +1,8 @@
 //! What a tensor-parallel run needs before it starts: as many GPUs as ranks, and NCCL
-//! (`libnccl.so.2`, loaded at run time through cudarc's `nccl` module, so a machine
-//! without it builds and runs everything else). [`super::ranks`] checks these before
+//! (loaded at run time through cudarc's `nccl` module, so a machine without it builds
+//! and runs everything else). cudarc looks for `libnccl.so` (and a few versioned names,
+//! not NCCL's own soname `libnccl.so.2`), so a wheel's bare `libnccl.so.2` needs a link;
+//! the error says so. [`super::ranks`] checks these before
 //! it opens any GPU, so a machine that lacks one is a clear error, not a hang.
 
 use crate::{Result, RuntimeError};
@@ -32,9 +34,11 @@ pub fn check_ranks(ranks: usize) -> Result<()> {
     }
     if !nccl_present() {
         return Err(RuntimeError::Usage(format!(
-            "--tensor-parallel {ranks} needs NCCL (libnccl.so.2, e.g. from the \
-             nvidia-nccl-cu13 wheel or the CUDA repositories) on the library path; it \
-             cannot be loaded here"
+            "--tensor-parallel {ranks} needs NCCL, loaded at run time as `libnccl.so` (or \
+             libnccl.so.12/.13) from the library path; none loads here. A system install \
+             (libnccl2 with libnccl-dev) provides it; the nvidia-nccl-cu13 wheel ships only \
+             `libnccl.so.2`: link it as `libnccl.so` in a folder on LD_LIBRARY_PATH (`ln -s \
+             .../nvidia/nccl/lib/libnccl.so.2 DIR/libnccl.so`)"
         )));
     }
     Ok(())
