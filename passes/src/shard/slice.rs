@@ -74,7 +74,7 @@ impl super::Placement {
         match *self {
             super::Placement::Whole | super::Placement::Gathered => Ok(first.clone()),
             super::Placement::Split { axis, blocks } => {
-                if blocks == 0 || ranks % blocks != 0 {
+                if blocks == 0 || !ranks.is_multiple_of(blocks) {
                     return Err(gopt_ir::IrError::Invalid(format!(
                         "{blocks} blocks over {ranks} ranks"
                     )));
@@ -102,7 +102,7 @@ impl super::Placement {
             return Ok(0);
         };
         match shape.get(axis) {
-            Some(&n) if blocks > 0 && n % blocks == 0 => Ok(n as u64),
+            Some(&n) if blocks > 0 && n.is_multiple_of(blocks) => Ok(n as u64),
             _ => Err(gopt_ir::IrError::Invalid(format!(
                 "axis {axis} of {shape:?} does not split into {blocks} blocks"
             ))),
