@@ -367,3 +367,41 @@ fn a_decode_step_artifact_records_its_split_caches() {
     assert_eq!(m.outputs[0].name, "logits");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+#[test]
+fn quantized_weights_are_refused_with_ranks_not_ignored() {
+    let out = gopt(&[
+        "compile",
+        &model_path("gpt2_small"),
+        "--tensor-parallel",
+        "2",
+        "--quantize",
+        "int4",
+        "--target",
+        "none",
+        "--bind",
+        "batch=1",
+        "--bind",
+        "seq=8",
+    ]);
+    assert_error(&out, &["--tensor-parallel with --quantize"]);
+    let llama = common::cli::root()
+        .join("tests/data/decoders/llama_decoder/model.onnx")
+        .display()
+        .to_string();
+    let out = gopt(&[
+        "generate",
+        &llama,
+        "--prompt-ids",
+        "5,17",
+        "--max-new-tokens",
+        "2",
+        "--backend",
+        "cpu",
+        "--tensor-parallel",
+        "2",
+        "--quantize",
+        "int8",
+    ]);
+    assert_error(&out, &["--tensor-parallel with --quantize"]);
+}

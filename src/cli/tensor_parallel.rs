@@ -67,6 +67,9 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
     let model = gopt::load_model(&args.model)
         .with_context(|| format!("cannot import {}", args.model.display()))?;
     let opts = args.opt.options()?;
+    if opts.get_quantize().is_some() {
+        bail!("{}", gopt::generate::QUANTIZED_RANKS);
+    }
     let opts = opts.clone().budgets(opts.get_config().budgets.start());
     let opts = match args.target {
         Backend::Cuda => opts.backend(Backend::Cuda),
