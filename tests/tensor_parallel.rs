@@ -380,21 +380,39 @@ fn generation_steps_keep_each_ranks_cache() {
 fn split_generation_matches_one_device() {
     use gopt::generate::{GenerateOptions, Generator, Request};
     let prompts = vec![vec![5, 17, 42, 7, 99], vec![3, 1, 400, 12, 8, 250, 77, 31]];
+    use gopt::passes::quantize::{Quantize, Scheme};
+    let int = |scheme, group, asymmetric| {
+        Some(Quantize {
+            group,
+            asymmetric,
+            ..Quantize::new(scheme)
+        })
+    };
+    // Quantized weights are cut with their scales: the Llama decoder's 64 output
+    // projection rows lie in one group of 128 (each rank takes its scales) or are whole
+    // groups of 16; its 176 MLP rows straddle groups either way, so its MLP stays whole.
     let cases = [
-        ("llama_decoder", 2),
-        ("llama_decoder", 4),
-        ("hf_llama_decoder", 2),
-        ("scatter_decoder", 2),
-        ("gpt2_decoder", 3),
+        ("llama_decoder", 2, None),
+        ("llama_decoder", 4, None),
+        ("hf_llama_decoder", 2, None),
+        ("scatter_decoder", 2, None),
+        ("gpt2_decoder", 3, None),
+        ("llama_decoder", 2, int(Scheme::Int8, 128, false)),
+        ("llama_decoder", 4, int(Scheme::Int4, 128, true)),
+        ("llama_decoder", 2, int(Scheme::Int4, 16, true)),
+        ("hf_llama_decoder", 4, int(Scheme::Int8, 16, false)),
     ];
-    for (name, ranks) in cases {
+    for (name, ranks, quantize) in cases {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/data/decoders")
             .join(name)
             .join("model.onnx");
         let m = gopt::load_model(&path).unwrap_or_else(|e| panic!("{name}: {e}"));
         let run = |tp: Option<usize>| {
-            let opts = gopt::Options::new().backend(gopt::Backend::Cpu);
+            let mut opts = gopt::Options::new().backend(gopt::Backend::Cpu);
+            if let Some(q) = quantize {
+                opts = opts.quantize(q);
+            }
             let gen = GenerateOptions {
                 max_context: 64,
                 max_batch: 2,

@@ -67,9 +67,9 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
     let model = gopt::load_model(&args.model)
         .with_context(|| format!("cannot import {}", args.model.display()))?;
     let opts = args.opt.options()?;
-    if opts.get_quantize().is_some() {
-        bail!("{}", gopt::generate::QUANTIZED_RANKS);
-    }
+    // `--quantize`: the weights quantized once, before the split (each rank cuts its
+    // integers, scales and zero points).
+    let (model, quantized) = gopt::pipeline::quantized(&model, &opts)?;
     let opts = opts.clone().budgets(opts.get_config().budgets.start());
     let opts = match args.target {
         Backend::Cuda => opts.backend(Backend::Cuda),
@@ -96,6 +96,9 @@ pub fn compile(args: &CompileArgs, ranks: usize) -> Result<ExitCode> {
         buckets.len(),
         args.model.display()
     );
+    if let Some(q) = super::quantized::summary(opts.get_quantize().as_ref(), &quantized) {
+        outln!("{q}");
+    }
     for bucket in &buckets {
         let name: Vec<String> = bucket.iter().map(|(k, v)| format!("{k}={v}")).collect();
         let name = if name.is_empty() {

@@ -41,11 +41,6 @@ use gopt_passes::decoder;
 use session::{Loaded, Session};
 use std::time::{Duration, Instant};
 
-/// Why `--tensor-parallel` and `--quantize` are refused together.
-pub const QUANTIZED_RANKS: &str = "--tensor-parallel with --quantize: quantized weights \
-    are not split across ranks yet (the sharding pass cuts plain constant matrices); use one \
-    of the two";
-
 /// The bucket sizes a generator compiles (lazily: a run compiles the two steps it
 /// needs).
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -199,9 +194,6 @@ impl Generator {
                 .collect(),
             context,
         };
-        if gen.tensor_parallel.is_some() && opts.get_quantize().is_some() {
-            return Err(GoptError::Usage(QUANTIZED_RANKS.into()));
-        }
         if let Some(n) = gen.tensor_parallel {
             if n == 0 || opts.get_backend() == Backend::Wgpu {
                 return Err(GoptError::Usage(format!(

@@ -267,7 +267,9 @@ fn choose_seeds(g: &Graph, ranks: usize) -> Result<HashMap<NodeId, Seed>, ShardE
             .copied()
             .flatten()
             .is_none_or(|c| g.konst(c).is_some());
-        if g.konst(*a).is_some() || g.konst(*b).is_none() || g.ty(*b)?.shape.len() != 2 || !bias_ok
+        let quantized_gemm =
+            gemm && !matches!(product::weight(g, *b)?, Some(product::Weight::Plain));
+        if g.konst(*a).is_some() || product::weight(g, *b)?.is_none() || quantized_gemm || !bias_ok
         {
             continue;
         }

@@ -11,7 +11,7 @@ use gopt_ir::{Graph, NodeId, Op, ValueId};
 pub(super) fn product(
     g: &Graph,
     nid: NodeId,
-    _ranks: usize,
+    ranks: usize,
     ins: &[(usize, Split)],
     st: &mut Layouts,
 ) -> Res<Found> {
@@ -21,7 +21,7 @@ pub(super) fn product(
     let gemm = node.op == Op::Nn(NnOp::Gemm);
     let a_rank = known(g, node.inputs[0].ok_or_else(missing)?)?.len();
     let b = node.inputs.get(1).copied().flatten().ok_or_else(missing)?;
-    let b_const = g.konst(b).is_some() && g.ty(b)?.shape.len() == 2;
+    let b_const = weight(g, b)?.is_some();
     let only = |i: usize| ins.len() == 1 && ins[0].0 == i;
     let s = &ins[0].1;
     let same = |axis: usize| Ok(Found::Outs(vec![(out, s.moved(axis))]));
@@ -38,6 +38,17 @@ pub(super) fn product(
             true => 1,
             false => 0,
         };
+        // Quantized: each rank's rows of K are whole groups of the scales, or lie in
+        // one group (whose scales it then takes).
+        if let Some(Weight::Dequantized { block, .. }) = weight(g, b)? {
+            let k: u64 = s.parts.iter().sum();
+            if s.parts.len() != 1 || quantized_rows(k, block, ranks).is_none() {
+                return Ok(Found::No(format!(
+                    "its quantized weight's groups of {block} rows do not divide its \
+                     {k} rows {ranks} ways"
+                )));
+            }
+        }
         st.edits.push((
             nid,
             Edit::Row {
@@ -91,6 +102,64 @@ pub(super) fn product(
         }
     }
     same(axis)
+}
+
+/// A product's weight the pass can cut: a constant matrix, or a `DequantizeLinear` of
+/// constants blocked along K (`axis` 0, `block_size`), read by that product alone: its
+/// integers, scales and zero points are cut together.
+pub(super) enum Weight {
+    /// A constant matrix.
+    Plain,
+    /// The output of `DequantizeLinear` node `node`, `block` rows per scale.
+    Dequantized { node: NodeId, block: u64 },
+}
+
+/// How `k` rows quantized in groups of `block` split `ranks` ways: the scale rows
+/// (groups) and how many ranks share each group's scales (1: each rank holds whole
+/// groups; more: the ranks' rows lie inside one group). `None` when a rank's rows
+/// would straddle groups.
+pub(super) fn quantized_rows(k: u64, block: u64, ranks: usize) -> Option<(u64, u64)> {
+    let ranks = ranks as u64;
+    if block == 0 || ranks == 0 || k % ranks != 0 {
+        return None;
+    }
+    let (rows, groups) = (k / ranks, k.div_ceil(block));
+    if rows.is_multiple_of(block) {
+        Some((groups, 1))
+    } else if block.is_multiple_of(rows) && (k.is_multiple_of(block) || k < block) {
+        Some((groups, ranks / groups))
+    } else {
+        None
+    }
+}
+
+/// What weight `b` is, or `None` when the pass cannot cut it.
+pub(super) fn weight(g: &Graph, b: ValueId) -> Res<Option<Weight>> {
+    if g.konst(b).is_some() {
+        return Ok((g.ty(b)?.shape.len() == 2).then_some(Weight::Plain));
+    }
+    let readers = g
+        .nodes
+        .iter()
+        .filter(|n| n.inputs.contains(&Some(b)))
+        .count();
+    let Some(i) = g.nodes.iter().position(|n| n.outputs.contains(&b)) else {
+        return Ok(None);
+    };
+    let n = &g.nodes[i];
+    let block = n.attrs.int_or("block_size", 0)?;
+    let all_const = n.inputs.iter().flatten().all(|v| g.konst(*v).is_some());
+    let fits = n.op == Op::Nn(NnOp::DequantizeLinear)
+        && n.attrs.int_or("axis", 1)? == 0
+        && block > 0
+        && all_const
+        && readers == 1
+        && !g.outputs.contains(&b)
+        && g.ty(b)?.shape.len() == 2;
+    Ok(fits.then_some(Weight::Dequantized {
+        node: NodeId(i as u32),
+        block: block as u64,
+    }))
 }
 
 /// Checks the whole (unsplit) operands of `nid` against split `s` along output axis
@@ -156,4 +225,25 @@ fn sole_input(g: &Graph, v: ValueId, nid: NodeId) -> bool {
             .iter()
             .enumerate()
             .all(|(i, n)| i == nid.index() || !n.inputs.contains(&Some(v)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::quantized_rows;
+
+    #[test]
+    fn quantized_rows_split_by_whole_groups_or_inside_one() {
+        // TinyLlama's down projection: 5632 rows in groups of 128.
+        assert_eq!(quantized_rows(5632, 128, 2), Some((44, 1)));
+        assert_eq!(quantized_rows(5632, 128, 4), Some((44, 1)));
+        // 704 rows a rank straddle groups of 128.
+        assert_eq!(quantized_rows(5632, 128, 8), None);
+        // 64 rows, one short group: every rank takes its scales.
+        assert_eq!(quantized_rows(64, 128, 2), Some((1, 2)));
+        // 256 rows over 4: 64 a rank, two ranks a group.
+        assert_eq!(quantized_rows(256, 128, 4), Some((2, 2)));
+        // 176 rows (a 128 group and a 48 one) over 2: 88 straddles.
+        assert_eq!(quantized_rows(176, 128, 2), None);
+        assert_eq!(quantized_rows(10, 4, 3), None);
+    }
 }

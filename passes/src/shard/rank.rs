@@ -4,6 +4,7 @@
 //! split output that is not a KV cache.
 
 use super::layout::{known, Edit, Layouts};
+use super::product::{quantized_rows, weight, Weight};
 use super::{slice, ShardError};
 use gopt_ir::ops::CollectiveOp;
 use gopt_ir::{Attr, Attrs, Graph, IrError, Node, NodeId, Op, Tensor, ValueId, Verified};
@@ -40,6 +41,41 @@ pub fn rank_graph(
         h.nodes[nid.index()].inputs[input] = Some(c);
         Ok(())
     };
+    // A product's weight (input 1): the constant, or, when quantized, the integers,
+    // scales and zero points of its DequantizeLinear (scales per `block` rows of K).
+    let cut_weight = |h: &mut Graph,
+                      nid: NodeId,
+                      axis: usize,
+                      parts: &[u64],
+                      rep: u64|
+     -> Result<(), ShardError> {
+        let Some(w) = g.node(nid).inputs.get(1).copied().flatten() else {
+            return Ok(());
+        };
+        match weight(g, w)? {
+            Some(Weight::Dequantized { node, block }) => {
+                // Along K (row-parallel): the groups' scale rows, shared by the ranks
+                // whose rows lie in one group; along N: the same columns.
+                let (groups, scale_rep) = match axis {
+                    0 => {
+                        let k: u64 = parts.iter().sum();
+                        let (groups, shared) =
+                            quantized_rows(k, block, ranks).ok_or_else(|| {
+                                IrError::Invalid(format!(
+                                    "{k} quantized rows in groups of {block} over {ranks} ranks"
+                                ))
+                            })?;
+                        (vec![groups], shared)
+                    }
+                    _ => (parts.to_vec(), rep),
+                };
+                cut(h, node, 0, axis, parts, rep)?;
+                cut(h, node, 1, axis, &groups, scale_rep)?;
+                cut(h, node, 2, axis, &groups, scale_rep)
+            }
+            Some(Weight::Plain) | None => cut(h, nid, 1, axis, parts, rep),
+        }
+    };
     let group = |extra: Option<i64>| {
         let mut a = Attrs::default();
         a.set("ranks", Attr::Int(ranks as i64));
@@ -53,7 +89,7 @@ pub fn rank_graph(
         let node = g.node(*nid);
         match edit {
             Edit::Column { w_axis, parts, rep } => {
-                cut(&mut h, *nid, 1, *w_axis, parts, *rep)?;
+                cut_weight(&mut h, *nid, *w_axis, parts, *rep)?;
                 if let Some(c) = node.inputs.get(2).copied().flatten() {
                     let shape = known(g, c)?;
                     if shape.last() == Some(&parts.iter().sum::<u64>()) {
@@ -62,7 +98,7 @@ pub fn rank_graph(
                 }
             }
             Edit::Row { w_axis, parts } => {
-                cut(&mut h, *nid, 1, *w_axis, parts, 1)?;
+                cut_weight(&mut h, *nid, *w_axis, parts, 1)?;
                 if rank != 0 && node.inputs.len() > 2 {
                     h.nodes[nid.index()].inputs[2] = None;
                 }
