@@ -1,7 +1,8 @@
 //! The sharding pass on small graphs built here: an MLP block (column-parallel up,
 //! row-parallel down, the AllReduce before the bias and residual) computes the unsplit
 //! block's numbers when its ranks run together; a width that does not divide is an
-//! error naming it; N=1 keeps the structure with 1-rank collectives; and the cost model prices a collective by its
+//! error naming it; N=1 keeps the structure with 1-rank collectives; a 3-D ONNX
+//! Attention splits by whole heads; and the cost model prices a collective by its
 //! ring traffic over NVLink.
 
 use gopt_ir::ops::collective::simulate;
@@ -179,4 +180,75 @@ fn a_split_placement_scatters_and_reassembles() {
     );
     let odd = Placement::Split { axis: 2, blocks: 2 };
     assert!(odd.part(&t, 0, 2).is_err(), "3 does not split in 2");
+}
+
+/// `y = Attention(x Wq, x Wk, x Wv) Wo` on 3-D inputs: x f32[2,5,16], 4 query heads and
+/// 2 K/V heads of 4 (`q_num_heads`, `kv_num_heads`), causal.
+fn attention_3d() -> Graph {
+    let mut g = Graph::new("attention_3d");
+    let x = g.add_input("x", TensorType::new(DType::F32, dim::shape_of(&[2, 5, 16])));
+    let product = |g: &mut Graph, name: &str, cols: usize, seed: u64, a| {
+        let w = g.add_const(&format!("{name}_w"), data(&[16, cols], seed));
+        let n = g.add_node(
+            name,
+            Op::Nn(NnOp::MatMul),
+            Attrs::default(),
+            vec![Some(a), Some(w)],
+            &[name],
+        );
+        g.nodes[n.index()].outputs[0]
+    };
+    let q = product(&mut g, "q", 16, 11, x);
+    let k = product(&mut g, "k", 8, 12, x);
+    let v = product(&mut g, "v", 8, 13, x);
+    let mut a = Attrs::default();
+    a.set("q_num_heads", Attr::Int(4));
+    a.set("kv_num_heads", Attr::Int(2));
+    a.set("is_causal", Attr::Int(1));
+    let n = g.add_node(
+        "attention",
+        Op::Attention(gopt_ir::ops::AttentionOp::Attention),
+        a,
+        vec![Some(q), Some(k), Some(v)],
+        &["o"],
+    );
+    let o = g.nodes[n.index()].outputs[0];
+    let y = product(&mut g, "out", 16, 14, o);
+    g.outputs.push(y);
+    g
+}
+
+#[test]
+fn a_3d_attention_splits_by_whole_heads() {
+    let g = verify(attention_3d()).expect("verify");
+    let x = data(&[2, 5, 16], 7);
+    let want = gopt_ir::interp::run(&g, std::slice::from_ref(&x)).expect("run");
+    let s = shard(&g, 2).expect("2 ranks");
+    assert_eq!(s.row, ["out".to_string()]);
+    assert_eq!(s.column.len(), 3, "{:?}", s.column);
+    let heads = s.ranks[1]
+        .nodes
+        .iter()
+        .find(|n| n.name == "attention")
+        .map(|n| {
+            (
+                n.attrs.int_or("q_num_heads", 0),
+                n.attrs.int_or("kv_num_heads", 0),
+            )
+        });
+    assert!(matches!(heads, Some((Ok(2), Ok(1)))), "{heads:?}");
+    let graphs: Vec<Graph> = s.ranks.iter().map(|r| Graph::clone(r)).collect();
+    for got in simulate(&graphs, std::slice::from_ref(&x)).expect("simulate") {
+        let (p, q) = (got[0].to_f64_vec(), want[0].to_f64_vec());
+        for (a, b) in p.iter().zip(&q) {
+            assert!((a - b).abs() <= 1e-5 * (1.0 + b.abs()), "{a} vs {b}");
+        }
+    }
+    // 4 ranks: 2 K/V heads do not split into whole heads (3-D K/V heads are not
+    // replicated), so nothing splits.
+    let e = shard(&g, 4).expect_err("2 K/V heads, 4 ranks").to_string();
+    assert!(
+        e.contains("does not split into 4 ranks of whole heads"),
+        "{e}"
+    );
 }

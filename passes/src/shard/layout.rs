@@ -106,6 +106,8 @@ pub enum Edit {
     TargetShape { divide: Vec<(usize, u64)> },
     /// Split sizes (input 1) divided by `ways`: the split runs along the split axis.
     SplitSizes { ways: u64 },
+    /// A 3-D ONNX `Attention`'s `q_num_heads` and `kv_num_heads`: the rank's share.
+    HeadCounts { q: i64, kv: i64 },
 }
 
 /// The result of the analysis.
@@ -493,7 +495,7 @@ fn rule(
             }
             cache_or_split(g, nid, r, s0, st)
         }
-        Op::Attention(AttentionOp::Attention) => attention(g, nid, ins),
+        Op::Attention(AttentionOp::Attention) => attention(g, nid, ranks, ins, st),
         Op::Nn(NnOp::MatMul | NnOp::Gemm) => product(g, nid, ranks, ins, st),
         _ => Ok(Found::No("no sharding rule for this op".into())),
     }
@@ -512,34 +514,68 @@ fn cache_or_split(g: &Graph, nid: NodeId, r: usize, s0: &Split, st: &mut Layouts
     Ok(Found::Outs(vec![(g.node(nid).outputs[0], split)]))
 }
 
-/// ONNX `Attention` on 4-D Q, K, V each split by head (axis 1): every rank attends
-/// with its query heads to its K/V heads (query head block r reads K/V block r, or
-/// r / rep when K/V heads are replicated: grouped-query attention keeps its groups
-/// contiguous). A mask with a head axis, a past cache and the extra outputs stay
-/// unsplit inputs this rule does not cut, so they are refused.
-fn attention(g: &Graph, nid: NodeId, ins: &[(usize, Split)]) -> Res<Found> {
+/// ONNX `Attention` on Q, K, V each split by head, 4-D (`[b, heads, s, d]`, the head
+/// axis 1) or 3-D (`[b, s, heads * d]` with `q_num_heads` and `kv_num_heads`, the last
+/// axis, each rank's block whole heads): every rank attends with its query heads to
+/// its K/V heads (query block r reads K/V block r, or r / rep when 4-D K/V heads are
+/// replicated: grouped-query attention keeps its groups contiguous). A mask with a head
+/// axis, a past cache and the extra outputs stay unsplit inputs this rule does not
+/// cut, so they are refused.
+fn attention(
+    g: &Graph,
+    nid: NodeId,
+    ranks: usize,
+    ins: &[(usize, Split)],
+    st: &mut Layouts,
+) -> Res<Found> {
     let node = g.node(nid);
     let split = |i: usize| ins.iter().find(|(k, _)| *k == i).map(|(_, s)| s);
     let (Some(q), Some(k), Some(v)) = (split(0), split(1), split(2)) else {
         return Ok(Found::No("Q, K and V are not all split by head".into()));
     };
-    let four_d = (0..3).all(|i| {
+    let rank_of = |i: usize| {
         node.inputs[i]
             .and_then(|x| g.ty(x).ok())
-            .is_some_and(|t| t.shape.len() == 4)
-    });
-    if !four_d
+            .map(|t| t.shape.len())
+    };
+    let dims = rank_of(0);
+    let head_axis = match dims {
+        Some(4) => 1,
+        Some(3) => 2,
+        _ => return Ok(Found::No("Q is neither 3-D nor 4-D".into())),
+    };
+    if (0..3).any(|i| rank_of(i) != dims)
         || [q, k, v]
             .iter()
-            .any(|s| s.axis != 1 || s.parts.len() != 1 || s.span != 1)
+            .any(|s| s.axis != head_axis || s.parts.len() != 1 || s.span != 1)
     {
         return Ok(Found::No(
-            "Q, K and V are not 4-D and split along their head axis".into(),
+            "Q, K and V are not split alike along their head axis".into(),
         ));
     }
     if q.rep != 1 || !k.same_cut(v) {
         return Ok(Found::No(
             "its query heads are replicated, or K and V split differently".into(),
+        ));
+    }
+    if head_axis == 2 {
+        let (qh, kvh) = (
+            node.attrs.int_or("q_num_heads", 0)?,
+            node.attrs.int_or("kv_num_heads", 0)?,
+        );
+        let n = ranks as i64;
+        if k.rep != 1 || qh <= 0 || kvh <= 0 || qh % n != 0 || kvh % n != 0 {
+            return Ok(Found::No(format!(
+                "3-D attention with {qh} query and {kvh} K/V heads does not split into {ranks} \
+                 ranks of whole heads"
+            )));
+        }
+        st.edits.push((
+            nid,
+            Edit::HeadCounts {
+                q: qh / n,
+                kv: kvh / n,
+            },
         ));
     }
     if ins.iter().any(|(i, _)| *i > 2) {
@@ -561,7 +597,11 @@ fn attention(g: &Graph, nid: NodeId, ins: &[(usize, Split)]) -> Res<Found> {
             "a mask per head, a past cache input or a present output of the Attention node".into(),
         ));
     }
-    Ok(Found::Outs(vec![(node.outputs[0], q.moved(1))]))
+    let mut out = q.moved(head_axis);
+    out.parts = vec![*known(g, node.outputs[0])?
+        .get(head_axis)
+        .ok_or_else(missing)?];
+    Ok(Found::Outs(vec![(node.outputs[0], out)]))
 }
 
 /// The output axis that `axis` of `from` becomes in a reshape to `to`: the first

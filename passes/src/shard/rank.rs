@@ -133,6 +133,11 @@ pub fn rank_graph(
                 );
                 h.nodes[nid.index()].inputs[1] = Some(c);
             }
+            Edit::HeadCounts { q, kv } => {
+                let attrs = &mut h.nodes[nid.index()].attrs;
+                attrs.set("q_num_heads", Attr::Int(*q));
+                attrs.set("kv_num_heads", Attr::Int(*kv));
+            }
             Edit::SplitSizes { ways } => {
                 let sizes: Vec<i64> = node
                     .outputs
