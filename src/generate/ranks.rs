@@ -143,9 +143,7 @@ pub(super) fn prefill(
             Ok(logits)
         })
     })?;
-    let logits = outs.swap_remove(0).and_then(|mut v| v.pop());
-    let logits = logits.ok_or_else(|| GoptError::Usage("rank 0 returned no logits".into()))?;
-    take_rows(&logits, None)
+    rank0_logits(&mut outs)
 }
 
 /// [`Session::decode`] on the ranks: the inputs sent to every rank, one run of the
@@ -172,6 +170,11 @@ pub(super) fn decode(
             }
         })
     })?;
+    rank0_logits(&mut outs)
+}
+
+/// The logits rows rank 0 returned (the other ranks return none).
+fn rank0_logits(outs: &mut Vec<Option<Vec<Tensor>>>) -> Result<Rows> {
     let logits = outs.swap_remove(0).and_then(|mut v| v.pop());
     let logits = logits.ok_or_else(|| GoptError::Usage("rank 0 returned no logits".into()))?;
     take_rows(&logits, None)

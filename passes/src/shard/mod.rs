@@ -267,10 +267,13 @@ fn choose_seeds(g: &Graph, ranks: usize) -> Result<HashMap<NodeId, Seed>, ShardE
             .copied()
             .flatten()
             .is_none_or(|c| g.konst(c).is_some());
-        let quantized_gemm =
-            gemm && !matches!(product::weight(g, *b)?, Some(product::Weight::Plain));
-        if g.konst(*a).is_some() || product::weight(g, *b)?.is_none() || quantized_gemm || !bias_ok
-        {
+        // A constant matrix, or (MatMul only) a quantized one.
+        let usable = match product::weight(g, *b)? {
+            Some(product::Weight::Plain) => true,
+            Some(product::Weight::Dequantized { .. }) => !gemm,
+            None => false,
+        };
+        if g.konst(*a).is_some() || !usable || !bias_ok {
             continue;
         }
         let out = node.outputs[0];
